@@ -102,10 +102,7 @@ class Usage(msgspec.Struct, frozen=True):
     def total_input(self) -> int:
         """Everything the model read at this call, in tokens."""
         return (
-            self.input_tokens
-            + self.cache_read_tokens
-            + self.cache_write_tokens
-            + self.cache_write_1h_tokens
+            self.input_tokens + self.cache_read_tokens + self.cache_write_tokens + self.cache_write_1h_tokens
         )
 
     @property

@@ -16,8 +16,17 @@ from ctxengine.messages import Session, SessionFormat, TranscriptError
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
 
 CLAUDE_CODE_TYPES = {
-    "user", "assistant", "system", "attachment", "summary", "queue-operation",
-    "file-history-snapshot", "progress", "last-prompt", "ai-title", "custom-title",
+    "user",
+    "assistant",
+    "system",
+    "attachment",
+    "summary",
+    "queue-operation",
+    "file-history-snapshot",
+    "progress",
+    "last-prompt",
+    "ai-title",
+    "custom-title",
 }
 CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 

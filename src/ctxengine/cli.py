@@ -1,0 +1,182 @@
+"""The ``ctxengine`` command line: ``replay`` (and more as issues land).
+
+Errors a user can fix (a missing path, an unknown format, a bad policy file) print one line and
+exit 2; a malformed record is a warning naming file and line, and the rest still loads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ctxengine.formats import link_sidechains, load
+from ctxengine.messages import Session, TranscriptError
+from ctxengine.models import Registry, WindowTooSmallError
+from ctxengine.policy import Policy, get_policy
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Context-window management for LLM agents."
+)
+err = Console(stderr=True)
+
+USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
+
+
+@app.callback()
+def _root() -> None:
+    """Context-window management for LLM agents."""
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one line to stderr; return the exit (code 2) to raise."""
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def newest_user_session() -> Path | None:
+    """The newest session file under ``~/.claude/projects`` or ``~/.codex/sessions``."""
+    best: tuple[float, Path] | None = None
+    for d in USER_SESSION_DIRS:
+        root = Path(os.path.expanduser(d))
+        if not root.is_dir():
+            continue
+        for p in root.rglob("*.jsonl"):
+            try:
+                mtime = p.stat().st_mtime
+            except OSError:
+                continue
+            if best is None or mtime > best[0]:
+                best = (mtime, p)
+    return best[1] if best else None
+
+
+def collect(path: Path) -> tuple[list[Session], list[str]]:
+    """Sessions under ``path`` (a file or a folder, recursively) and notes on skipped files.
+
+    Raises ``TranscriptError`` when ``path`` is a single file that cannot be read.
+    """
+    notes: list[str] = []
+    if path.is_dir():
+        sessions: list[Session] = []
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            try:
+                sessions.extend(load(f))
+            except TranscriptError as exc:
+                notes.append(f"skipped {exc}")
+        link_sidechains(sessions)
+        return sessions, notes
+    return load(path), notes
+
+
+def _load_policy(name: str, policy_file: Path | None) -> Policy:
+    try:
+        return Policy.from_toml(policy_file) if policy_file else get_policy(name)
+    except (KeyError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+
+
+@app.command()
+def replay(
+    path: Annotated[
+        Path | None, typer.Argument(help="Transcript file or folder (default: your newest session).")
+    ] = None,
+    policy: Annotated[str, typer.Option(help="Policy: default, none, recorded.")] = "default",
+    policy_file: Annotated[Path | None, typer.Option(help="Load the policy from a TOML file.")] = None,
+    window: Annotated[
+        int | None, typer.Option(help="Context window in tokens (default: the model's).")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full report as JSON.")] = None,
+    plot_out: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG of tokens sent per call.")
+    ] = None,
+    models: Annotated[Path | None, typer.Option(help="TOML file overriding model prices/windows.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No table.")] = False,
+) -> None:
+    """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
+    from ctxengine import report
+    from ctxengine.replay import SessionReport, replay_session
+
+    pol = _load_policy(policy, policy_file)
+    if path is None:
+        path = newest_user_session()
+        if path is None:
+            raise fail("no transcript given and no session found in " + " or ".join(USER_SESSION_DIRS))
+        err.print(f"replaying your newest session: {path}")
+    if not path.exists():
+        raise fail(f"{path}: no such file or directory")
+    try:
+        registry = Registry.default().with_overrides(models) if models else Registry.default()
+    except (OSError, ValueError) as exc:
+        raise fail(f"{models}: {exc}") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            sessions, notes = collect(path)
+        except TranscriptError as exc:
+            raise fail(str(exc)) from None
+    for w in caught:
+        err.print(f"[yellow]warning:[/yellow] {w.message}", highlight=False)
+    for n in notes:
+        err.print(f"note: {n}", highlight=False)
+    if not sessions:
+        raise fail(f"{path}: no transcripts found")
+    malformed = sum(len(s.malformed) for s in sessions)
+    if malformed:
+        err.print(f"[yellow]{malformed} malformed record(s) skipped[/yellow]")
+
+    reports: list[SessionReport] = []
+    recorded_reports: list[SessionReport] | None = [] if plot_out else None
+    rec_policy = get_policy("recorded")
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=len(sessions) < 2,
+        ) as progress:
+            task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
+            for s in sessions:
+                reports.append(replay_session(s, pol, window=window, registry=registry))
+                if recorded_reports is not None:
+                    recorded_reports.append(
+                        reports[-1]
+                        if pol.name == "recorded"
+                        else replay_session(s, rec_policy, window=window, registry=registry, validate=False)
+                    )
+                progress.advance(task)
+    except WindowTooSmallError as exc:
+        raise fail(str(exc)) from None
+
+    if not quiet:
+        report.print_table(reports, f"ctxengine replay — policy {pol.name}")
+    if json_out:
+        report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
+        err.print(f"wrote {json_out}")
+    if plot_out:
+        try:
+            report.plot(reports, recorded_reports, plot_out)
+        except RuntimeError as exc:
+            raise fail(str(exc)) from None
+        err.print(f"wrote {plot_out}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

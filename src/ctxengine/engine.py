@@ -1,0 +1,404 @@
+"""``ContextEngine``: decides, before every model call, what the model sees.
+
+Lifecycle (after OpenClaw's context-engine interface, filled in): ``bootstrap`` once, ``ingest``
+every message as it happens, ``assemble`` before every model call (returns the ``Projection``),
+``after_turn`` with the provider's usage after it, ``compact`` on demand, ``maintain`` for upkeep,
+``dispose`` at the end. The replay drives exactly this interface.
+
+State is append-only: ``history`` holds every ingested message unchanged (and the store has them);
+decisions are data (tool results shown differently, frozen per call id; where the projection
+restarts and behind which summary). The projection is computed from history and decisions, kept
+incrementally: ingesting appends, a decision rebuilds once. A decision that fails leaves the engine
+as it was (decisions are computed first, committed after).
+
+The cascade in ``assemble`` (cheapest first, each only if still needed): idle clear ->
+cache-aware clear -> summary compaction -> overflow guard; the tool-result budget runs on ingest.
+Pairing is validated and repaired after every change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ctxengine import summarize
+from ctxengine.layers.base import (
+    Cut,
+    LayerContext,
+    LayerEvent,
+    Replacements,
+    artifact_id,
+    message_with_results,
+    result_text,
+)
+from ctxengine.layers.cache_clear import cache_clear
+from ctxengine.layers.idle_clear import idle_clear
+from ctxengine.layers.overflow_guard import overflow_guard
+from ctxengine.layers.pairing import find_violations, repair
+from ctxengine.layers.summary_compact import summary_compact
+from ctxengine.layers.tool_result_budget import budget_message
+from ctxengine.messages import Message, RecordedCompaction, Usage
+from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
+from ctxengine.policy import Policy
+from ctxengine.store import SessionStore, SQLiteStore
+from ctxengine.tokens.counter import TokenCounter, counter_for
+from ctxengine.tokens.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+RECORDED_ORIGINS = ("compact_summary", "compact_restore")
+
+
+class Projection(msgspec.Struct, kw_only=True):
+    """What the engine would send at a call.
+
+    ``messages``: the conversation (neutral model); ``system``: system prompt; ``tokens``: the
+    ledger's predicted input tokens of the request (fixed prefix included); ``content_estimate``:
+    raw counter tokens of ``messages``; ``events``: decisions made while assembling.
+    """
+
+    messages: list[Message]
+    system: str
+    tokens: int
+    content_estimate: int
+    window: int
+    events: list[LayerEvent]
+
+
+class CompactionError(Exception):
+    """A compaction could not be made; the session is unchanged."""
+
+
+class ContextEngine:
+    """The core engine (id ``ctxengine``, owner ``core``).
+
+    ``model`` names the model (registry lookup for window, max output, prices, tokenizer);
+    ``window`` overrides the model's context window and ``agent_cap`` caps it (tokens).
+    Raises ``WindowTooSmallError`` when the resolved window is under 16,000 tokens.
+    """
+
+    engine_id = "ctxengine"
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        model: str | None = None,
+        window: int | None = None,
+        agent_cap: int | None = None,
+        registry: Registry | None = None,
+        store: SessionStore | None = None,
+        counter: TokenCounter | None = None,
+        session_id: str = "session",
+    ) -> None:
+        self.policy = policy
+        self.registry = registry or Registry.default()
+        self.model: ModelInfo = self.registry.get(model or "unknown")
+        self.window = resolve_window(self.model, user_override=window, agent_cap=agent_cap)
+        check_window(self.window)
+        self.counter = counter or counter_for(self.model)
+        self.store: SessionStore = store or SQLiteStore()
+        self.session_id = session_id
+        self.system = ""
+        self.ledger = Ledger()
+        self.history: list[Message] = []
+        self.recorded: dict[int, RecordedCompaction] = {}
+        self._recorded_done: set[int] = set()
+        self._recorded_before = 0
+        # decisions
+        self.replacements: dict[str, Any] = {}  # call id -> ToolResult shown instead
+        self.kept_from = 0  # history index where the projection's verbatim part starts
+        self.prefix: list[Message] = []  # engine-made messages before it (summary, notices)
+        self.summary_state = summarize.SummaryState()
+        # the projection, kept incrementally
+        self._view: list[Message] = []
+        self._src: list[int] = []
+        self._tok: list[int] = []
+        self._dirty_from: int | None = None
+        self._last_call: float | None = None
+        self._last_estimate = 0
+        self._pending_events: list[LayerEvent] = []
+        self.events: list[LayerEvent] = []
+        self.failures = 0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def bootstrap(
+        self,
+        *,
+        system: str = "",
+        fixed_prefix_tokens: int | None = None,
+        recorded_compactions: Sequence[RecordedCompaction] = (),
+    ) -> None:
+        """Start a session. ``fixed_prefix_tokens``: tokens of system prompt + tool definitions
+        when known (else counted from ``system``); ``recorded_compactions`` feed policy
+        ``recorded``."""
+        self.system = system
+        prefix = fixed_prefix_tokens if fixed_prefix_tokens is not None else self.counter.count_text(system)
+        self.ledger = Ledger(fixed_prefix=prefix)
+        self.recorded = {c.index: c for c in recorded_compactions}
+
+    def ingest(self, message: Message) -> list[LayerEvent]:
+        """Append a message to the session (and the store). Runs the tool-result budget on it.
+        Returns the events of decisions made."""
+        self.store.append(self.session_id, "message", msgspec.to_builtins(message))
+        if message.origin in RECORDED_ORIGINS and self.policy.compaction != "recorded":
+            return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
+        idx = len(self.history)
+        self.history.append(message)
+        events: list[LayerEvent] = []
+        if self.policy.compaction == "recorded" and message.compaction is not None:
+            if message.compaction not in self._recorded_done:
+                self._recorded_done.add(message.compaction)
+                self._recorded_cut(idx)
+            if message.origin == "compact_summary":
+                events.append(self._recorded_event(message))
+        decision = budget_message(message, self.policy, self._predict())
+        if decision is not None:
+            self._commit_replacements(decision, rebuild=False)
+            events.append(decision.event)
+        shown = message_with_results(message, self.replacements)
+        self._append_view(shown, idx)
+        self._pending_events.extend(events)
+        return events
+
+    def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection:
+        """The projection to send at the next call, after running the cascade.
+
+        ``budget`` (tokens) caps the window for this call; ``now`` (epoch seconds) is the call's
+        time, used by the idle clear.
+        """
+        window = min(self.window, budget) if budget else self.window
+        self._repair_if_dirty()
+        for layer in (self._idle, self._cache_clear, self._summary, self._overflow):
+            ctx = self._context(window, now)
+            try:
+                event = layer(ctx)
+            except Exception as exc:  # a failing layer leaves the session as it was
+                log.warning("layer %s failed: %s", getattr(layer, "__name__", layer), exc)
+                self.failures += 1
+                continue
+            if event is not None:
+                self._pending_events.append(event)
+        estimate = sum(self._tok)
+        self._last_estimate = estimate
+        if now is not None:
+            self._last_call = now
+        events, self._pending_events = self._pending_events, []
+        self.events.extend(events)
+        return Projection(
+            messages=list(self._view),
+            system=self.system,
+            tokens=self._predict(),
+            content_estimate=estimate,
+            window=window,
+            events=events,
+        )
+
+    def after_turn(self, usage: Usage | None) -> None:
+        """Record the provider's usage for the call just made (anchors the ledger)."""
+        if usage is not None and usage.total_input > 0:
+            self.ledger.observe(usage.total_input, self._last_estimate)
+
+    def compact(self, force: bool = True, reason: str = "manual") -> LayerEvent | None:
+        """Compact now with the summary layer (``force`` ignores the threshold). Returns the event,
+        or None when there is nothing to compact. Raises ``CompactionError`` on failure; the
+        session is then unchanged."""
+        ctx = self._context(self.window, self._last_call)
+        try:
+            result = summary_compact(
+                ctx, self.summary_state, self.counter.count_text, force=force, reason=reason
+            )
+        except Exception as exc:
+            raise CompactionError(f"compaction failed: {exc}") from exc
+        if result is None:
+            return None
+        cut, state = result
+        self._commit_cut(cut)
+        self.summary_state = state
+        self.events.append(cut.event)
+        return cut.event
+
+    def maintain(self) -> list[LayerEvent]:
+        """Background upkeep (nothing beyond a pairing check in this engine)."""
+        self._repair_if_dirty()
+        return []
+
+    def dispose(self) -> None:
+        """Release the store."""
+        self.store.close()
+
+    # ---------------------------------------------------------------- retrieval
+
+    def retrieve(self, artifact: str) -> str:
+        """The original content of an offloaded or cleared tool result. Raises ``StoreError``."""
+        content, _ = self.store.get_artifact(self.session_id, artifact)
+        return content
+
+    # ---------------------------------------------------------------- internals
+
+    def _predict(self) -> int:
+        return self.ledger.predict(sum(self._tok))
+
+    def _count(self, msg: Message) -> int:
+        return self.counter.count_message(msg)
+
+    def _append_view(self, msg: Message, src: int) -> None:
+        if self._dirty_from is None:
+            self._dirty_from = len(self._view)
+        self._view.append(msg)
+        self._src.append(src)
+        self._tok.append(self._count(msg))
+
+    def _context(self, window: int, now: float | None) -> LayerContext:
+        scale = self.ledger.scale
+        return LayerContext(
+            view=self._view,
+            tokens=[round(t * scale) for t in self._tok],
+            src=self._src,
+            predicted=self._predict(),
+            window=window,
+            max_output=self.model.max_output,
+            policy=self.policy,
+            now=now,
+            last_call=self._last_call,
+            frozen=self.replacements,
+        )
+
+    def _idle(self, ctx: LayerContext) -> LayerEvent | None:
+        d = idle_clear(ctx)
+        return self._commit_replacements(d) if d else None
+
+    def _cache_clear(self, ctx: LayerContext) -> LayerEvent | None:
+        d = cache_clear(ctx)
+        return self._commit_replacements(d) if d else None
+
+    def _summary(self, ctx: LayerContext) -> LayerEvent | None:
+        if self.policy.compaction != "structured":
+            return None
+        result = summary_compact(ctx, self.summary_state, self.counter.count_text)
+        if result is None:
+            return None
+        cut, state = result
+        event = self._commit_cut(cut)
+        self.summary_state = state
+        return event
+
+    def _overflow(self, ctx: LayerContext) -> LayerEvent | None:
+        d = overflow_guard(ctx)
+        return self._commit_cut(d) if d else None
+
+    def _commit_replacements(self, d: Replacements, rebuild: bool = True) -> LayerEvent:
+        for cid, new in d.results.items():
+            original = self._find_result(cid)
+            if original is not None:
+                self.store.put_artifact(
+                    self.session_id, artifact_id(cid), original, {"layer": d.event.layer, "call_id": cid}
+                )
+            self.replacements[cid] = new
+        self.store.append(
+            self.session_id,
+            "clear" if d.event.layer != "tool_result_budget" else "offload",
+            {"layer": d.event.layer, "call_ids": sorted(d.results)},
+        )
+        if rebuild:
+            before = self._predict()
+            self._rebuild()
+            d.event.tokens_before = before
+            d.event.tokens_after = self._predict()
+        return d.event
+
+    def _find_result(self, call_id: str) -> str | None:
+        for msg in reversed(self.history):
+            for r in msg.tool_results:
+                if r.call_id == call_id:
+                    return result_text(r)
+        return None
+
+    def _commit_cut(self, cut: Cut) -> LayerEvent:
+        before = self._predict()
+        src = self._src[cut.keep_from] if cut.keep_from < len(self._src) else len(self.history)
+        if src < 0:
+            src = next((s for s in self._src[cut.keep_from :] if s >= 0), len(self.history))
+        self.kept_from = src
+        self.prefix = list(cut.prefix)
+        self.store.append(
+            self.session_id,
+            "compaction",
+            {
+                "layer": cut.event.layer,
+                "kept_from": src,
+                "prefix": [msgspec.to_builtins(m) for m in cut.prefix],
+            },
+        )
+        self._rebuild()
+        self.ledger.reset()  # usage from before a compaction no longer applies
+        cut.event.tokens_before = before
+        cut.event.tokens_after = self._predict()
+        return cut.event
+
+    def _recorded_cut(self, idx: int) -> None:
+        """Policy ``recorded``: the recorded session compacted here; the projection restarts at
+        the compaction's first message (its summary and restore attachments)."""
+        self._recorded_before = self._predict()
+        self.kept_from = idx
+        self.prefix = []
+        self._rebuild()
+        self.ledger.reset()
+
+    def _recorded_event(self, summary: Message) -> LayerEvent:
+        """The summarization call the recorded session made (the transcript does not log it):
+        priced as a cache read of ``preTokens`` plus the summary as output."""
+        rec = self.recorded.get(summary.compaction or 0)
+        before = self._recorded_before
+        pre = rec.pre_tokens if rec and rec.pre_tokens else before
+        out = self._count(summary)
+        return LayerEvent(
+            layer="recorded_compaction",
+            reason=f"recorded {rec.trigger if rec else 'auto'} compaction",
+            tokens_before=before,
+            tokens_after=self._predict(),
+            llm_calls=1,
+            llm_input_tokens=pre,
+            llm_output_tokens=out,
+            llm_cost_usd=self.model.cost_usd(cache_read_tokens=pre, output_tokens=out),
+            details={"pre_tokens": pre, "post_tokens": rec.post_tokens if rec else None},
+        )
+
+    def _rebuild(self) -> None:
+        self._view, self._src, self._tok = [], [], []
+        self._dirty_from = None
+        for m in self.prefix:
+            self._append_view(m, -1)
+        for i in range(self.kept_from, len(self.history)):
+            self._append_view(message_with_results(self.history[i], self.replacements), i)
+        self._dirty_from = 0
+        self._repair_if_dirty()
+
+    def _repair_if_dirty(self) -> None:
+        if self._dirty_from is None:
+            return
+        start = self._dirty_from
+        while start > 0 and self._view[start].role != "assistant":
+            start -= 1
+        self._dirty_from = None
+        tail = self._view[start:]
+        if not find_violations(tail):
+            return
+        fixed, _report = repair(tail)
+        by_id = {m.id: (s, t, m) for m, s, t in zip(tail, self._src[start:], self._tok[start:], strict=True)}
+        src, tok = [], []
+        for m in fixed:
+            old = by_id.get(m.id)
+            if old is not None and old[2] is m:
+                src.append(old[0])
+                tok.append(old[1])
+            else:
+                src.append(old[0] if old else -2)
+                tok.append(self._count(m))
+        self._view[start:] = fixed
+        self._src[start:] = src
+        self._tok[start:] = tok

@@ -1,0 +1,136 @@
+"""What every layer gets and returns.
+
+A layer is a pure function of a ``LayerContext`` (the current projection, its token estimates, the
+budget and the policy) that returns a decision or None. It never touches the store, a reader or a
+writer; the engine applies decisions, stores artifacts and records the ``LayerEvent``. Two kinds of
+decision exist:
+- ``Replacements``: tool results to show differently (offloaded preview, cleared placeholder),
+  keyed by tool call id and frozen once made (DESIGN principle 4: same history, same bytes);
+- ``Cut``: the projection restarts at a view index, behind new prefix messages (a summary, a
+  notice). Cut indices are always safe cut points, so pairs are never split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ctxengine import identifiers
+from ctxengine.messages import Block, Message, Text, ToolResult
+from ctxengine.policy import Policy
+
+
+class LayerEvent(msgspec.Struct, kw_only=True):
+    """One decision of one layer. Tokens are predicted input tokens of the whole request."""
+
+    layer: str
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    llm_calls: int = 0
+    llm_input_tokens: int = 0
+    llm_output_tokens: int = 0
+    llm_cost_usd: float = 0.0
+    details: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+@dataclass
+class LayerContext:
+    """The projection as a layer sees it. ``tokens[i]`` is the calibrated token estimate of
+    ``view[i]``; ``predicted`` the predicted input tokens of the whole request (fixed prefix
+    included); ``src[i]`` the history index of ``view[i]`` (-1 for messages the engine made)."""
+
+    view: Sequence[Message]
+    tokens: Sequence[int]
+    src: Sequence[int]
+    predicted: int
+    window: int
+    max_output: int
+    policy: Policy
+    now: float | None = None
+    last_call: float | None = None
+    frozen: Mapping[str, ToolResult] = field(default_factory=dict)  # call id -> replacement shown
+
+
+@dataclass
+class Replacements:
+    """Tool results to replace (call id -> new result) and the event that explains it."""
+
+    results: dict[str, ToolResult]
+    event: LayerEvent
+
+
+@dataclass
+class Cut:
+    """Restart the projection at ``keep_from`` (a view index) behind ``prefix`` messages."""
+
+    keep_from: int
+    prefix: list[Message]
+    event: LayerEvent
+    summarized: list[Message] = field(default_factory=list)  # the span that left the context
+
+
+def result_text(result: ToolResult) -> str:
+    """The text parts of a tool result, joined."""
+    return "\n".join(p.text for p in result.content if isinstance(p, Text))
+
+
+def result_chars(result: ToolResult) -> int:
+    """Characters of text in a tool result (images and documents are not counted here)."""
+    return sum(len(p.text) for p in result.content if isinstance(p, Text))
+
+
+def artifact_id(call_id: str) -> str:
+    """The artifact id under which a tool result's original content is kept."""
+    return f"tool-result/{call_id}"
+
+
+def identifier_line(text: str, limit: int) -> str:
+    """A line listing up to ``limit`` identifiers of ``text`` (empty when none)."""
+    if limit <= 0:
+        return ""
+    ids = sorted(identifiers.extract(text))
+    if not ids:
+        return ""
+    more = f" (+{len(ids) - limit} more)" if len(ids) > limit else ""
+    return "identifiers: " + " ".join(ids[:limit]) + more
+
+
+def cleared_result(result: ToolResult, policy: Policy, why: str) -> ToolResult:
+    """A one-line placeholder for a cleared tool result (Claude Code's "[Old tool result content
+    cleared]"), plus how to get it back and, with ``policy.keep_identifiers``, its identifiers."""
+    text = result_text(result)
+    line = (
+        f"[Old tool result content cleared ({why}): {len(text):,} chars; "
+        f"retrieve with artifact id {artifact_id(result.call_id)}]"
+    )
+    if policy.keep_identifiers:
+        ids = identifier_line(text, policy.identifiers_max)
+        if ids:
+            line += "\n" + ids
+    return ToolResult(result.call_id, (Text(line),), result.is_error, result.name)
+
+
+def message_with_results(msg: Message, replacements: Mapping[str, ToolResult]) -> Message:
+    """``msg`` with its tool results swapped for their replacements (a new message, or ``msg``
+    itself when nothing applies)."""
+    if msg.role != "user" or not replacements:
+        return msg
+    changed = False
+    blocks: list[Block] = []
+    for b in msg.blocks:
+        if isinstance(b, ToolResult) and b.call_id in replacements:
+            blocks.append(replacements[b.call_id])
+            changed = True
+        else:
+            blocks.append(b)
+    if not changed:
+        return msg
+    return msgspec.structs.replace(msg, blocks=tuple(blocks))

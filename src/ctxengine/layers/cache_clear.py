@@ -1,0 +1,42 @@
+"""Cache-aware clearing of old tool results under pressure.
+
+After Anthropic's ``clear_tool_uses_20250919`` edit (trigger, keep, ``clear_at_least``): once the
+context passes ``cache_clear_trigger`` of the window, clear the oldest tool results, newest
+``cache_clear_keep_recent`` kept, down to ``cache_clear_target`` of the window, in ONE batch; a
+batch that would free less than ``cache_clear_at_least`` tokens is not made, since every clearing
+invalidates the prompt cache from the first cleared result on. Decisions are frozen per tool call
+id. Cost: $0 (one cache miss, bought with many tokens).
+"""
+
+from __future__ import annotations
+
+from ctxengine.layers.base import LayerContext, LayerEvent, Replacements
+from ctxengine.layers.clearing import clear_batch
+
+LAYER = "cache_clear"
+
+
+def cache_clear(ctx: LayerContext) -> Replacements | None:
+    """Clear a batch of old tool results when the context is over the trigger."""
+    p = ctx.policy
+    if not p.cache_clear:
+        return None
+    trigger = int(ctx.window * p.cache_clear_trigger)
+    if ctx.predicted <= trigger:
+        return None
+    want = ctx.predicted - int(ctx.window * p.cache_clear_target)
+    out, freed = clear_batch(
+        ctx, p.cache_clear_keep_recent, p.cache_clear_min_result_tokens, want, "pressure"
+    )
+    if not out or freed < p.cache_clear_at_least:
+        return None
+    return Replacements(
+        out,
+        LayerEvent(
+            layer=LAYER,
+            reason=f"context {ctx.predicted:,} > {trigger:,} tokens",
+            tokens_before=ctx.predicted,
+            tokens_after=ctx.predicted - freed,
+            details={"cleared": len(out), "wanted": want},
+        ),
+    )

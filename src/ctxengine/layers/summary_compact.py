@@ -1,0 +1,93 @@
+"""Summary compaction: replace the older part of the projection by a structured summary.
+
+Trigger: Claude Code's auto-compact threshold, window - min(max_output, 20,000) - 13,000 (167K of
+200K). The newest ``keep_recent_tokens`` (and at least ``keep_recent_min_messages`` messages with
+text) stay verbatim; the cut moves back to a safe point so no tool call loses its result. The
+summary is the deterministic structured summary (``ctxengine.summarize``, $0), bounded by
+``summary_max_tokens``, and goes in as a user message saying the session continues from a
+compacted one. A cut that would summarize nothing is not made (no compaction loops, cf.
+claude-code #2283).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from ctxengine import summarize
+from ctxengine.layers.base import Cut, LayerContext, LayerEvent
+from ctxengine.layers.pairing import safe_cut_points
+from ctxengine.messages import Message, Text
+
+LAYER = "summary_compact"
+
+
+def choose_cut(ctx: LayerContext, start: int) -> int | None:
+    """View index where the kept tail starts: the newest safe cut point that keeps at least
+    ``keep_recent_tokens`` and ``keep_recent_min_messages`` text messages, and is after ``start``.
+    None when no such point exists."""
+    p = ctx.policy
+    kept_tokens = 0
+    text_msgs = 0
+    want = len(ctx.view)
+    for i in range(len(ctx.view) - 1, start - 1, -1):
+        kept_tokens += ctx.tokens[i]
+        if ctx.view[i].text().strip():
+            text_msgs += 1
+        if kept_tokens >= p.keep_recent_tokens and text_msgs >= p.keep_recent_min_messages:
+            want = i
+            break
+    else:
+        return None
+    cuts = [c for c in safe_cut_points(ctx.view) if start < c <= want]
+    return cuts[-1] if cuts else None
+
+
+def summary_compact(
+    ctx: LayerContext,
+    state: summarize.SummaryState,
+    count: Callable[[str], int],
+    *,
+    force: bool = False,
+    reason: str = "",
+) -> tuple[Cut, summarize.SummaryState] | None:
+    """Compact when over the threshold (or ``force``). Returns the cut and the new summary state
+    (``state`` itself is not modified), or None when nothing should or can be done."""
+    p = ctx.policy
+    threshold = p.compact_threshold(ctx.window, ctx.max_output)
+    if not force and ctx.predicted <= threshold:
+        return None
+    start = 0
+    while start < len(ctx.view) and ctx.src[start] < 0:
+        start += 1  # engine-made prefix (an earlier summary) is folded into the state already
+    cut = choose_cut(ctx, start)
+    if cut is None:
+        return None
+    span = list(ctx.view[start:cut])
+    new_state = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=summarize.SummaryState)
+    summarize.update(new_state, span, user_message_chars=p.summary_user_message_chars)
+    text = summarize.render(
+        new_state, max_tokens=p.summary_max_tokens, count=count, identifiers_max=p.summary_identifiers_max
+    )
+    summary = Message(
+        role="user",
+        blocks=(Text(text),),
+        id=f"summary-{new_state.messages_summarized}",
+        timestamp=ctx.now,
+        origin="summary",
+    )
+    removed = sum(ctx.tokens[:cut])
+    after = ctx.predicted - removed + count(text)
+    event = LayerEvent(
+        layer=LAYER,
+        reason=reason or f"context {ctx.predicted:,} > threshold {threshold:,} tokens",
+        tokens_before=ctx.predicted,
+        tokens_after=after,
+        details={
+            "messages_summarized": len(span),
+            "summary_tokens": count(text),
+            "kept_messages": len(ctx.view) - cut,
+        },
+    )
+    return Cut(keep_from=cut, prefix=[summary], event=event, summarized=span), new_state

@@ -1,0 +1,128 @@
+"""``Policy``: every threshold of the cascade as one record with the reference defaults.
+
+A policy is data. The engine reads it; layers read only their own fields. Policies load from TOML
+(``Policy.from_toml``): the file's keys are the field names below, an optional ``base`` key names
+the built-in policy to start from.
+
+Built-in policies:
+- ``default``: ours (all $0 layers, deterministic structured summary).
+- ``none``: send everything; overflows are counted, nothing is changed.
+- ``recorded``: what the recorded session did: compactions where the transcript has them, with the
+  recorded summary and restore attachments, and the summarization call priced.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+CompactionMode = Literal["structured", "recorded", "none"]
+
+
+class Policy(msgspec.Struct, frozen=True, kw_only=True):
+    """Thresholds of the cascade. Tokens are model tokens, chars are Python characters,
+    seconds are wall-clock seconds between model calls."""
+
+    name: str = "default"
+    description: str = "ctxengine's own policy: cheap layers first, structured summary last."
+
+    # tool-result budget (every call; Claude Code 50,000 chars per tool, 200,000 per message)
+    tool_result_budget: bool = True
+    tool_result_max_chars: int = 50_000
+    message_results_max_chars: int = 200_000
+    preview_chars: int = 2_000  # Claude Code's 2 KB <persisted-output> preview
+    tail_chars: int = 600  # tail kept when the tail looks important (errors, summaries)
+
+    # idle clear (time-based microcompact; Claude Code: gap 60 min, keep 5)
+    idle_clear: bool = True
+    idle_gap_s: float = 3600.0
+    idle_keep_recent: int = 5
+
+    # cache-aware clearing of old tool results (Anthropic clear_tool_uses: keep 3, clear_at_least)
+    cache_clear: bool = True
+    cache_clear_trigger: float = 0.5  # share of the window at which clearing starts
+    cache_clear_target: float = 0.35  # share of the window clearing brings the context down to
+    cache_clear_keep_recent: int = 5  # newest tool results never cleared
+    cache_clear_at_least: int = 10_000  # tokens: a batch smaller than this is not worth a cache miss
+    cache_clear_min_result_tokens: int = 200  # results smaller than this are not worth clearing
+    keep_identifiers: bool = True  # cleared/offloaded results keep a line of their identifiers
+    identifiers_max: int = 40  # per cleared result
+
+    # summary compaction (Claude Code auto-compact: window - min(max_output, 20,000) - 13,000)
+    compaction: CompactionMode = "structured"
+    compact_reserve_output: int = 20_000  # tokens kept for the model's output
+    compact_buffer: int = 13_000  # tokens of head-room below the effective window
+    keep_recent_tokens: int = 30_000  # tail kept verbatim after a compaction
+    keep_recent_min_messages: int = 5
+    summary_max_tokens: int = 12_000
+    summary_user_message_chars: int = 2_000  # per user message kept verbatim in the summary
+    summary_identifiers_max: int = 400
+
+    # overflow guard (last resort before a call that cannot fit)
+    overflow_guard: bool = True
+    overflow_reserve: int = 4_000  # tokens kept free for the response at the very least
+
+    # cache model
+    cache_ttl_s: float = 300.0  # Anthropic ephemeral 5 min; 3600 for the 1-hour cache
+
+    def compact_threshold(self, window: int, max_output: int) -> int:
+        """Tokens above which summary compaction runs (Claude Code auto-compact threshold)."""
+        return window - min(max_output, self.compact_reserve_output) - self.compact_buffer
+
+    def with_(self, **changes: object) -> Policy:
+        """A copy with ``changes`` applied."""
+        return msgspec.structs.replace(self, **changes)
+
+    @classmethod
+    def from_toml(cls, path: Path | str) -> Policy:
+        """Load a policy from TOML. ``base = "NAME"`` starts from a built-in policy.
+
+        Raises ``ValueError`` naming the file for unknown keys or wrong types.
+        """
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"{p}: cannot read policy: {exc}") from None
+        base = get_policy(str(data.pop("base", "default")))
+        merged = msgspec.structs.asdict(base) | data
+        try:
+            return msgspec.convert(merged, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"{p}: invalid policy: {exc}") from None
+
+
+NONE = Policy(
+    name="none",
+    description="Send everything; count overflows.",
+    tool_result_budget=False,
+    idle_clear=False,
+    cache_clear=False,
+    compaction="none",
+    overflow_guard=False,
+)
+
+RECORDED = Policy(
+    name="recorded",
+    description="What the recorded session did: its compactions, summaries and restores.",
+    tool_result_budget=False,
+    idle_clear=False,
+    cache_clear=False,
+    compaction="recorded",
+    overflow_guard=False,
+)
+
+DEFAULT = Policy()
+
+BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED)}
+
+
+def get_policy(name: str) -> Policy:
+    """The built-in policy called ``name``. Raises ``KeyError`` listing the known names."""
+    try:
+        return BUILTIN[name]
+    except KeyError:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(BUILTIN))}") from None

@@ -1,0 +1,456 @@
+"""Replay: feed a recorded session through the engine exactly as a live agent would, and measure.
+
+At every recorded model call the replay asks the engine for its projection (``assemble``), prices
+it with the prompt-cache model, checks the real request body it would send against the provider's
+rules, and measures reference recall; then it ingests the recorded response and reports usage
+(``after_turn``). Only the engine's public lifecycle is used. Replay is counterfactual (after a
+compaction the real model would have said other things) and deterministic.
+
+Two tracks run side by side:
+- the *engine* track: what the policy sends. Its size at call k is the recorded usage corrected
+  by what differs: ``recorded_total + estimate(projection) - estimate(recorded context)``, so the
+  shared content is measured by the provider and only the difference is estimated;
+- the *recorded* track: what the recorded session actually sent (the full history, restarting at
+  each recorded compaction). The ledger's figures (``prediction_error``, ``delta_error``) and the
+  cache model's error are measured here, online: at call k the ledger has seen calls before k.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from ctxengine import identifiers
+from ctxengine.cache import CacheModel
+from ctxengine.engine import ContextEngine
+from ctxengine.formats.anthropic_writer import to_anthropic
+from ctxengine.formats.openai_writer import to_openai_chat
+from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
+from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult, Usage
+from ctxengine.models import ModelInfo, Registry
+from ctxengine.policy import Policy
+from ctxengine.tokens.counter import TokenCounter, counter_for
+from ctxengine.tokens.ledger import Ledger
+
+SCHEMA_VERSION = 1
+DELTA_MIN_TOKENS = 200  # delta_error only on calls whose recorded growth exceeds this
+ONE_HOUR_TTL_S = 3600.0
+
+
+class CallRecord(msgspec.Struct, kw_only=True):
+    """One model call of the replay. Tokens; USD."""
+
+    index: int
+    timestamp: float | None
+    sent_tokens: int
+    recorded_input_tokens: int | None
+    predicted_input_tokens: int | None
+    cache_read_tokens: int
+    cache_write_tokens: int
+    uncached_tokens: int
+    output_tokens: int
+    cost_usd: float
+    overflow: bool
+    recall_hits: int
+    recall_uses: int
+    events: list[dict[str, Any]]
+
+
+class ErrorStats(msgspec.Struct):
+    """Absolute percentage errors (median, p95); None when nothing was measured."""
+
+    median_abs_pct: float | None = None
+    p95_abs_pct: float | None = None
+    n: int = 0
+
+
+class SessionSummary(msgspec.Struct, kw_only=True):
+    peak_sent_tokens: int
+    overflows: int
+    compactions: dict[str, int]
+    compactions_free: int
+    llm_calls: int
+    llm_tokens: int
+    llm_cost_usd: float
+    cost_usd: float
+    recorded_cost_usd: float | None
+    cache_hit_ratio: float | None
+    reference_recall: float | None
+    recall_hits: int
+    recall_uses: int
+    pairing_violations: int
+    malformed_records: int
+    skipped_records: dict[str, int]
+    price_known: bool
+    prediction_error: ErrorStats
+    delta_error: ErrorStats
+    cache_model_error: ErrorStats
+    wall_time_s: float
+
+
+class SessionInfo(msgspec.Struct, kw_only=True):
+    source: str
+    name: str
+    format: str
+    model: str | None
+    calls: int
+    messages: int
+    parent: str | None
+    sidechain: bool
+
+
+class SessionReport(msgspec.Struct, kw_only=True):
+    """The replay of one session under one policy (the JSON ``--json`` writes)."""
+
+    schema_version: int = SCHEMA_VERSION
+    session: SessionInfo
+    policy: str
+    window_tokens: int
+    fixed_prefix_tokens: int
+    calls: list[CallRecord]
+    summary: SessionSummary
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+class _Ids:
+    """Identifier sets per message, cached by object identity (messages outlive the replay)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Message, frozenset[str]]] = {}
+        self._used: dict[int, tuple[Message, frozenset[str]]] = {}
+
+    def of(self, msg: Message) -> frozenset[str]:
+        hit = self._seen.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=True)))
+        self._seen[id(msg)] = (msg, ids)
+        return ids
+
+    def used(self, msg: Message) -> frozenset[str]:
+        hit = self._used.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=False)))
+        self._used[id(msg)] = (msg, ids)
+        return ids
+
+
+def _texts(msg: Message, *, include_thinking: bool) -> Iterable[str]:
+    for b in msg.blocks:
+        if isinstance(b, Text):
+            yield b.text
+        elif isinstance(b, ToolCall):
+            yield b.input if isinstance(b.input, str) else msgspec.json.encode(b.input).decode()
+        elif isinstance(b, ToolResult):
+            for p in b.content:
+                if isinstance(p, Text):
+                    yield p.text
+        elif include_thinking and isinstance(b, Thinking):
+            yield b.thinking
+
+
+class _Counts:
+    """Token estimates per message, cached by object identity."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._cache: dict[int, tuple[Message, int]] = {}
+
+    def __call__(self, msg: Message) -> int:
+        hit = self._cache.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        n = self.counter.count_message(msg)
+        self._cache[id(msg)] = (msg, n)
+        return n
+
+
+def _is_call(msg: Message) -> bool:
+    return msg.role == "assistant" and not msg.meta.get("synthetic")
+
+
+def _pct(errors: Sequence[float]) -> ErrorStats:
+    if not errors:
+        return ErrorStats()
+    xs = sorted(errors)
+    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return ErrorStats(round(statistics.median(xs), 4), round(p95, 4), len(xs))
+
+
+def _provider(session: Session, model: ModelInfo) -> str:
+    if model.provider == "anthropic" or (session.format == "claude-code" and model.provider != "openai"):
+        return "anthropic"
+    return "openai"
+
+
+def infer_fixed_prefix(session: Session, count: _Counts) -> int:
+    """Tokens of system prompt + tool definitions: the first recorded usage minus our estimate of
+    the messages before that call. Falls back to counting ``session.system``."""
+    est = 0
+    for msg in session.messages:
+        if _is_call(msg) and msg.usage is not None and msg.usage.total_input > 0:
+            return max(0, msg.usage.total_input - est)
+        if msg.origin not in ("compact_summary", "compact_restore"):
+            est += count(msg)
+    return count.counter.count_text(session.system) if session.system else 0
+
+
+# ------------------------------------------------------------------ the replay
+
+
+def replay_session(
+    session: Session,
+    policy: Policy,
+    *,
+    window: int | None = None,
+    registry: Registry | None = None,
+    validate: bool = True,
+) -> SessionReport:
+    """Replay ``session`` under ``policy`` at ``window`` tokens (default: the model's window).
+
+    Returns the full report. Raises nothing for odd sessions: a session with no calls gives an
+    empty report.
+    """
+    t0 = time.perf_counter()
+    registry = registry or Registry.default()
+    model = registry.get(session.model or "unknown")
+    counter = counter_for(model)
+    count = _Counts(counter)
+    ids = _Ids()
+    warnings: list[str] = []
+    if not model.price_known:
+        warnings.append(f"no known price for model {session.model!r}: priced at fallback rates")
+
+    fixed = infer_fixed_prefix(session, count)
+    engine = ContextEngine(
+        policy,
+        model=model.name if model.price_known else session.model,
+        window=window,
+        registry=registry,
+        counter=counter,
+        session_id=session.source,
+    )
+    engine.bootstrap(
+        system=session.system, fixed_prefix_tokens=fixed, recorded_compactions=session.compactions
+    )
+    provider = _provider(session, model)
+    ttl = policy.cache_ttl_s
+    if any(m.usage and m.usage.cache_write_1h_tokens for m in session.messages):
+        ttl = ONE_HOUR_TTL_S  # the recorded harness used the 1-hour cache
+    style = model.cache_style
+    engine_cache = CacheModel(style, ttl)
+    rec_cache = CacheModel(style, ttl)
+    rec_ledger = Ledger(fixed_prefix=fixed)
+
+    compaction_starts = {c.at for c in session.compactions}
+    rec_msgs: list[Message] = []
+    rec_est = 0
+    seen: set[str] = set()
+    prev_rec_total: int | None = None
+    compacted_since_prev = False
+    view_ids: Counter[str] = Counter()
+    prev_view: dict[int, Message] = {}
+
+    calls: list[CallRecord] = []
+    pred_errs: list[float] = []
+    delta_errs: list[float] = []
+    cache_errs: list[float] = []
+    violations = 0
+    recorded_cost = 0.0
+    recorded_cost_known = False
+    first_call_seen = False
+
+    for i, msg in enumerate(session.messages):
+        if i in compaction_starts:
+            rec_msgs, rec_est = [], 0
+            rec_ledger.reset()
+            rec_cache.reset()
+            compacted_since_prev = True
+        if not _is_call(msg):
+            engine.ingest(msg)
+            rec_msgs.append(msg)
+            rec_est += count(msg)
+            if msg.origin in ("message", "attachment"):
+                seen |= ids.of(msg)
+            continue
+
+        # ---- a model call happens here
+        proj = engine.assemble(now=msg.timestamp)
+        usage = msg.usage
+        recorded = usage.total_input if usage is not None and usage.total_input > 0 else None
+
+        # ledger, online on the recorded context
+        predicted: int | None = None
+        if recorded is not None:
+            if first_call_seen:
+                predicted = rec_ledger.predict(rec_est)
+                pred_errs.append(abs(predicted - recorded) / recorded * 100)
+                added = rec_ledger.added_since_anchor(rec_est)
+                if (
+                    added is not None
+                    and prev_rec_total is not None
+                    and not compacted_since_prev
+                    and recorded - prev_rec_total > DELTA_MIN_TOKENS
+                ):
+                    real = recorded - prev_rec_total
+                    delta_errs.append(abs(added - real) / real * 100)
+            first_call_seen = True
+
+        # what the policy sends
+        p_tok = [count(m) for m in proj.messages]
+        if recorded is not None:
+            sent = max(0, round(recorded + (sum(p_tok) - rec_est) * rec_ledger.scale))
+        else:
+            sent = proj.tokens
+        outcome = engine_cache.request(
+            proj.messages, p_tok, fixed_prefix=fixed, total=sent, now=msg.timestamp
+        )
+        out_tokens = usage.output_tokens if usage is not None and usage.output_tokens else count(msg)
+        cost = model.cost_usd(
+            input_tokens=outcome.uncached,
+            cache_read_tokens=outcome.cache_read,
+            cache_write_5m_tokens=outcome.cache_write if ttl < ONE_HOUR_TTL_S else 0,
+            cache_write_1h_tokens=outcome.cache_write if ttl >= ONE_HOUR_TTL_S else 0,
+            output_tokens=out_tokens,
+        )
+
+        # cache model error, on the recorded track
+        r_tok = [count(m) for m in rec_msgs]
+        r_out = rec_cache.request(
+            rec_msgs,
+            r_tok,
+            fixed_prefix=fixed,
+            total=recorded if recorded is not None else fixed + rec_est,
+            now=msg.timestamp,
+        )
+        if usage is not None and recorded:
+            cache_errs.append(abs(r_out.cache_read - usage.cache_read_tokens) / recorded * 100)
+            recorded_cost += model.cost_usd(
+                input_tokens=usage.input_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_5m_tokens=usage.cache_write_tokens,
+                cache_write_1h_tokens=usage.cache_write_1h_tokens,
+                output_tokens=usage.output_tokens,
+            )
+            recorded_cost_known = True
+
+        # reference recall
+        cur = {id(m): m for m in proj.messages}
+        for k, m in prev_view.items():
+            if k not in cur or cur[k] is not m:
+                view_ids.subtract(ids.of(m))
+        for k, m in cur.items():
+            if k not in prev_view or prev_view[k] is not m:
+                view_ids.update(ids.of(m))
+        prev_view = cur
+        uses = [x for x in ids.used(msg) if x in seen]
+        hits = sum(1 for x in uses if view_ids[x] > 0 or x in proj.system)
+
+        # the real request body, validated against the provider's rules
+        if validate:
+            violations += len(_validate(provider, proj.messages, proj.system, model.name))
+
+        calls.append(
+            CallRecord(
+                index=len(calls),
+                timestamp=msg.timestamp,
+                sent_tokens=sent,
+                recorded_input_tokens=recorded,
+                predicted_input_tokens=predicted,
+                cache_read_tokens=outcome.cache_read,
+                cache_write_tokens=outcome.cache_write,
+                uncached_tokens=outcome.uncached,
+                output_tokens=out_tokens,
+                cost_usd=cost,
+                overflow=sent > proj.window,
+                recall_hits=hits,
+                recall_uses=len(uses),
+                events=[_event_dict(e) for e in proj.events],
+            )
+        )
+
+        # the response arrives
+        engine.ingest(msg)
+        engine.after_turn(Usage(input_tokens=sent, output_tokens=out_tokens))
+        if recorded is not None:
+            rec_ledger.observe(recorded, rec_est)
+            prev_rec_total = recorded
+            compacted_since_prev = False
+        rec_msgs.append(msg)
+        rec_est += count(msg)
+        seen |= ids.of(msg)
+
+    # events made after the last call (none are priced) are still reported
+    all_events = [e for c in calls for e in c.events]
+    comp: Counter[str] = Counter(e["layer"] for e in all_events)
+    free = sum(1 for e in all_events if e["llm_cost_usd"] == 0 and e["layer"] != "tool_result_budget")
+    llm_calls = sum(e["llm_calls"] for e in all_events)
+    llm_tokens = sum(e["llm_input_tokens"] + e["llm_output_tokens"] for e in all_events)
+    llm_cost = sum(e["llm_cost_usd"] for e in all_events)
+    read = sum(c.cache_read_tokens for c in calls)
+    sent_total = sum(c.sent_tokens for c in calls)
+    total_hits = sum(c.recall_hits for c in calls)
+    total_uses = sum(c.recall_uses for c in calls)
+    engine.dispose()
+    summary = SessionSummary(
+        peak_sent_tokens=max((c.sent_tokens for c in calls), default=0),
+        overflows=sum(1 for c in calls if c.overflow),
+        compactions=dict(sorted(comp.items())),
+        compactions_free=free,
+        llm_calls=llm_calls,
+        llm_tokens=llm_tokens,
+        llm_cost_usd=round(llm_cost, 6),
+        cost_usd=round(sum(c.cost_usd for c in calls) + llm_cost, 6),
+        recorded_cost_usd=round(recorded_cost, 6) if recorded_cost_known else None,
+        cache_hit_ratio=round(read / sent_total, 4) if sent_total else None,
+        reference_recall=round(total_hits / total_uses, 4) if total_uses else None,
+        recall_hits=total_hits,
+        recall_uses=total_uses,
+        pairing_violations=violations,
+        malformed_records=len(session.malformed),
+        skipped_records=dict(session.skipped),
+        price_known=model.price_known,
+        prediction_error=_pct(pred_errs),
+        delta_error=_pct(delta_errs),
+        cache_model_error=_pct(cache_errs),
+        wall_time_s=round(time.perf_counter() - t0, 3),
+    )
+    info = SessionInfo(
+        source=session.source,
+        name=session.name,
+        format=session.format,
+        model=session.model,
+        calls=len(calls),
+        messages=len(session.messages),
+        parent=session.parent,
+        sidechain=session.sidechain,
+    )
+    return SessionReport(
+        session=info,
+        policy=policy.name,
+        window_tokens=engine.window,
+        fixed_prefix_tokens=fixed,
+        calls=calls,
+        summary=summary,
+        warnings=warnings + [str(m) for m in session.malformed],
+    )
+
+
+def _event_dict(e: Any) -> dict[str, Any]:
+    d: dict[str, Any] = msgspec.to_builtins(e)
+    return d
+
+
+def _validate(provider: str, messages: list[Message], system: str, model: str) -> list[str]:
+    if provider == "anthropic":
+        return validate_anthropic(to_anthropic(messages, system=system, model=model))
+    return validate_openai_chat(to_openai_chat(messages, system=system, model=model))

@@ -1,0 +1,90 @@
+"""``SQLiteStore``: the default ``SessionStore`` on stdlib ``sqlite3``.
+
+Entries are msgpack-encoded (msgspec) in one append-only table; artifacts in another. ``":memory:"``
+(the default) keeps a replay off the disk; pass a path for a durable store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ctxengine.store.base import Entry, EntryKind, StoreError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    session TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, payload BLOB NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    session TEXT NOT NULL, id TEXT NOT NULL, content TEXT NOT NULL, meta BLOB NOT NULL,
+    PRIMARY KEY (session, id)
+);
+"""
+
+
+class SQLiteStore:
+    """Append-only entries and artifacts in SQLite. Raises ``StoreError`` on I/O failure."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        try:
+            self._db = sqlite3.connect(str(path))
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: cannot open store: {exc}") from None
+        self._enc = msgspec.msgpack.Encoder()
+        self._dec = msgspec.msgpack.Decoder()
+        self._seq: dict[str, int] = {}
+
+    def _next_seq(self, session: str) -> int:
+        if session not in self._seq:
+            row = self._db.execute(
+                "SELECT COALESCE(MAX(seq), -1) FROM entries WHERE session = ?", (session,)
+            ).fetchone()
+            self._seq[session] = int(row[0])
+        self._seq[session] += 1
+        return self._seq[session]
+
+    def append(self, session: str, kind: EntryKind, payload: Any) -> Entry:
+        seq = self._next_seq(session)
+        try:
+            self._db.execute(
+                "INSERT INTO entries VALUES (?, ?, ?, ?)", (session, seq, kind, self._enc.encode(payload))
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot append to {session}: {exc}") from None
+        return Entry(session, seq, kind, payload)
+
+    def entries(self, session: str, kind: EntryKind | None = None) -> list[Entry]:
+        sql = "SELECT seq, kind, payload FROM entries WHERE session = ?"
+        args: tuple[Any, ...] = (session,)
+        if kind is not None:
+            sql += " AND kind = ?"
+            args += (kind,)
+        rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
+        return [Entry(session, int(s), k, self._dec.decode(p)) for s, k, p in rows]
+
+    def put_artifact(self, session: str, artifact_id: str, content: str, meta: dict[str, Any]) -> None:
+        try:
+            self._db.execute(
+                "INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?)",
+                (session, artifact_id, content, self._enc.encode(meta)),
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot store artifact {artifact_id}: {exc}") from None
+
+    def get_artifact(self, session: str, artifact_id: str) -> tuple[str, dict[str, Any]]:
+        row = self._db.execute(
+            "SELECT content, meta FROM artifacts WHERE session = ? AND id = ?", (session, artifact_id)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"no artifact {artifact_id!r} in session {session!r}")
+        meta = self._dec.decode(row[1])
+        return str(row[0]), dict(meta)
+
+    def close(self) -> None:
+        self._db.commit()
+        self._db.close()
