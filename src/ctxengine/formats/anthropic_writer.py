@@ -1,0 +1,243 @@
+"""Encode a projection as an Anthropic Messages API request body (``POST /v1/messages``).
+
+Pure functions: neutral ``Message`` list in, JSON-ready ``dict`` out; no I/O, no SDK. The body
+follows the API's rules (``formats.validate.validate_anthropic`` checks them):
+
+- roles are ``user`` / ``assistant`` only and alternate, starting with ``user``: consecutive
+  same-role messages are merged into one (Claude Code records one response as several assistant
+  records; attachments follow tool results as separate user records). When the first message is
+  an assistant message (a projection cut before it), a one-line placeholder user message
+  (``LEADING_PLACEHOLDER``) is put first; an empty projection becomes one placeholder message;
+- ``tool_result`` blocks come first in a user message's content (the API rejects results after
+  other blocks), in their original order; the rest follows in order;
+- no empty content: text blocks that are empty or whitespace only are dropped (the API rejects
+  them), as are images and documents without data, thinking without a signature (from another
+  provider, or stripped by a proxy: the API rejects unsigned thinking), and messages left with no
+  blocks. A tool result with no content left gets ``EMPTY_RESULT_TEXT`` so that the model sees that
+  the tool produced nothing (as Claude Code does) — the only placeholders the writer adds;
+- ``system``-role messages (our notices) are hoisted: their text is appended to the top-level
+  ``system`` prompt as further text blocks, in order (the brief's choice). Note for the cache
+  model: a new system message then changes the system prompt, i.e. the start of the cached prefix.
+  ``system_messages="inline"`` instead keeps them in place as user text wrapped in
+  ``<system-reminder>`` tags (Claude Code's way of injecting context without touching the prefix);
+- thinking: ``{"type": "thinking", "thinking", "signature"}`` with the signature passed back
+  unmodified; redacted thinking: ``{"type": "redacted_thinking", "data"}`` where ``data`` is
+  ``Thinking.encrypted`` (or ``Thinking.thinking`` when a reader stored it there);
+- tool calls: ``tool_use`` ``{id, name, input}``; a free-form (string) input is wrapped as
+  ``{"input": <string>}`` because the API requires an object. Unanswered calls of aborted assistant
+  messages are left out (``layers.pairing.aborted_unanswered``);
+- tool results: ``{"type": "tool_result", "tool_use_id", "content": [text/image/document blocks],
+  "is_error"}``;
+- images: base64 source ``{"type": "base64", "media_type", "data"}`` or ``{"type": "url", "url"}``;
+  documents: PDF (any non-text media type) as a base64 source, ``text/*`` as a plain-text source
+  (``Document.data`` holds the text itself), with ``title`` when known;
+- prompt-cache breakpoints (``cache_control: {"type": "ephemeral"}``) where Claude Code puts them:
+  the last system block, the last tool definition, the last block of the final message and of the
+  second-to-last user message (which is where the previous request's final breakpoint sat, so the
+  whole previous prefix is read from the cache). At most 4, the API's limit. ``breakpoint_indices``
+  tells the cache model which neutral messages those message breakpoints end at.
+
+Tool blocks a role cannot carry are encoded as they are (a tool call in a user message stays a
+``tool_use``), so that the validator reports the problem instead of the writer hiding it;
+``layers.pairing.repair`` removes such blocks before encoding. Thinking in a user message and
+images or documents in an assistant message have no encoding and are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ctxengine.layers.pairing import aborted_unanswered, is_aborted
+from ctxengine.messages import Document, Image, Message, ResultPart, Text, Thinking, ToolCall, ToolResult
+
+CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4  # the API's limit on cache_control blocks per request
+
+# Placeholders (the only text the writer adds).
+LEADING_PLACEHOLDER = "(conversation continues)"  # before a projection that opens with the assistant
+EMPTY_CONVERSATION = "(no messages)"  # the whole body when the projection is empty
+EMPTY_RESULT_TEXT = "(no output)"  # a tool result with no content left
+SYSTEM_REMINDER = "<system-reminder>\n{text}\n</system-reminder>"  # inline system messages
+
+SystemMessages = Literal["hoist", "inline"]
+
+# Block types that cannot carry cache_control.
+_NO_CACHE_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+def to_anthropic(
+    messages: Sequence[Message],
+    *,
+    system: str = "",
+    model: str,
+    max_tokens: int = 8192,
+    tools: list[dict[str, Any]] | None = None,
+    cache_breakpoints: bool = True,
+    system_messages: SystemMessages = "hoist",
+) -> dict[str, Any]:
+    """Build the request body: ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
+
+    ``tools`` are Anthropic tool definitions (``{"name", "description", "input_schema"}``), passed
+    through; the last one is copied to carry a cache breakpoint (the caller's dicts are not
+    modified). ``system`` is omitted when there is no system text. See the module docstring for
+    every encoding rule. Never raises on odd input: problems show in ``validate_anthropic``.
+    """
+    encoded, _, system_texts = _encode(messages, system, system_messages)
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": encoded}
+    system_blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_texts]
+    if system_blocks:
+        if cache_breakpoints:
+            system_blocks[-1]["cache_control"] = dict(CACHE_CONTROL)
+        body["system"] = system_blocks
+    if tools:
+        body["tools"] = list(tools)
+        if cache_breakpoints:
+            body["tools"][-1] = {**tools[-1], "cache_control": dict(CACHE_CONTROL)}
+    if cache_breakpoints:
+        for k in _message_breakpoints(encoded):
+            content = encoded[k]["content"]
+            for block in reversed(content):
+                if block["type"] not in _NO_CACHE_TYPES:
+                    block["cache_control"] = dict(CACHE_CONTROL)
+                    break
+    return body
+
+
+def breakpoint_indices(
+    messages: Sequence[Message], *, system_messages: SystemMessages = "hoist"
+) -> list[int]:
+    """Indices into ``messages`` of the messages whose end is a cache breakpoint in
+    ``to_anthropic(messages, ...)``: the cached prefix reaches through that message (for a merged
+    provider message, through the last neutral message merged into it). Ascending, at most 2 (the
+    system and tools breakpoints are not messages). A breakpoint on the leading placeholder, or on
+    a message that has no block able to carry one, is not listed."""
+    encoded, last_src, _ = _encode(messages, "", system_messages)
+    return [
+        last_src[k]
+        for k in _message_breakpoints(encoded)
+        if last_src[k] >= 0 and any(b["type"] not in _NO_CACHE_TYPES for b in encoded[k]["content"])
+    ]
+
+
+def _message_breakpoints(encoded: list[dict[str, Any]]) -> list[int]:
+    """Encoded message indices that get a breakpoint: the final message and the second-to-last
+    user message."""
+    if not encoded:
+        return []
+    marks = {len(encoded) - 1}
+    users = [k for k, m in enumerate(encoded) if m["role"] == "user"]
+    if len(users) >= 2:
+        marks.add(users[-2])
+    return sorted(marks)
+
+
+def _encode(
+    messages: Sequence[Message], system: str, system_messages: SystemMessages
+) -> tuple[list[dict[str, Any]], list[int], list[str]]:
+    """Encoded messages, for each the index of the last neutral message merged into it (-1 for
+    the placeholder), and the system texts."""
+    skip = aborted_unanswered(messages)
+    system_texts = [system] if system.strip() else []
+    encoded: list[dict[str, Any]] = []
+    last_src: list[int] = []
+    for i, m in enumerate(messages):
+        role: str = m.role
+        if role == "system":
+            text = m.text()
+            if not text.strip():
+                continue
+            if system_messages == "hoist":
+                system_texts.append(text)
+                continue
+            role = "user"
+            content = [{"type": "text", "text": SYSTEM_REMINDER.format(text=text)}]
+        else:
+            content = _blocks(m, skip)
+        if not content:
+            continue
+        if encoded and encoded[-1]["role"] == role:
+            encoded[-1]["content"].extend(content)
+            last_src[-1] = i
+        else:
+            encoded.append({"role": role, "content": content})
+            last_src.append(i)
+    for msg in encoded:
+        if msg["role"] == "user":
+            blocks = msg["content"]
+            msg["content"] = [b for b in blocks if b["type"] == "tool_result"] + [
+                b for b in blocks if b["type"] != "tool_result"
+            ]
+    if not encoded or encoded[0]["role"] != "user":
+        text = LEADING_PLACEHOLDER if encoded else EMPTY_CONVERSATION
+        encoded.insert(0, {"role": "user", "content": [{"type": "text", "text": text}]})
+        last_src.insert(0, -1)
+    return encoded, last_src, system_texts
+
+
+def _blocks(m: Message, skip: set[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in m.blocks:
+        if isinstance(block, Thinking):
+            if m.role != "assistant":
+                continue
+            if block.redacted:
+                data = block.encrypted or block.thinking
+                if data:
+                    out.append({"type": "redacted_thinking", "data": data})
+            elif block.signature:
+                out.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
+        elif isinstance(block, ToolCall):
+            if block.id in skip and is_aborted(m):
+                continue
+            out.append({"type": "tool_use", "id": block.id, "name": block.name, "input": tool_input(block)})
+        elif isinstance(block, ToolResult):
+            parts = [p for p in (_part(c) for c in block.content) if p is not None]
+            if not parts:
+                parts = [{"type": "text", "text": EMPTY_RESULT_TEXT}]
+            out.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": block.call_id,
+                    "content": parts,
+                    "is_error": block.is_error,
+                }
+            )
+        elif isinstance(block, Text) or m.role != "assistant":
+            part = _part(block)
+            if part is not None:
+                out.append(part)
+    return out
+
+
+def tool_input(call: ToolCall) -> dict[str, Any]:
+    """The ``input`` object of a ``tool_use`` block: the parsed arguments, or ``{"input": s}`` for
+    a free-form (string) input."""
+    return call.input if isinstance(call.input, dict) else {"input": call.input}
+
+
+def _part(block: ResultPart) -> dict[str, Any] | None:
+    """A text, image or document block, or None when it has nothing to send."""
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text} if block.text.strip() else None
+    if isinstance(block, Image):
+        if block.data:
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
+            }
+        if block.url:
+            return {"type": "image", "source": {"type": "url", "url": block.url}}
+        return None
+    if isinstance(block, Document):
+        if not block.data.strip():
+            return None
+        if block.media_type.startswith("text/"):
+            source = {"type": "text", "media_type": "text/plain", "data": block.data}
+        else:
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+        doc: dict[str, Any] = {"type": "document", "source": source}
+        if block.title:
+            doc["title"] = block.title
+        return doc
+    return None

@@ -1,0 +1,206 @@
+"""Encode a projection as an OpenAI Chat Completions request body (``POST /v1/chat/completions``).
+
+Pure functions: neutral ``Message`` list in, JSON-ready ``dict`` out; no I/O, no SDK. The body
+follows the API's rules (``formats.validate.validate_openai_chat`` checks them):
+
+- the system prompt comes first as one ``system`` message; ``system``-role messages (our notices)
+  are hoisted into it, joined by blank lines (the brief's choice; it changes the cached prefix,
+  see the Anthropic writer). ``system_messages="inline"`` keeps them in place as ``system``
+  messages instead (Chat Completions accepts system messages anywhere);
+- consecutive messages of the same role are merged (Claude Code records one response as several
+  assistant messages; a tool-call message must be followed directly by its ``tool`` messages);
+- an assistant turn is ``{"role": "assistant", "content": text or null, "tool_calls": [...]}``;
+  ``content`` is the turn's text blocks joined by newlines (``Message.text`` semantics), null when
+  there is none and the turn has tool calls; ``tool_calls`` items are ``{"id", "type": "function",
+  "function": {"name", "arguments"}}`` with ``arguments`` the JSON-encoded input. A free-form
+  (string) input, e.g. Codex's ``apply_patch``, is wrapped as ``{"input": <string>}`` like in the
+  Anthropic writer, so that ``arguments`` is always a JSON object. Unanswered calls of aborted
+  assistant messages are left out (``layers.pairing.aborted_unanswered``);
+- thinking blocks are dropped: Chat Completions has no field to send reasoning back (reasoning
+  items exist only in the Responses API). Images and documents in assistant messages are dropped
+  too (assistant content is text only);
+- each ``ToolResult`` of a run of user messages becomes ``{"role": "tool", "tool_call_id",
+  "content": text}``, right after the assistant message, in order; ``is_error`` has no field and
+  is dropped (the result's text says what failed). Tool messages carry text only, so a result's
+  images (and PDF documents) follow in one user message, each result's media preceded by a short
+  label naming its call (``MEDIA_LABEL``), and the tool message says so (``MEDIA_NOTE``); the run's
+  own user content (text, images as ``image_url`` parts with ``data:`` URLs, PDFs as ``file``
+  parts, text documents as text) comes after in the same user message. A user message whose
+  content is text only is sent as a plain string;
+- no empty content: empty or whitespace-only text is dropped, messages left with nothing are
+  skipped; a tool result with no text gets ``EMPTY_RESULT_TEXT`` (or ``MEDIA_NOTE``).
+
+Like the Anthropic writer it encodes what it is given (a result without a call still becomes a
+``tool`` message) so that ``validate_openai_chat`` reports the problem; run
+``layers.pairing.repair`` first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ctxengine.layers.pairing import aborted_unanswered, is_aborted
+from ctxengine.messages import Document, Image, Message, ResultPart, Text, ToolCall, ToolResult
+
+EMPTY_RESULT_TEXT = "(no output)"  # a tool result with no text and no media
+MEDIA_NOTE = "(the tool returned images or documents; they follow in the next user message)"
+MEDIA_LABEL = "[attachments from tool result {call_id}]"
+
+SystemMessages = Literal["hoist", "inline"]
+
+
+def to_openai_chat(
+    messages: Sequence[Message],
+    *,
+    system: str = "",
+    model: str,
+    tools: list[dict[str, Any]] | None = None,
+    system_messages: SystemMessages = "hoist",
+) -> dict[str, Any]:
+    """Build the request body: ``{"model", "messages", "tools"?}``.
+
+    ``tools`` are Chat Completions tool definitions (``{"type": "function", "function": {...}}``),
+    passed through. See the module docstring for every encoding rule. Never raises on odd input:
+    problems show in ``validate_openai_chat``.
+    """
+    skip = aborted_unanswered(messages)
+    system_texts = [system] if system.strip() else []
+    # (role, message) runs in order; hoisted system messages leave the flow
+    items: list[tuple[str, list[Message]]] = []
+    for m in messages:
+        if m.role == "system":
+            text = m.text()
+            if not text.strip():
+                continue
+            if system_messages == "hoist":
+                system_texts.append(text)
+            else:
+                items.append(("system", [m]))
+            continue
+        if not _has_content(m, skip):
+            continue
+        if items and items[-1][0] == m.role:
+            items[-1][1].append(m)
+        else:
+            items.append((m.role, [m]))
+
+    out: list[dict[str, Any]] = []
+    if system_texts:
+        out.append({"role": "system", "content": "\n\n".join(system_texts)})
+    for role, run in items:
+        if role == "system":
+            out.append({"role": "system", "content": run[0].text()})
+        elif role == "assistant":
+            out.append(_assistant(run, skip))
+        else:
+            out.extend(_user(run))
+    body: dict[str, Any] = {"model": model, "messages": out}
+    if tools:
+        body["tools"] = list(tools)
+    return body
+
+
+def tool_arguments(call: ToolCall) -> str:
+    """The ``function.arguments`` string of a tool call: the JSON-encoded input (non-ASCII kept
+    as is), a string input wrapped as ``{"input": <string>}``."""
+    value = call.input if isinstance(call.input, dict) else {"input": call.input}
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _has_content(m: Message, skip: set[str]) -> bool:
+    """True when the message encodes to something."""
+    for b in m.blocks:
+        if isinstance(b, Text):
+            if b.text.strip():
+                return True
+        elif isinstance(b, ToolCall):
+            if m.role == "assistant" and not (b.id in skip and is_aborted(m)):
+                return True
+        elif isinstance(b, ToolResult):
+            if m.role == "user":
+                return True
+        elif isinstance(b, Image | Document) and m.role == "user" and _part(b) is not None:
+            return True
+    return False
+
+
+def _assistant(run: list[Message], skip: set[str]) -> dict[str, Any]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for m in run:
+        aborted = is_aborted(m)
+        for b in m.blocks:
+            if isinstance(b, Text) and b.text.strip():
+                texts.append(b.text)
+            elif isinstance(b, ToolCall) and not (aborted and b.id in skip):
+                calls.append(
+                    {
+                        "id": b.id,
+                        "type": "function",
+                        "function": {"name": b.name, "arguments": tool_arguments(b)},
+                    }
+                )
+    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def _user(run: list[Message]) -> list[dict[str, Any]]:
+    """Tool messages for the run's results, then one user message with the results' media and
+    the run's own content."""
+    out: list[dict[str, Any]] = []
+    media: list[dict[str, Any]] = []
+    own: list[dict[str, Any]] = []
+    for m in run:
+        for b in m.blocks:
+            if isinstance(b, ToolResult):
+                texts: list[str] = []
+                parts: list[dict[str, Any]] = []
+                for c in b.content:
+                    part = _part(c)
+                    if part is None:
+                        continue
+                    if part["type"] == "text":
+                        texts.append(part["text"])
+                    else:
+                        parts.append(part)
+                if parts:
+                    media.append({"type": "text", "text": MEDIA_LABEL.format(call_id=b.call_id)})
+                    media.extend(parts)
+                text = "\n".join(texts) or (MEDIA_NOTE if parts else EMPTY_RESULT_TEXT)
+                out.append({"role": "tool", "tool_call_id": b.call_id, "content": text})
+            elif isinstance(b, Text | Image | Document):
+                part = _part(b)
+                if part is not None:
+                    own.append(part)
+    parts = media + own
+    if parts:
+        if all(p["type"] == "text" for p in parts):
+            out.append({"role": "user", "content": "\n".join(p["text"] for p in parts)})
+        else:
+            out.append({"role": "user", "content": parts})
+    return out
+
+
+def _part(block: ResultPart) -> dict[str, Any] | None:
+    """A Chat Completions content part, or None when the block has nothing to send."""
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text} if block.text.strip() else None
+    if isinstance(block, Image):
+        url = f"data:{block.media_type};base64,{block.data}" if block.data else block.url
+        return {"type": "image_url", "image_url": {"url": url}} if url else None
+    if isinstance(block, Document):
+        if not block.data.strip():
+            return None
+        if block.media_type.startswith("text/"):
+            text = f"{block.title}\n\n{block.data}" if block.title else block.data
+            return {"type": "text", "text": text}
+        name = block.title or "document.pdf"
+        return {
+            "type": "file",
+            "file": {"filename": name, "file_data": f"data:{block.media_type};base64,{block.data}"},
+        }
+    return None
