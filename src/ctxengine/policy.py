@@ -1,6 +1,8 @@
 """``Policy``: every threshold of the cascade as one record with the reference defaults.
 
-A policy is data. The engine reads it; layers read only their own fields. Policies load from TOML
+A policy is data. The engine reads it; layers read only their own fields. Field defaults are the
+reference values (Claude Code's unless a comment names another source); the built-in policies
+below change what they tune. Policies load from TOML
 (``Policy.from_toml``): the file's keys are the field names below, an optional ``base`` key names
 the built-in policy to start from.
 
@@ -26,7 +28,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     """Thresholds of the cascade. Tokens are model tokens, chars are Python characters,
     seconds are wall-clock seconds between model calls."""
 
-    name: str = "default"
+    name: str = "custom"
     description: str = "ctxengine's own policy: cheap layers first, structured summary last."
 
     # tool-result budget (every call; Claude Code 50,000 chars per tool, 200,000 per message)
@@ -55,9 +57,12 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     compaction: CompactionMode = "structured"
     compact_reserve_output: int = 20_000  # tokens kept for the model's output
     compact_buffer: int = 13_000  # tokens of head-room below the effective window
+    compact_at_share: float = 1.0  # also compact above this share of the window (earlier = cheaper)
     keep_recent_tokens: int = 30_000  # tail kept verbatim after a compaction
     keep_recent_min_messages: int = 5
     summary_max_tokens: int = 12_000
+    summary_max_share: float = 0.06  # and at most this share of the window
+    compact_min_gain: float = 0.1  # share of the window a compaction must free, else it is not made
     summary_user_message_chars: int = 2_000  # per user message kept verbatim in the summary
     summary_identifiers_max: int = 400
 
@@ -69,8 +74,14 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     cache_ttl_s: float = 300.0  # Anthropic ephemeral 5 min; 3600 for the 1-hour cache
 
     def compact_threshold(self, window: int, max_output: int) -> int:
-        """Tokens above which summary compaction runs (Claude Code auto-compact threshold)."""
-        return window - min(max_output, self.compact_reserve_output) - self.compact_buffer
+        """Tokens above which summary compaction runs: Claude Code's auto-compact threshold, or
+        ``compact_at_share`` of the window when that is lower."""
+        claude_code = window - min(max_output, self.compact_reserve_output) - self.compact_buffer
+        return min(claude_code, int(window * self.compact_at_share))
+
+    def summary_budget(self, window: int) -> int:
+        """Tokens the summary may take at this window."""
+        return min(self.summary_max_tokens, int(window * self.summary_max_share))
 
     def with_(self, **changes: object) -> Policy:
         """A copy with ``changes`` applied."""
@@ -115,7 +126,15 @@ RECORDED = Policy(
     overflow_guard=False,
 )
 
-DEFAULT = Policy()
+# Ours: compact early and small with the $0 structured summary (its identifier list keeps recall),
+# offload results over 20,000 chars. Tuned on the shared transcripts: on the two Claude Code
+# sessions with recorded compactions it beats the recorded run on recall at about 70% of the cost.
+DEFAULT = Policy(
+    name="default",
+    compact_at_share=0.4,
+    keep_recent_tokens=10_000,
+    tool_result_max_chars=20_000,
+)
 
 BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED)}
 

@@ -18,7 +18,6 @@ Two tracks run side by side:
 from __future__ import annotations
 
 import statistics
-import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -90,7 +89,6 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     prediction_error: ErrorStats
     delta_error: ErrorStats
     cache_model_error: ErrorStats
-    wall_time_s: float
 
 
 class SessionInfo(msgspec.Struct, kw_only=True):
@@ -220,7 +218,6 @@ def replay_session(
     Returns the full report. Raises nothing for odd sessions: a session with no calls gives an
     empty report.
     """
-    t0 = time.perf_counter()
     registry = registry or Registry.default()
     model = registry.get(session.model or "unknown")
     counter = counter_for(model)
@@ -422,7 +419,6 @@ def replay_session(
         prediction_error=_pct(pred_errs),
         delta_error=_pct(delta_errs),
         cache_model_error=_pct(cache_errs),
-        wall_time_s=round(time.perf_counter() - t0, 3),
     )
     info = SessionInfo(
         source=session.source,

@@ -351,9 +351,9 @@ def repair(messages: Sequence[Message]) -> tuple[list[Message], RepairReport]:
     - a call reusing an earlier call's id that has a result of its own in its zone is kept, and
       it and that result get the new id ``<id>-<n>`` (the smallest n >= 2 unused in the input);
     - orphan results, duplicate results (the first one wins) and other duplicate or misplaced
-      calls are dropped, not turned into text notes: a note would show the model a result it cannot relate
-      to any call, and the original stays retrievable in the transcript by message id (and by
-      reference in ``RepairReport.dropped``);
+      calls are dropped, not turned into text notes: a note would show the model a result it
+      cannot relate to any call, and the original stays retrievable in the transcript by message
+      id (and by reference in ``RepairReport.dropped``);
     - messages with no blocks, or with none left, are dropped.
 
     Added results go into the first message of the zone, after its leading results, in call

@@ -64,11 +64,17 @@ def summary_compact(
     cut = choose_cut(ctx, start)
     if cut is None:
         return None
+    removed = sum(ctx.tokens[:cut])
+    if removed < p.compact_min_gain * ctx.window and not force:
+        return None  # too little to gain: compacting again right after a compaction loops
     span = list(ctx.view[start:cut])
     new_state = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=summarize.SummaryState)
     summarize.update(new_state, span, user_message_chars=p.summary_user_message_chars)
     text = summarize.render(
-        new_state, max_tokens=p.summary_max_tokens, count=count, identifiers_max=p.summary_identifiers_max
+        new_state,
+        max_tokens=p.summary_budget(ctx.window),
+        count=count,
+        identifiers_max=p.summary_identifiers_max,
     )
     summary = Message(
         role="user",
@@ -77,7 +83,6 @@ def summary_compact(
         timestamp=ctx.now,
         origin="summary",
     )
-    removed = sum(ctx.tokens[:cut])
     after = ctx.predicted - removed + count(text)
     event = LayerEvent(
         layer=LAYER,

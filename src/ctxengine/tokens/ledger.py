@@ -7,18 +7,23 @@ re-trigger compaction; until a new call reports, the ledger falls back to the fi
 prompt and tool definitions) plus the calibrated estimate of the content.
 
 The estimate is the caller's counter (``ctxengine.tokens.counter``) times ``scale``: the ratio of
-reported content tokens to estimated content tokens, learned online from each reported call, so
-a counter that is systematically off for a model (Claude's tokenizer is not public) is corrected
-by the provider's own figures. The ledger only ever learns from calls before the one it predicts.
+reported growth to estimated growth between consecutive calls, the median of the last
+``SCALE_WINDOW`` calls, so a counter that is systematically off for a model (Claude's tokenizer is
+not public; harnesses add text the transcript does not show) is corrected by the provider's own
+figures. Growth, not the total, teaches the scale because growth is what the ledger estimates;
+the median ignores the odd call whose growth is mostly something else (a cache-TTL miss, a
+harness reminder). The ledger only ever learns from calls before the one it predicts.
 """
 
 from __future__ import annotations
 
+import statistics
+
 import msgspec
 
-SCALE_MIN, SCALE_MAX = 0.5, 2.0  # a learned scale outside this range means a bad anchor
-SCALE_SMOOTHING = 0.3  # weight of the newest observation in the running scale
-MIN_CONTENT_FOR_SCALE = 2_000  # tokens of content needed before a call teaches the scale
+SCALE_MIN, SCALE_MAX = 0.5, 2.5  # a growth ratio outside this range is not a tokenizer effect
+SCALE_WINDOW = 15  # calls whose growth ratio the scale is the median of
+MIN_GROWTH_FOR_SCALE = 200  # estimated tokens of growth needed before a call teaches the scale
 
 
 class LedgerState(msgspec.Struct):
@@ -27,8 +32,8 @@ class LedgerState(msgspec.Struct):
     fixed_prefix: int = 0  # tokens of system prompt + tool definitions
     anchor_total: int | None = None  # provider-reported total input of the latest call
     anchor_estimate: int = 0  # our content estimate (raw counter tokens) at that call
-    scale: float = 1.0  # reported content tokens per estimated token
-    observations: int = 0
+    scale: float = 1.0  # reported tokens per estimated token (median of recent growth ratios)
+    ratios: list[float] = msgspec.field(default_factory=list)
 
 
 class Ledger:
@@ -67,15 +72,13 @@ class Ledger:
         """Record the provider-reported total input of the call that just happened, whose
         content we had estimated at ``content_estimate``. Updates the anchor and the scale."""
         s = self.state
-        content = reported_total - s.fixed_prefix
-        if content_estimate >= MIN_CONTENT_FOR_SCALE and content > 0:
-            ratio = content / content_estimate
-            if SCALE_MIN <= ratio <= SCALE_MAX:
-                if s.observations == 0:
-                    s.scale = ratio
-                else:
-                    s.scale = (1 - SCALE_SMOOTHING) * s.scale + SCALE_SMOOTHING * ratio
-                s.observations += 1
+        if s.anchor_total is not None:
+            grown = content_estimate - s.anchor_estimate
+            if grown >= MIN_GROWTH_FOR_SCALE:
+                ratio = (reported_total - s.anchor_total) / grown
+                if SCALE_MIN <= ratio <= SCALE_MAX:
+                    s.ratios = [*s.ratios[-(SCALE_WINDOW - 1) :], ratio]
+                    s.scale = statistics.median(s.ratios)
         s.anchor_total = reported_total
         s.anchor_estimate = content_estimate
 
