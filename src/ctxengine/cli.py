@@ -25,6 +25,7 @@ app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Context-window management for LLM agents."
 )
 err = Console(stderr=True)
+TABLE_WIDTH = 200  # columns when stdout is not a terminal (a log, a pipe)
 
 USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
@@ -97,13 +98,21 @@ def replay(
         Path | None, typer.Option("--plot", help="Write a PNG of tokens sent per call.")
     ] = None,
     models: Annotated[Path | None, typer.Option(help="TOML file overriding model prices/windows.")] = None,
+    engine: Annotated[
+        str, typer.Option(help="Engine id (core: ctxengine; plugins by entry point).")
+    ] = "ctxengine",
     quiet: Annotated[bool, typer.Option(help="No table.")] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
     from ctxengine import report
+    from ctxengine.plugins import EngineRegistry
     from ctxengine.replay import SessionReport, replay_session
 
     pol = _load_policy(policy, policy_file)
+    engines = EngineRegistry()
+    engines.load_entry_points()
+    if engine not in engines.ids():
+        raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
     if path is None:
         path = newest_user_session()
         if path is None:
@@ -146,7 +155,11 @@ def replay(
         ) as progress:
             task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
             for s in sessions:
-                reports.append(replay_session(s, pol, window=window, registry=registry))
+                reports.append(
+                    replay_session(
+                        s, pol, window=window, registry=registry, engine_id=engine, engines=engines
+                    )
+                )
                 if recorded_reports is not None:
                     recorded_reports.append(
                         reports[-1]
@@ -158,7 +171,8 @@ def replay(
         raise fail(str(exc)) from None
 
     if not quiet:
-        report.print_table(reports, f"ctxengine replay — policy {pol.name}")
+        out = Console() if sys.stdout.isatty() else Console(width=TABLE_WIDTH)
+        report.print_table(reports, f"ctxengine replay — policy {pol.name}", out)
     if json_out:
         report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
         err.print(f"wrote {json_out}")

@@ -26,12 +26,12 @@ import msgspec
 
 from ctxengine import identifiers
 from ctxengine.cache import CacheModel
-from ctxengine.engine import ContextEngine
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult, Usage
-from ctxengine.models import ModelInfo, Registry
+from ctxengine.models import ModelInfo, Registry, resolve_window
+from ctxengine.plugins import EngineRegistry
 from ctxengine.policy import Policy
 from ctxengine.tokens.counter import TokenCounter, counter_for
 from ctxengine.tokens.ledger import Ledger
@@ -212,11 +212,15 @@ def replay_session(
     window: int | None = None,
     registry: Registry | None = None,
     validate: bool = True,
+    engine_id: str = "ctxengine",
+    engines: EngineRegistry | None = None,
 ) -> SessionReport:
-    """Replay ``session`` under ``policy`` at ``window`` tokens (default: the model's window).
+    """Replay ``session`` under ``policy`` at ``window`` tokens (default: the model's window),
+    with engine ``engine_id`` from ``engines`` (default: the core engine).
 
     Returns the full report. Raises nothing for odd sessions: a session with no calls gives an
-    empty report.
+    empty report. Raises ``WindowTooSmallError`` for a window under 16,000 tokens and
+    ``KeyError`` for an unknown engine id.
     """
     registry = registry or Registry.default()
     model = registry.get(session.model or "unknown")
@@ -228,13 +232,15 @@ def replay_session(
         warnings.append(f"no known price for model {session.model!r}: priced at fallback rates")
 
     fixed = infer_fixed_prefix(session, count)
-    engine = ContextEngine(
-        policy,
-        model=model.name if model.price_known else session.model,
-        window=window,
+    resolved_window = resolve_window(model, user_override=window)
+    engine = (engines or EngineRegistry()).create(
+        engine_id,
+        policy=policy,
+        model=session.model,
+        window=resolved_window,
         registry=registry,
         counter=counter,
-        session_id=session.source,
+        session_id=f"{session.source}#{session.name}",
     )
     engine.bootstrap(
         system=session.system, fixed_prefix_tokens=fixed, recorded_compactions=session.compactions
@@ -433,7 +439,7 @@ def replay_session(
     return SessionReport(
         session=info,
         policy=policy.name,
-        window_tokens=engine.window,
+        window_tokens=resolved_window,
         fixed_prefix_tokens=fixed,
         calls=calls,
         summary=summary,

@@ -328,6 +328,8 @@ class SessionBuilder:
         self._results: Message | None = None
         self._ids: set[str] = set()
         self._call_names: dict[str, str] = {}
+        self._call_ids: set[str] = set()
+        self._call_alias: dict[str, str] = {}  # recorded call id -> id of its latest call
 
     def _id(self, wanted: str) -> str:
         if wanted not in self._ids:
@@ -339,10 +341,25 @@ class SessionBuilder:
         self._ids.add(f"{wanted}~{n}")
         return f"{wanted}~{n}"
 
-    def _remember_calls(self, blocks: tuple[Block, ...] | list[Block]) -> None:
+    def _unique_calls(self, blocks: tuple[Block, ...] | list[Block]) -> tuple[Block, ...]:
+        """Tool call ids unique within the session: a recorded id used again (tau-bench reuses
+        them across turns) becomes ``id~2``...; later results for that id answer the newest call.
+        Layers freeze decisions per call id, so ids must not repeat."""
+        out: list[Block] = []
         for b in blocks:
             if isinstance(b, ToolCall):
+                new_id = b.id
+                n = 2
+                while new_id in self._call_ids:
+                    new_id = f"{b.id}~{n}"
+                    n += 1
+                self._call_ids.add(new_id)
+                self._call_alias[b.id] = new_id
+                if new_id != b.id:
+                    b = ToolCall(new_id, b.name, b.input)
                 self._call_names[b.id] = b.name
+            out.append(b)
+        return tuple(out)
 
     def close(self) -> None:
         """End the open assistant message and the open tool-result message."""
@@ -389,14 +406,13 @@ class SessionBuilder:
         self.close()
         msg = Message(
             role="assistant",
-            blocks=tuple(blocks),
+            blocks=self._unique_calls(blocks),
             id=self._id(id),
             timestamp=timestamp,
             usage=usage,
             model=model,
             meta=meta or {},
         )
-        self._remember_calls(msg.blocks)
         self.messages.append(msg)
         if keep_open:
             self.open_assistant = msg
@@ -405,18 +421,18 @@ class SessionBuilder:
     def extend_assistant(self, blocks: list[Block]) -> None:
         """Add blocks to ``open_assistant`` (which must be set)."""
         assert self.open_assistant is not None
-        self.open_assistant.blocks = self.open_assistant.blocks + tuple(blocks)
-        self._remember_calls(blocks)
+        self.open_assistant.blocks = self.open_assistant.blocks + self._unique_calls(blocks)
 
     def tool_results(self, results: list[ToolResult], *, id: str, timestamp: float | None = None) -> Message:
         """Append tool results: to the open tool-result message if the previous message is one,
         else as a new ``user`` message."""
-        named = [
-            r
-            if r.name or r.call_id not in self._call_names
-            else ToolResult(r.call_id, r.content, r.is_error, self._call_names[r.call_id])
-            for r in results
-        ]
+        named = []
+        for r in results:
+            cid = self._call_alias.get(r.call_id, r.call_id)
+            name = r.name or self._call_names.get(cid, "")
+            named.append(
+                r if (cid, name) == (r.call_id, r.name) else ToolResult(cid, r.content, r.is_error, name)
+            )
         self.open_assistant = None
         if self._results is not None and self.messages and self.messages[-1] is self._results:
             self._results.blocks = self._results.blocks + tuple(named)
