@@ -45,6 +45,7 @@ class CacheModel:
         self._prev_total = 0
         self._prev_time: float | None = None
         self._has_prev = False
+        self.last_warm = False  # whether the latest request found the previous one within the TTL
 
     def reset(self) -> None:
         """Forget the previous request (e.g. after an expected miss)."""
@@ -69,6 +70,7 @@ class CacheModel:
             now is None or self._prev_time is None or now - self._prev_time <= self.ttl_s
         )
         shared = 0
+        self.last_warm = warm
         if warm:
             common = 0
             prev = self._prev

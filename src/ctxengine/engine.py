@@ -19,12 +19,14 @@ Pairing is validated and repaired after every change.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxengine import summarize
+from ctxengine.audit import quality
+from ctxengine.compaction import CompactionFailed, Compactor
 from ctxengine.layers.base import (
     Cut,
     LayerContext,
@@ -38,7 +40,6 @@ from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import overflow_guard
 from ctxengine.layers.pairing import find_violations, repair
-from ctxengine.layers.summary_compact import summary_compact
 from ctxengine.layers.tool_result_budget import budget_message
 from ctxengine.messages import Message, RecordedCompaction, Usage
 from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
@@ -46,6 +47,9 @@ from ctxengine.policy import Policy
 from ctxengine.store import SessionStore, SQLiteStore
 from ctxengine.tokens.counter import TokenCounter, counter_for
 from ctxengine.tokens.ledger import Ledger
+
+if TYPE_CHECKING:
+    from ctxengine.llm import LLMClient
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,9 @@ class ContextEngine:
         store: SessionStore | None = None,
         counter: TokenCounter | None = None,
         session_id: str = "session",
+        llm: LLMClient | None = None,
+        workspace: Path | None = None,
+        restore_from_transcript: bool = False,
     ) -> None:
         self.policy = policy
         self.registry = registry or Registry.default()
@@ -108,11 +115,24 @@ class ContextEngine:
         self.recorded: dict[int, RecordedCompaction] = {}
         self._recorded_done: set[int] = set()
         self._recorded_before = 0
+        self._recorded_dropped: list[Message] = []
         # decisions
         self.replacements: dict[str, Any] = {}  # call id -> ToolResult shown instead
         self.kept_from = 0  # history index where the projection's verbatim part starts
         self.prefix: list[Message] = []  # engine-made messages before it (summary, notices)
-        self.summary_state = summarize.SummaryState()
+        self.llm = llm
+        self.compactor = Compactor(
+            policy,
+            count_text=self.counter.count_text,
+            count_message=self.counter.count_message,
+            model=self.model,
+            llm=llm,
+            llm_model=self.registry.get(llm.model) if llm is not None else None,
+            workspace=workspace,
+            restore_from_transcript=restore_from_transcript,
+        )
+        self.compaction_listeners: list[Callable[[], None]] = []  # e.g. the read tool's dedup cache
+        self._history_tokens = 0
         # the projection, kept incrementally
         self._view: list[Message] = []
         self._src: list[int] = []
@@ -149,6 +169,7 @@ class ContextEngine:
             return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
         idx = len(self.history)
         self.history.append(message)
+        self.compactor.on_ingest(message)
         events: list[LayerEvent] = []
         if self.policy.compaction == "recorded" and message.compaction is not None:
             if message.compaction not in self._recorded_done:
@@ -162,6 +183,7 @@ class ContextEngine:
             events.append(decision.event)
         shown = message_with_results(message, self.replacements)
         self._append_view(shown, idx)
+        self._history_tokens += self._count(message)
         self._pending_events.extend(events)
         return events
 
@@ -173,7 +195,7 @@ class ContextEngine:
         """
         window = min(self.window, budget) if budget else self.window
         self._repair_if_dirty()
-        for layer in (self._idle, self._cache_clear, self._summary, self._overflow):
+        for layer in (self._idle, self._cache_clear, self._compaction, self._overflow):
             ctx = self._context(window, now)
             try:
                 event = layer(ctx)
@@ -199,28 +221,39 @@ class ContextEngine:
         )
 
     def after_turn(self, usage: Usage | None) -> None:
-        """Record the provider's usage for the call just made (anchors the ledger)."""
+        """Record the provider's usage for the call just made (anchors the ledger), then run the
+        background upkeep (session notes, in line)."""
         if usage is not None and usage.total_input > 0:
             self.ledger.observe(usage.total_input, self._last_estimate)
+        conversation = round(self._history_tokens * self.ledger.scale)
+        event = self.compactor.maybe_update_notes(self.history, conversation)
+        if event is not None:
+            self._pending_events.append(event)
 
-    def compact(self, force: bool = True, reason: str = "manual") -> LayerEvent | None:
-        """Compact now with the summary layer (``force`` ignores the threshold). Returns the event,
-        or None when there is nothing to compact. Raises ``CompactionError`` on failure; the
-        session is then unchanged."""
+    def compact(
+        self, force: bool = True, reason: str = "manual", instructions: str = ""
+    ) -> LayerEvent | None:
+        """Compact now (``force`` ignores the threshold); ``instructions`` is the caller's focus,
+        appended to the summary prompt (OpenClaw's ``/compact [instructions]``). Returns the
+        event, or None when there is nothing to compact. Raises ``CompactionError`` on failure;
+        the session is then unchanged."""
         ctx = self._context(self.window, self._last_call)
         try:
-            result = summary_compact(
-                ctx, self.summary_state, self.counter.count_text, force=force, reason=reason
+            result = self.compactor.compact(
+                ctx, self.history, force=force, reason=reason, instructions=instructions, system=self.system
             )
+        except CompactionFailed as exc:
+            self.events.append(exc.event)
+            raise CompactionError(f"compaction failed: {exc}") from exc
         except Exception as exc:
             raise CompactionError(f"compaction failed: {exc}") from exc
         if result is None:
             return None
-        cut, state = result
-        self._commit_cut(cut)
-        self.summary_state = state
-        self.events.append(cut.event)
-        return cut.event
+        cut, events, _state = result
+        self.events.extend(events)
+        event = self._commit_cut(cut)
+        self.events.append(event)
+        return event
 
     def maintain(self) -> list[LayerEvent]:
         """Background upkeep (nothing beyond a pairing check in this engine)."""
@@ -276,16 +309,19 @@ class ContextEngine:
         d = cache_clear(ctx)
         return self._commit_replacements(d) if d else None
 
-    def _summary(self, ctx: LayerContext) -> LayerEvent | None:
-        if self.policy.compaction != "structured":
+    def _compaction(self, ctx: LayerContext) -> LayerEvent | None:
+        if self.policy.compaction != "summary":
             return None
-        result = summary_compact(ctx, self.summary_state, self.counter.count_text)
+        try:
+            result = self.compactor.compact(ctx, self.history, system=self.system)
+        except CompactionFailed as exc:
+            log.warning("compaction failed: %s", exc)
+            return exc.event  # the session is unchanged; the overflow guard still runs
         if result is None:
             return None
-        cut, state = result
-        event = self._commit_cut(cut)
-        self.summary_state = state
-        return event
+        cut, events, _state = result
+        self._pending_events.extend(events)
+        return self._commit_cut(cut)
 
     def _overflow(self, ctx: LayerContext) -> LayerEvent | None:
         d = overflow_guard(ctx)
@@ -336,14 +372,25 @@ class ContextEngine:
         )
         self._rebuild()
         self.ledger.reset()  # usage from before a compaction no longer applies
+        for listener in self.compaction_listeners:
+            listener()
         cut.event.tokens_before = before
         cut.event.tokens_after = self._predict()
+        q = cut.event.details.get("quality")
+        if isinstance(q, dict):
+            q.update(
+                tokens_before=before,
+                tokens_after=cut.event.tokens_after,
+                tokens_saved=before - cut.event.tokens_after,
+                compression_ratio=round(cut.event.tokens_after / before, 4) if before else 1.0,
+            )
         return cut.event
 
     def _recorded_cut(self, idx: int) -> None:
         """Policy ``recorded``: the recorded session compacted here; the projection restarts at
         the compaction's first message (its summary and restore attachments)."""
         self._recorded_before = self._predict()
+        self._recorded_dropped = [m for m in self._view if m.origin in ("message", "attachment")]
         self.kept_from = idx
         self.prefix = []
         self._rebuild()
@@ -365,7 +412,19 @@ class ContextEngine:
             llm_input_tokens=pre,
             llm_output_tokens=out,
             llm_cost_usd=self.model.cost_usd(cache_read_tokens=pre, output_tokens=out),
-            details={"pre_tokens": pre, "post_tokens": rec.post_tokens if rec else None},
+            details={
+                "pre_tokens": pre,
+                "post_tokens": rec.post_tokens if rec else None,
+                "quality": msgspec.to_builtins(
+                    quality(
+                        tokens_before=before,
+                        tokens_after=self._predict(),
+                        span=self._recorded_dropped,
+                        summary=summary.text(),
+                        kept=[],
+                    )
+                ),
+            },
         )
 
     def _rebuild(self) -> None:

@@ -67,6 +67,8 @@ def extract(text: str) -> set[str]:
             value = normalize_path(value)
             if len(value) < MIN_PATH_CHARS or value.count("/") < 1:
                 continue
+            if kind == "unixpath" and value.count("/") < 2 and "." not in value.rsplit("/", 1)[-1]:
+                continue  # "/body" of "</body>", "/tmp": one bare component is mostly noise
         elif kind == "url":
             value = value.rstrip(_TRAILING)
         elif kind == "hex":

@@ -21,7 +21,8 @@ from typing import Literal
 
 import msgspec
 
-CompactionMode = Literal["structured", "recorded", "none"]
+CompactionMode = Literal["summary", "recorded", "none"]
+SummarizerKind = Literal["auto", "structured", "llm"]
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,7 +55,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     identifiers_max: int = 40  # per cleared result
 
     # summary compaction (Claude Code auto-compact: window - min(max_output, 20,000) - 13,000)
-    compaction: CompactionMode = "structured"
+    compaction: CompactionMode = "summary"
+    summarizer: SummarizerKind = "auto"  # auto: the LLM when one is configured, else structured
+    summary_llm_max_output: int = 8_192  # tokens the LLM summary may take
+    breaker_failures: int = 3  # Claude Code MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES
     compact_reserve_output: int = 20_000  # tokens kept for the model's output
     compact_buffer: int = 13_000  # tokens of head-room below the effective window
     compact_at_share: float = 1.0  # also compact above this share of the window (earlier = cheaper)
@@ -65,6 +69,21 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     compact_min_gain: float = 0.1  # share of the window a compaction must free, else it is not made
     summary_user_message_chars: int = 2_000  # per user message kept verbatim in the summary
     summary_identifiers_max: int = 400
+
+    # session notes and session-memory compaction (Claude Code session memory; gated off there)
+    session_memory: bool = False
+    notes_first_tokens: int = 10_000  # conversation tokens before the first notes update
+    notes_every_tokens: int = 5_000  # then each time this many more tokens ...
+    notes_every_tool_calls: int = 3  # ... and this many tool calls have accrued
+    sm_keep_min_tokens: int = 10_000
+    sm_keep_max_tokens: int = 40_000
+
+    # restore after compaction (Claude Code post-compaction attachments)
+    restore_files: int = 5
+    restore_file_tokens: int = 5_000
+    restore_total_tokens: int = 50_000
+    restore_todos: bool = True
+    instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 
     # overflow guard (last resort before a call that cannot fit)
     overflow_guard: bool = True
@@ -134,6 +153,7 @@ DEFAULT = Policy(
     compact_at_share=0.4,
     keep_recent_tokens=10_000,
     tool_result_max_chars=20_000,
+    session_memory=True,
 )
 
 BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED)}

@@ -37,6 +37,17 @@ from ctxengine.tokens.counter import TokenCounter, counter_for
 from ctxengine.tokens.ledger import Ledger
 
 SCHEMA_VERSION = 1
+COMPACTION_LAYERS = frozenset(
+    {
+        "idle_clear",
+        "cache_clear",
+        "session_memory_compact",
+        "summary_compact",
+        "overflow_guard",
+        "recorded_compaction",
+    }
+)  # layers that change what is already in the context (the prompt cache's expected misses)
+CACHE_BREAK_SHARE = 0.5  # a warm request reading less than this share of the previous one broke
 DELTA_MIN_TOKENS = 200  # delta_error only on calls whose recorded growth exceeds this
 ONE_HOUR_TTL_S = 3600.0
 
@@ -55,8 +66,10 @@ class CallRecord(msgspec.Struct, kw_only=True):
     output_tokens: int
     cost_usd: float
     overflow: bool
+    cache_break: bool  # the prompt cache missed with no compaction to explain it
     recall_hits: int
     recall_uses: int
+    forgotten: list[str]  # identifiers used at this call, seen earlier, absent from what was sent
     events: list[dict[str, Any]]
 
 
@@ -73,6 +86,11 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     overflows: int
     compactions: dict[str, int]
     compactions_free: int
+    compaction_failures: int
+    offloads: int
+    notes_updates: int
+    cache_breaks: int
+    compaction_quality: dict[str, float | int | None]
     llm_calls: int
     llm_tokens: int
     llm_cost_usd: float
@@ -241,6 +259,7 @@ def replay_session(
         registry=registry,
         counter=counter,
         session_id=f"{session.source}#{session.name}",
+        restore_from_transcript=True,
     )
     engine.bootstrap(
         system=session.system, fixed_prefix_tokens=fixed, recorded_compactions=session.compactions
@@ -264,6 +283,7 @@ def replay_session(
     prev_view: dict[int, Message] = {}
 
     calls: list[CallRecord] = []
+    prev_sent = 0
     pred_errs: list[float] = []
     delta_errs: list[float] = []
     cache_errs: list[float] = []
@@ -317,6 +337,14 @@ def replay_session(
         outcome = engine_cache.request(
             proj.messages, p_tok, fixed_prefix=fixed, total=sent, now=msg.timestamp
         )
+        expected_miss = any(e.layer in COMPACTION_LAYERS for e in proj.events)
+        cache_break = bool(
+            engine_cache.last_warm
+            and not expected_miss
+            and prev_sent > 0
+            and outcome.cache_read < CACHE_BREAK_SHARE * min(prev_sent, sent)
+        )
+        prev_sent = sent
         out_tokens = usage.output_tokens if usage is not None and usage.output_tokens else count(msg)
         cost = model.cost_usd(
             input_tokens=outcome.uncached,
@@ -356,7 +384,8 @@ def replay_session(
                 view_ids.update(ids.of(m))
         prev_view = cur
         uses = [x for x in ids.used(msg) if x in seen]
-        hits = sum(1 for x in uses if view_ids[x] > 0 or x in proj.system)
+        forgotten = sorted(x for x in uses if view_ids[x] <= 0 and x not in proj.system)
+        hits = len(uses) - len(forgotten)
 
         # the real request body, validated against the provider's rules
         if validate:
@@ -375,8 +404,10 @@ def replay_session(
                 output_tokens=out_tokens,
                 cost_usd=cost,
                 overflow=sent > proj.window,
+                cache_break=cache_break,
                 recall_hits=hits,
                 recall_uses=len(uses),
+                forgotten=forgotten,
                 events=[_event_dict(e) for e in proj.events],
             )
         )
@@ -392,10 +423,11 @@ def replay_session(
         rec_est += count(msg)
         seen |= ids.of(msg)
 
-    # events made after the last call (none are priced) are still reported
     all_events = [e for c in calls for e in c.events]
-    comp: Counter[str] = Counter(e["layer"] for e in all_events)
-    free = sum(1 for e in all_events if e["llm_cost_usd"] == 0 and e["layer"] != "tool_result_budget")
+    ok = [e for e in all_events if e["layer"] in COMPACTION_LAYERS and "error" not in e["details"]]
+    comp: Counter[str] = Counter(e["layer"] for e in ok)
+    free = sum(1 for e in ok if e["llm_cost_usd"] == 0)
+    failures = sum(1 for e in all_events if e["layer"] in COMPACTION_LAYERS and "error" in e["details"])
     llm_calls = sum(e["llm_calls"] for e in all_events)
     llm_tokens = sum(e["llm_input_tokens"] + e["llm_output_tokens"] for e in all_events)
     llm_cost = sum(e["llm_cost_usd"] for e in all_events)
@@ -409,6 +441,13 @@ def replay_session(
         overflows=sum(1 for c in calls if c.overflow),
         compactions=dict(sorted(comp.items())),
         compactions_free=free,
+        compaction_failures=failures,
+        offloads=sum(1 for e in all_events if e["layer"] == "tool_result_budget"),
+        notes_updates=sum(
+            1 for e in all_events if e["layer"] == "session_notes" and "error" not in e["details"]
+        ),
+        cache_breaks=sum(1 for c in calls if c.cache_break),
+        compaction_quality=_quality_summary(ok),
         llm_calls=llm_calls,
         llm_tokens=llm_tokens,
         llm_cost_usd=round(llm_cost, 6),
@@ -445,6 +484,27 @@ def replay_session(
         summary=summary,
         warnings=warnings + [str(m) for m in session.malformed],
     )
+
+
+def _quality_summary(events: list[dict[str, Any]]) -> dict[str, float | int | None]:
+    """Seed 002's figures over a session's compactions: mean compression ratio (tokens after /
+    before), tokens saved in all, mean identifier retention, share where the latest user request
+    survived verbatim."""
+    qs = [e["details"]["quality"] for e in events if isinstance(e["details"].get("quality"), dict)]
+
+    def mean(xs: list[float]) -> float | None:
+        return round(sum(xs) / len(xs), 4) if xs else None
+
+    verbatim = [q["latest_request_verbatim"] for q in qs if q.get("latest_request_verbatim") is not None]
+    return {
+        "compactions": len(qs),
+        "compression_ratio": mean([q["compression_ratio"] for q in qs]),
+        "tokens_saved": sum(q["tokens_saved"] for q in qs),
+        "identifier_retention": mean(
+            [q["identifier_retention"] for q in qs if q.get("identifier_retention") is not None]
+        ),
+        "latest_request_verbatim": mean([1.0 if v else 0.0 for v in verbatim]),
+    }
 
 
 def _event_dict(e: Any) -> dict[str, Any]:

@@ -224,3 +224,14 @@ def _render(state: SummaryState, user_msgs: list[str], errors: list[str], ids: l
     if ids:
         parts.append("## Identifiers (newest first)\n" + " ".join(ids))
     return "\n\n".join(parts)
+
+
+def identifier_index(state: SummaryState, max_tokens: int, count: Callable[[str], int], limit: int = 400) -> str:
+    """A section listing the exact identifiers seen, newest first, within ``max_tokens``."""
+    ids = sorted(state.identifiers, key=lambda k: -state.identifiers[k])[:limit]
+    while ids:
+        text = "## Exact identifiers (newest first)\n" + " ".join(ids)
+        if count(text) <= max_tokens:
+            return text
+        ids = ids[: len(ids) * 3 // 4]
+    return ""

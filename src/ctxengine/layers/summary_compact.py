@@ -23,11 +23,15 @@ from ctxengine.messages import Message, Text
 LAYER = "summary_compact"
 
 
-def choose_cut(ctx: LayerContext, start: int) -> int | None:
+def choose_cut(
+    ctx: LayerContext, start: int, *, keep_tokens: int | None = None, max_tokens: int | None = None
+) -> int | None:
     """View index where the kept tail starts: the newest safe cut point that keeps at least
-    ``keep_recent_tokens`` and ``keep_recent_min_messages`` text messages, and is after ``start``.
-    None when no such point exists."""
+    ``keep_tokens`` (default ``keep_recent_tokens``) and ``keep_recent_min_messages`` text
+    messages, and is after ``start``. With ``max_tokens``, a safe cut keeping at most that many is
+    preferred over keeping more. None when no such point exists."""
     p = ctx.policy
+    want_tokens = p.keep_recent_tokens if keep_tokens is None else keep_tokens
     kept_tokens = 0
     text_msgs = 0
     want = len(ctx.view)
@@ -35,13 +39,19 @@ def choose_cut(ctx: LayerContext, start: int) -> int | None:
         kept_tokens += ctx.tokens[i]
         if ctx.view[i].text().strip():
             text_msgs += 1
-        if kept_tokens >= p.keep_recent_tokens and text_msgs >= p.keep_recent_min_messages:
+        if kept_tokens >= want_tokens and text_msgs >= p.keep_recent_min_messages:
             want = i
             break
     else:
         return None
     cuts = [c for c in safe_cut_points(ctx.view) if start < c <= want]
-    return cuts[-1] if cuts else None
+    if cuts:
+        return cuts[-1]
+    if max_tokens is not None:
+        later = [c for c in safe_cut_points(ctx.view) if c > want and sum(ctx.tokens[c:]) >= 0]
+        fitting = [c for c in later if sum(ctx.tokens[c:]) <= max_tokens]
+        return fitting[0] if fitting else None
+    return None
 
 
 def summary_compact(

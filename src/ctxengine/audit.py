@@ -1,0 +1,168 @@
+"""Auditing a summary, and the quality figures every compaction event carries.
+
+The audit follows OpenClaw's compaction quality guard: required sections present; the exact
+identifiers that still matter present (those of the summarized span that the kept messages, the
+open tasks or the latest request mention; when none do, up to 12 from the span's last 10
+messages, as OpenClaw); the latest user request reflected (at least 2 shared keywords when it has
+3 or more, else 1; stop-words ignored).
+
+The quality figures (seed 002): compression ratio (tokens after / before), tokens saved,
+identifier retention (identifiers of the summarized span present in the summary), and whether the
+latest user request survived verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import msgspec
+
+from ctxengine import identifiers
+from ctxengine.messages import Message, Text, ToolCall, ToolResult
+
+MAX_AUDIT_IDENTIFIERS = 12  # OpenClaw: up to 12 identifiers ...
+AUDIT_TAIL_MESSAGES = 10  # ... taken from the last 10 messages
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]{2,}")
+STOP_WORDS = frozenset(
+    ["the", "and", "for", "that", "this", "with", "you", "your", "are", "was", "were", "have", "has", "had", "not", "but", "can", "will", "would", "should", "could", "please", "from", "into", "onto", "then", "than", "them", "they", "their", "there", "here", "what", "when", "where", "which", "who", "why", "how", "all", "any", "some", "also", "just", "like", "make", "sure", "let", "lets", "use", "using", "need", "want", "about", "more", "most", "very", "its", "it's"]
+)
+
+
+def span_text(messages: Sequence[Message]) -> str:
+    """All text a summarizer sees of ``messages`` (text, tool inputs, tool result text)."""
+    parts: list[str] = []
+    for m in messages:
+        for b in m.blocks:
+            if isinstance(b, Text):
+                parts.append(b.text)
+            elif isinstance(b, ToolCall):
+                parts.append(b.input if isinstance(b.input, str) else msgspec.json.encode(b.input).decode())
+            elif isinstance(b, ToolResult):
+                parts.extend(p.text for p in b.content if isinstance(p, Text))
+    return "\n".join(parts)
+
+
+def latest_user_request(messages: Sequence[Message]) -> str:
+    """The newest user-typed text (not tool results, not harness attachments)."""
+    for m in reversed(messages):
+        if m.role == "user" and m.origin == "message" and not m.tool_results:
+            t = m.text().strip()
+            if t:
+                return t
+    return ""
+
+
+def keywords(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)} - STOP_WORDS
+
+
+class Audit(msgspec.Struct, kw_only=True):
+    """The result of auditing one summary."""
+
+    missing_sections: list[str]
+    missing_identifiers: list[str]
+    request_reflected: bool
+    identifiers_checked: int
+
+    @property
+    def passed(self) -> bool:
+        return not self.missing_sections and not self.missing_identifiers and self.request_reflected
+
+    @property
+    def failures(self) -> int:
+        return (
+            len(self.missing_sections) + len(self.missing_identifiers) + (0 if self.request_reflected else 1)
+        )
+
+    def reasons(self) -> str:
+        """The failure reasons, phrased for a retry prompt."""
+        out = []
+        if self.missing_sections:
+            out.append("Missing required sections: " + ", ".join(self.missing_sections) + ".")
+        if self.missing_identifiers:
+            out.append(
+                "These exact identifiers must appear verbatim: " + ", ".join(self.missing_identifiers) + "."
+            )
+        if not self.request_reflected:
+            out.append(
+                "The user's latest request is not reflected; state it and what is being done about it."
+            )
+        return " ".join(out)
+
+
+def identifiers_that_matter(
+    span: Sequence[Message], kept: Sequence[Message], extra_text: str = ""
+) -> list[str]:
+    """Identifiers of the summarized ``span`` that the ``kept`` messages or ``extra_text`` (open
+    tasks, the latest request) mention; when none, the newest ones of the span's last messages."""
+    span_ids = identifiers.extract(span_text(span))
+    later = identifiers.extract(span_text(kept) + "\n" + extra_text)
+    matter = sorted(span_ids & later)
+    if not matter:
+        tail = identifiers.extract(span_text(span[-AUDIT_TAIL_MESSAGES:]))
+        matter = sorted(tail)
+    return matter[:MAX_AUDIT_IDENTIFIERS]
+
+
+def audit_summary(
+    summary: str,
+    *,
+    required_sections: Sequence[str],
+    span: Sequence[Message],
+    kept: Sequence[Message],
+    latest_request: str,
+    extra_text: str = "",
+) -> Audit:
+    """Audit ``summary`` (see the module docstring)."""
+    low = summary.lower()
+    missing_sections = [s for s in required_sections if s.lower() not in low]
+    summary_ids = identifiers.extract(summary)
+    wanted = identifiers_that_matter(span, kept, latest_request + "\n" + extra_text)
+    missing_ids = [i for i in wanted if i not in summary_ids and i not in summary]
+    req = keywords(latest_request)
+    if not req:
+        reflected = True
+    else:
+        need = 2 if len(req) >= 3 else 1
+        reflected = len(req & keywords(summary)) >= need
+    return Audit(
+        missing_sections=missing_sections,
+        missing_identifiers=missing_ids,
+        request_reflected=reflected,
+        identifiers_checked=len(wanted),
+    )
+
+
+class Quality(msgspec.Struct, kw_only=True):
+    """Quality figures of one compaction (seed 002). Tokens."""
+
+    tokens_before: int
+    tokens_after: int
+    compression_ratio: float  # after / before
+    tokens_saved: int
+    identifier_retention: float | None  # share of the span's identifiers present in the summary
+    latest_request_verbatim: bool | None  # None when the span had no user request
+
+
+def quality(
+    *, tokens_before: int, tokens_after: int, span: Sequence[Message], summary: str, kept: Sequence[Message]
+) -> Quality:
+    """The quality figures of a compaction that replaced ``span`` by ``summary``."""
+    span_ids = identifiers.extract(span_text(span))
+    retention = None
+    if span_ids:
+        in_summary = identifiers.extract(summary)
+        retention = round(sum(1 for i in span_ids if i in in_summary or i in summary) / len(span_ids), 4)
+    latest = latest_user_request([*span, *kept])
+    verbatim: bool | None = None
+    if latest:
+        verbatim = latest in summary or any(latest in m.text() for m in kept)
+    return Quality(
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        compression_ratio=round(tokens_after / tokens_before, 4) if tokens_before else 1.0,
+        tokens_saved=tokens_before - tokens_after,
+        identifier_retention=retention,
+        latest_request_verbatim=verbatim,
+    )

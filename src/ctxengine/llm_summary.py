@@ -1,0 +1,393 @@
+"""The LLM summarizer: Claude Code's nine-section summary, audited, chunked, retried.
+
+Follows the references (prompt wording is ours):
+- Claude Code's nine sections; the model drafts in an ``<analysis>`` block that is stripped
+  before the summary enters the context (``formatCompactSummary``).
+- OpenClaw's quality guard (``ctxengine.audit``): on a failed audit ask once more with the
+  reasons; if that fails too, keep the better of the two and record the audit.
+- When the span exceeds the summarizer's own window: chunk it on tool-group boundaries (adaptive
+  chunk ratio 0.4 -> min 0.15, safety margin 1.2, 4,096 tokens of overhead), summarize chunks
+  rolling (each chunk's summary is the next one's previous summary), and a chunk that fails after
+  retries leaves a partial summary, not a lost one.
+- Prompt too long from the provider: drop the oldest 20% of API-round groups, or just enough when
+  the error states the gap, and retry, at most 3 times (Claude Code ``truncateHeadForPTLRetry``).
+- Prefix reuse: when the summarizer is the session's own model on a provider that caches
+  prefixes, the request is the projection itself with the summary instruction appended (Claude
+  Code's forked agent), so the conversation is read from the prompt cache.
+
+Any failure raises ``SummaryError`` carrying what was spent; the caller leaves the session as it
+was. No placeholder summary is ever returned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ctxengine.audit import Audit, audit_summary, latest_user_request
+from ctxengine.layers.pairing import tool_groups
+from ctxengine.messages import Message, Text
+from ctxengine.notes import serialize
+
+if TYPE_CHECKING:
+    from ctxengine.llm import LLMClient, LLMResponse
+
+NINE_SECTIONS = (
+    "Primary Request and Intent",
+    "Key Technical Concepts",
+    "Files and Code Sections",
+    "Errors and fixes",
+    "Problem Solving",
+    "All user messages",
+    "Pending Tasks",
+    "Current Work",
+    "Optional Next Step",
+)
+BASE_CHUNK_RATIO = 0.4  # OpenClaw computeAdaptiveChunkRatio
+MIN_CHUNK_RATIO = 0.15
+SAFETY_MARGIN = 1.2
+SUMMARIZATION_OVERHEAD_TOKENS = 4_096
+PTL_DROP_SHARE = 0.2  # Claude Code: drop 20% of API-round groups when the gap is unknown
+MAX_PTL_RETRIES = 3
+CHUNK_ATTEMPTS = 2  # tries per chunk before the summary is left partial
+CONTINUATION = (
+    "This session is being continued from a previous conversation that ran out of context. "
+    "The summary below covers the earlier portion of the conversation; continue from where it "
+    "left off without asking the user to repeat anything.\n\n"
+)
+
+SYSTEM = (
+    "You are summarizing a conversation between a user and a coding agent so that the agent can "
+    "continue the work. TEXT ONLY: do not call tools, do not continue the conversation, do not "
+    "answer questions in it."
+)
+PROMPT = """Write a detailed summary of the conversation {where}.
+
+First think in an <analysis> block: go through it in order and note the user's explicit requests, \
+the approach taken, decisions, file names, code, errors and how they were fixed, and user feedback.
+
+Then write the summary inside <summary></summary> with exactly these numbered sections:
+1. Primary Request and Intent
+2. Key Technical Concepts
+3. Files and Code Sections (with the important snippets)
+4. Errors and fixes
+5. Problem Solving
+6. All user messages (every one that is not a tool result, verbatim where short)
+7. Pending Tasks
+8. Current Work (precisely what was being done just before this summary)
+9. Optional Next Step (only if it follows directly from the latest request; quote it)
+
+Keep every exact identifier verbatim, never shortened or reconstructed: file paths, URLs, UUIDs, \
+hashes, ids, hostnames, ports, numbers, error messages.{extra}"""
+
+
+class SummaryError(Exception):
+    """A summary could not be made. ``spent`` holds the LLM calls/tokens/USD already used."""
+
+    def __init__(self, message: str, spent: Spend) -> None:
+        super().__init__(message)
+        self.spent = spent
+
+
+class Spend(msgspec.Struct, kw_only=True):
+    """LLM work done for one summary. Tokens; USD."""
+
+    llm_calls: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, r: LLMResponse) -> None:
+        self.llm_calls += 1
+        self.input_tokens += r.usage.total_input
+        self.cache_read_tokens += r.usage.cache_read_tokens
+        self.output_tokens += r.usage.output_tokens
+        self.cost_usd += r.cost_usd
+
+
+class SummaryResult(msgspec.Struct, kw_only=True):
+    """A finished summary (analysis stripped) with its audit and what it cost."""
+
+    text: str
+    audit: Audit | None
+    spent: Spend
+    chunks: int = 1
+    partial: bool = False
+    ptl_retries: int = 0
+    prefix_reused: bool = False
+
+
+def strip_analysis(text: str) -> str:
+    """The summary without its ``<analysis>`` scratchpad; the ``<summary>`` body when tagged."""
+    text = re.sub(r"(?s)<analysis>.*?</analysis>", "", text)
+    m = re.search(r"(?s)<summary>(.*?)(?:</summary>|$)", text)
+    return (m.group(1) if m else text).strip()
+
+
+def adaptive_chunk_ratio(tokens: Sequence[int], window: int) -> float:
+    """OpenClaw's ratio: 0.4, lowered toward 0.15 when messages are large for the window."""
+    if not tokens or window <= 0:
+        return BASE_CHUNK_RATIO
+    avg = sum(tokens) / len(tokens) * SAFETY_MARGIN / window
+    if avg > 0.1:
+        return max(MIN_CHUNK_RATIO, BASE_CHUNK_RATIO - min(2 * avg, 0.25))
+    return BASE_CHUNK_RATIO
+
+
+def chunk_groups(messages: Sequence[Message], tokens: Sequence[int], max_tokens: int) -> list[list[Message]]:
+    """Split ``messages`` into chunks of at most ``max_tokens / 1.2`` on tool-group boundaries (a
+    group larger than that is a chunk of its own)."""
+    cap = int(max_tokens / SAFETY_MARGIN)
+    chunks: list[list[Message]] = []
+    current: list[Message] = []
+    size = 0
+    for start, end in tool_groups(messages):
+        g = list(messages[start:end])
+        gt = sum(tokens[start:end])
+        if current and size + gt > cap:
+            chunks.append(current)
+            current, size = [], 0
+        current.extend(g)
+        size += gt
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class LLMSummarizer:
+    """Summaries by the configured model. ``window``/``max_output``: the summarizer's own context
+    window and output budget (tokens); ``count`` the caller's token counter."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        count: Callable[[Message], int],
+        *,
+        window: int,
+        max_output: int = 8_192,
+        required_sections: Sequence[str] = NINE_SECTIONS,
+    ) -> None:
+        self.client = client
+        self.count = count
+        self.window = window
+        self.max_output = max_output
+        self.required_sections = tuple(required_sections)
+
+    # ------------------------------------------------------------------ public
+
+    def summarize(
+        self,
+        span: Sequence[Message],
+        *,
+        kept: Sequence[Message] = (),
+        previous: str = "",
+        instructions: str = "",
+        prefix: Sequence[Message] | None = None,
+        system: str = "",
+        extra_audit_text: str = "",
+    ) -> SummaryResult:
+        """Summarize ``span`` (the messages leaving the context; ``kept`` stay). ``previous`` is an
+        earlier summary to extend; ``instructions`` the caller's focus (``/compact [text]``).
+        With ``prefix`` (the projection as last sent, whose head is ``span``) the request reuses
+        it so the provider's prompt cache serves the conversation. Raises ``SummaryError``."""
+        spent = Spend()
+        latest = latest_user_request([*span, *kept])
+        if prefix is not None:
+            try:
+                return self._with_audit(
+                    lambda extra: self._request_prefix(prefix, system, instructions, extra, spent),
+                    span,
+                    kept,
+                    latest,
+                    extra_audit_text,
+                    spent,
+                    prefix_reused=True,
+                )
+            except SummaryError:
+                pass  # e.g. prompt too long with the whole projection: fall back to the span alone
+        tokens = [self.count(m) for m in span]
+        budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
+        if sum(tokens) * SAFETY_MARGIN <= budget:
+            return self._with_audit(
+                lambda extra: self._request_span(span, previous, instructions, extra, spent),
+                span,
+                kept,
+                latest,
+                extra_audit_text,
+                spent,
+            )
+        return self._chunked(span, tokens, kept, previous, instructions, latest, extra_audit_text, spent)
+
+    # ------------------------------------------------------------------ internals
+
+    def _with_audit(
+        self,
+        ask: Callable[[str], tuple[str, int]],
+        span: Sequence[Message],
+        kept: Sequence[Message],
+        latest: str,
+        extra_audit_text: str,
+        spent: Spend,
+        *,
+        prefix_reused: bool = False,
+    ) -> SummaryResult:
+        text, ptl = ask("")
+        first = audit_summary(
+            text,
+            required_sections=self.required_sections,
+            span=span,
+            kept=kept,
+            latest_request=latest,
+            extra_text=extra_audit_text,
+        )
+        if first.passed:
+            return SummaryResult(
+                text=text, audit=first, spent=spent, ptl_retries=ptl, prefix_reused=prefix_reused
+            )
+        try:
+            text2, ptl2 = ask("\n\nA previous attempt was rejected: " + first.reasons())
+        except SummaryError:
+            return SummaryResult(
+                text=text, audit=first, spent=spent, ptl_retries=ptl, prefix_reused=prefix_reused
+            )
+        second = audit_summary(
+            text2,
+            required_sections=self.required_sections,
+            span=span,
+            kept=kept,
+            latest_request=latest,
+            extra_text=extra_audit_text,
+        )
+        best_text, best = (text2, second) if second.failures <= first.failures else (text, first)
+        return SummaryResult(
+            text=best_text, audit=best, spent=spent, ptl_retries=ptl + ptl2, prefix_reused=prefix_reused
+        )
+
+    def _call(self, system: str, messages: list[Message], spent: Spend, *, cache_prefix: bool) -> str:
+        from ctxengine.llm import LLMError, LLMRequest
+
+        try:
+            r = self.client.complete(
+                LLMRequest(
+                    system=system,
+                    messages=messages,
+                    max_tokens=self.max_output,
+                    purpose="summary",
+                    cache_prefix=cache_prefix,
+                )
+            )
+        except LLMError:
+            raise
+        spent.add(r)
+        text = strip_analysis(r.text)
+        if not text:
+            raise SummaryError("the model returned an empty summary", spent)
+        return text
+
+    def _request_prefix(
+        self, prefix: Sequence[Message], system: str, instructions: str, extra: str, spent: Spend
+    ) -> tuple[str, int]:
+        from ctxengine.llm import LLMError
+
+        prompt = PROMPT.format(where="so far", extra=self._focus(instructions) + extra)
+        messages = [*prefix, Message(role="user", blocks=(Text(prompt),), id="summary-request")]
+        try:
+            return self._call(system or SYSTEM, messages, spent, cache_prefix=True), 0
+        except LLMError as exc:
+            raise SummaryError(f"summary request failed: {exc}", spent) from exc
+
+    def _request_span(
+        self, span: Sequence[Message], previous: str, instructions: str, extra: str, spent: Spend
+    ) -> tuple[str, int]:
+        from ctxengine.llm import LLMError, PromptTooLongError
+
+        groups = tool_groups(span)
+        first_group = 0
+        retries = 0
+        while True:
+            start = groups[first_group][0] if groups else 0
+            body = serialize(span[start:])
+            if start:
+                body = f"[{start} older messages were dropped to fit the summarizer]\n" + body
+            prev = f"\n\n<previous-summary>\n{previous}\n</previous-summary>" if previous else ""
+            prompt = (
+                PROMPT.format(where="below", extra=self._focus(instructions) + extra)
+                + prev
+                + f"\n\n<conversation>\n{body}\n</conversation>"
+            )
+            try:
+                msg = Message(role="user", blocks=(Text(prompt),), id="summary-request")
+                return self._call(SYSTEM, [msg], spent, cache_prefix=False), retries
+            except PromptTooLongError as exc:
+                retries += 1
+                if retries > MAX_PTL_RETRIES or len(groups) - first_group <= 1:
+                    raise SummaryError(f"prompt too long after {retries - 1} retries: {exc}", spent) from exc
+                first_group += self._groups_to_drop(span, groups, first_group, exc.gap_tokens)
+            except LLMError as exc:
+                raise SummaryError(f"summary request failed: {exc}", spent) from exc
+
+    def _groups_to_drop(
+        self, span: Sequence[Message], groups: list[tuple[int, int]], first: int, gap: int | None
+    ) -> int:
+        remaining = len(groups) - first
+        if gap is None:
+            return max(1, min(remaining - 1, int(remaining * PTL_DROP_SHARE)))
+        need = gap * SAFETY_MARGIN
+        dropped = 0
+        freed = 0
+        for s, e in groups[first:-1]:
+            freed += sum(self.count(m) for m in span[s:e])
+            dropped += 1
+            if freed >= need:
+                break
+        return max(1, dropped)
+
+    def _chunked(
+        self,
+        span: Sequence[Message],
+        tokens: list[int],
+        kept: Sequence[Message],
+        previous: str,
+        instructions: str,
+        latest: str,
+        extra_audit_text: str,
+        spent: Spend,
+    ) -> SummaryResult:
+        ratio = adaptive_chunk_ratio(tokens, self.window)
+        max_chunk = max(1_000, int(self.window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
+        chunks = chunk_groups(span, tokens, max_chunk)
+        rolling = previous
+        done = 0
+        for chunk in chunks:
+            for attempt in range(CHUNK_ATTEMPTS):
+                try:
+                    rolling, _ = self._request_span(chunk, rolling, instructions, "", spent)
+                    done += 1
+                    break
+                except SummaryError:
+                    if attempt == CHUNK_ATTEMPTS - 1:
+                        if done == 0:
+                            raise
+                        note = f"\n\n[Partial summary: chunks 1-{done} of {len(chunks)} were summarized]"
+                        return SummaryResult(
+                            text=rolling + note, audit=None, spent=spent, chunks=len(chunks), partial=True
+                        )
+            else:  # pragma: no cover - loop always breaks or returns
+                continue
+        a = audit_summary(
+            rolling,
+            required_sections=self.required_sections,
+            span=span,
+            kept=kept,
+            latest_request=latest,
+            extra_text=extra_audit_text,
+        )
+        return SummaryResult(text=rolling, audit=a, spent=spent, chunks=len(chunks))
+
+    @staticmethod
+    def _focus(instructions: str) -> str:
+        return f"\n\nAdditional focus: {instructions.strip()[:800]}" if instructions.strip() else ""

@@ -1,0 +1,148 @@
+"""Restoring the working set after a compaction (Claude Code's post-compaction attachments).
+
+After the summary, re-attach:
+- up to ``restore_max_files`` (5) recently read files, newest first, re-read from disk at that
+  moment (at most 5,000 tokens each, 50,000 in all), skipping files already read in the kept tail
+  and files gone from disk; in replay (``from_transcript``), where the file is not on this machine,
+  the latest content the session read of it;
+- the instruction files (CLAUDE.md / AGENTS.md / a configured list) through the bootstrap loader
+  (20,000 chars per file, 60,000 in all, 75% head / 25% tail when cut);
+- the current plan / todo list.
+Pure apart from reading the files: it returns messages; the engine places them after the summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ctxengine.identifiers import normalize_path
+from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.summarize import READ_TOOLS, _tool_paths
+
+RESTORE_MAX_FILES = 5
+RESTORE_FILE_TOKENS = 5_000
+RESTORE_TOTAL_TOKENS = 50_000
+
+
+def _reads(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """(normalised path, result text) of every read tool call with a result, oldest first."""
+    calls: dict[str, ToolCall] = {}
+    out: list[tuple[str, str]] = []
+    for m in messages:
+        for b in m.blocks:
+            if isinstance(b, ToolCall) and b.name.lower() in READ_TOOLS:
+                calls[b.id] = b
+            elif isinstance(b, ToolResult) and b.call_id in calls and not b.is_error:
+                text = "\n".join(p.text for p in b.content if isinstance(p, Text))
+                for path in _tool_paths(calls[b.call_id]):
+                    out.append((path, text))
+    return out
+
+
+def _cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> tuple[str, bool]:
+    if count(text) <= max_tokens:
+        return text, False
+    chars = len(text)
+    while chars > 200:
+        chars = int(chars * 0.8)
+        if count(text[:chars]) <= max_tokens:
+            break
+    return text[:chars], True
+
+
+def recent_files(
+    summarized: Sequence[Message],
+    kept: Sequence[Message],
+    count: Callable[[str], int],
+    *,
+    workspace: Path | None = None,
+    from_transcript: bool = False,
+    max_files: int = RESTORE_MAX_FILES,
+    file_tokens: int = RESTORE_FILE_TOKENS,
+    total_tokens: int = RESTORE_TOTAL_TOKENS,
+    origin_note: str = "",
+) -> list[Message]:
+    """Messages re-attaching the files read before the cut (see the module docstring)."""
+    in_tail = {p for p, _ in _reads(kept)}
+    latest: dict[str, str] = {}
+    order: list[str] = []
+    for path, text in _reads(summarized):
+        latest[path] = text
+        if path in order:
+            order.remove(path)
+        order.append(path)
+    out: list[Message] = []
+    used = 0
+    for path in reversed(order):
+        if len(out) >= max_files or used >= total_tokens:
+            break
+        if path in in_tail:
+            continue
+        content: str | None = None
+        source = "re-read from disk"
+        disk = _on_disk(path, workspace)
+        if disk is not None:
+            try:
+                content = disk.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                content = None
+        if content is None and from_transcript:
+            content, source = latest[path], "as last read in this session"
+        if content is None:
+            continue  # gone from disk
+        body, cut = _cut_to_tokens(content, min(file_tokens, total_tokens - used), count)
+        note = f" [cut to {file_tokens:,} tokens; read the rest with offset/limit]" if cut else ""
+        text = f"[Restored after compaction{origin_note}] {path} ({source}){note}:\n{body}"
+        used += count(text)
+        out.append(Message(role="user", blocks=(Text(text),), id=f"restore:{path}", origin="restore"))
+    return out
+
+
+def _on_disk(path: str, workspace: Path | None) -> Path | None:
+    p = Path(path)
+    if not p.is_absolute():
+        if workspace is None:
+            return None
+        p = workspace / p
+    try:
+        return p if p.is_file() else None
+    except OSError:
+        return None
+
+
+def todo_message(todos: str) -> list[Message]:
+    """The current plan / todo list as a restore message (none when empty)."""
+    if not todos.strip():
+        return []
+    return [
+        Message(
+            role="user",
+            blocks=(Text("[Restored after compaction] Current todo list / plan:\n" + todos),),
+            id="restore:todos",
+            origin="restore",
+        )
+    ]
+
+
+def instruction_files(workspace: Path | None, names: Sequence[str]) -> list[Message]:
+    """The instruction files (CLAUDE.md, AGENTS.md, ...) found in ``workspace``, loaded with the
+    bootstrap loader's caps; nothing when there is no workspace."""
+    if workspace is None or not names:
+        return []
+    from ctxengine.tools.bootstrap import load_bootstrap_files
+
+    text = load_bootstrap_files(workspace, list(names), include_missing=False).text
+    if not text.strip():
+        return []
+    return [
+        Message(
+            role="user",
+            blocks=(Text("[Restored after compaction] Instruction files:\n" + text),),
+            id="restore:instructions",
+            origin="restore",
+        )
+    ]
+
+
+__all__ = ["instruction_files", "normalize_path", "recent_files", "todo_message"]
