@@ -101,6 +101,13 @@ def replay(
     engine: Annotated[
         str, typer.Option(help="Engine id (core: ctxengine; plugins by entry point).")
     ] = "ctxengine",
+    llm: Annotated[
+        str | None, typer.Option(help="PROVIDER:MODEL for notes and summaries (anthropic or openai).")
+    ] = None,
+    llm_base_url: Annotated[
+        str | None, typer.Option(help="Base URL of the LLM server (OpenAI-compatible servers too).")
+    ] = None,
+    llm_timeout: Annotated[float, typer.Option(help="Seconds per LLM request.")] = 120.0,
     quiet: Annotated[bool, typer.Option(help="No table.")] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
@@ -113,6 +120,14 @@ def replay(
     engines.load_entry_points()
     if engine not in engines.ids():
         raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
+    client = None
+    if llm:
+        from ctxengine.llm import LLMError, make_client
+
+        try:
+            client = make_client(llm, base_url=llm_base_url, timeout=llm_timeout)
+        except (ValueError, LLMError, ImportError) as exc:
+            raise fail(f"--llm {llm}: {exc}") from None
     if path is None:
         path = newest_user_session()
         if path is None:
@@ -157,7 +172,13 @@ def replay(
             for s in sessions:
                 reports.append(
                     replay_session(
-                        s, pol, window=window, registry=registry, engine_id=engine, engines=engines
+                        s,
+                        pol,
+                        window=window,
+                        registry=registry,
+                        engine_id=engine,
+                        engines=engines,
+                        llm=client,
                     )
                 )
                 if recorded_reports is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -35,6 +35,9 @@ from ctxengine.plugins import EngineRegistry
 from ctxengine.policy import Policy
 from ctxengine.tokens.counter import TokenCounter, counter_for
 from ctxengine.tokens.ledger import Ledger
+
+if TYPE_CHECKING:
+    from ctxengine.llm import LLMClient
 
 SCHEMA_VERSION = 1
 COMPACTION_LAYERS = frozenset(
@@ -232,9 +235,11 @@ def replay_session(
     validate: bool = True,
     engine_id: str = "ctxengine",
     engines: EngineRegistry | None = None,
+    llm: LLMClient | None = None,
 ) -> SessionReport:
     """Replay ``session`` under ``policy`` at ``window`` tokens (default: the model's window),
-    with engine ``engine_id`` from ``engines`` (default: the core engine).
+    with engine ``engine_id`` from ``engines`` (default: the core engine) and, when given, ``llm``
+    as the model for notes and summaries.
 
     Returns the full report. Raises nothing for odd sessions: a session with no calls gives an
     empty report. Raises ``WindowTooSmallError`` for a window under 16,000 tokens and
@@ -260,6 +265,7 @@ def replay_session(
         counter=counter,
         session_id=f"{session.source}#{session.name}",
         restore_from_transcript=True,
+        llm=llm,
     )
     engine.bootstrap(
         system=session.system, fixed_prefix_tokens=fixed, recorded_compactions=session.compactions

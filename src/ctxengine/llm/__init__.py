@@ -1,0 +1,57 @@
+"""LLM clients: the ``LLMClient`` protocol and adapters over the ``anthropic`` and ``openai`` SDKs.
+
+The SDKs are optional extras (``pip install 'ctxengine[anthropic]'`` / ``'ctxengine[openai]'``)
+and are imported only when a client is constructed, so importing this package is cheap.
+"""
+
+from ctxengine.llm.anthropic_client import AnthropicClient
+from ctxengine.llm.base import (
+    AuthError,
+    BadRequestError,
+    CallRecord,
+    CallStats,
+    LLMClient,
+    LLMConnectionError,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    LLMTimeoutError,
+    PromptTooLongError,
+    ProviderClient,
+    RateLimitError,
+    SDKNotInstalledError,
+    ServerError,
+    ToolDefinition,
+    call_stats,
+    parse_prompt_too_long,
+    redact,
+)
+from ctxengine.llm.factory import PROVIDERS, make_client, parse_spec
+from ctxengine.llm.openai_client import OpenAIClient
+
+__all__ = [
+    "PROVIDERS",
+    "AnthropicClient",
+    "AuthError",
+    "BadRequestError",
+    "CallRecord",
+    "CallStats",
+    "LLMClient",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMRequest",
+    "LLMResponse",
+    "LLMTimeoutError",
+    "OpenAIClient",
+    "PromptTooLongError",
+    "ProviderClient",
+    "RateLimitError",
+    "SDKNotInstalledError",
+    "ServerError",
+    "ToolDefinition",
+    "call_stats",
+    "make_client",
+    "parse_prompt_too_long",
+    "parse_spec",
+    "redact",
+]
