@@ -35,6 +35,17 @@ def _root() -> None:
     """Context-window management for LLM agents."""
 
 
+def _mount_tools() -> None:
+    from ctxengine.tools.cli import tool_app
+    from ctxengine.tools.mcp_server import mcp_command
+
+    app.add_typer(tool_app, name="tool", help="Run an agent tool and print exactly what the model would see.")
+    app.command("mcp", help="Serve the context-aware tools over MCP (stdio).")(mcp_command)
+
+
+_mount_tools()
+
+
 def fail(message: str) -> typer.Exit:
     """Print one line to stderr; return the exit (code 2) to raise."""
     err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)

@@ -226,7 +226,9 @@ def _render(state: SummaryState, user_msgs: list[str], errors: list[str], ids: l
     return "\n\n".join(parts)
 
 
-def identifier_index(state: SummaryState, max_tokens: int, count: Callable[[str], int], limit: int = 400) -> str:
+def identifier_index(
+    state: SummaryState, max_tokens: int, count: Callable[[str], int], limit: int = 400
+) -> str:
     """A section listing the exact identifiers seen, newest first, within ``max_tokens``."""
     ids = sorted(state.identifiers, key=lambda k: -state.identifiers[k])[:limit]
     while ids:

@@ -45,6 +45,10 @@ class SessionStore(Protocol):
         """Content and meta of an artifact. Raises ``StoreError`` when it does not exist."""
         ...
 
+    def artifact_ids(self, session: str) -> list[str]:
+        """Ids of the artifacts of ``session``, in the order they were stored."""
+        ...
+
     def close(self) -> None:
         """Release resources."""
         ...

@@ -85,6 +85,12 @@ class SQLiteStore:
         meta = self._dec.decode(row[1])
         return str(row[0]), dict(meta)
 
+    def artifact_ids(self, session: str) -> list[str]:
+        rows = self._db.execute(
+            "SELECT id FROM artifacts WHERE session = ? ORDER BY rowid", (session,)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def close(self) -> None:
         self._db.commit()
         self._db.close()

@@ -1,0 +1,294 @@
+"""``retrieve``: page through a tool result that the engine offloaded or cleared, by artifact id.
+
+The tool-result budget replaces a large result with a ``<persisted-output>`` preview (Claude Code's
+large-result handling, reference notes section C1) and keeps the original as artifact
+``tool-result/<call id>`` in the ``SessionStore``; clearing does the same. ``retrieve`` brings it
+back in pages, with the read tool's rules:
+- ``offset`` (1-based line) / ``limit`` (lines, default 2,000), ``cat -n`` numbering, lines over
+  2,000 characters cut, pi's hint ``[Showing lines S-E of T. Use offset=E+1 to continue.]``, and
+  the 25,000-token cap (exact ``o200k_base`` by default, as ``read``);
+- JSON artifacts (an object or array) are paged in pretty-printed form (2-space indent), so a
+  one-line JSON blob becomes pageable. Without offset/limit/query a JSON artifact gets a
+  structural preview instead: JMESPath paths with types, key counts, array lengths and sample
+  values (strings cut at 60 chars), at most 4 levels deep and 150 lines; the first element of an
+  array stands for all (the key union is listed when the keys vary);
+- ``query``: a JMESPath expression (``jmespath`` library) evaluated on the JSON; the result is
+  pretty JSON cut at 20,000 characters with a hint to narrow the query. With offset/limit the
+  query result is paged instead.
+
+Ids may be given with or without the ``tool-result/`` prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jmespath
+import jmespath.exceptions
+
+from ctxengine.layers.base import artifact_id
+from ctxengine.store.base import SessionStore, StoreError
+from ctxengine.tokens.counter import TokenCounter
+from ctxengine.tools.base import ToolError, ToolSpec
+from ctxengine.tools.read import DEFAULT_COUNTER, cap_tokens, check_page_args, continuation_hint, numbered
+
+QUERY_MAX_CHARS = 20_000
+PREVIEW_MAX_DEPTH = 4
+PREVIEW_MAX_LINES = 150
+PREVIEW_MAX_KEYS = 30
+PREVIEW_SAMPLE_CHARS = 60
+PREVIEW_ITEMS_SCANNED = 50  # array items inspected for types and varying keys
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def load_artifact(store: SessionStore, session: str, aid: str) -> tuple[str, str]:
+    """(id, content) of artifact ``aid`` (``tool-result/`` prefix optional)."""
+    if not isinstance(aid, str) or not aid.strip():
+        raise ToolError("id is required: the artifact id, e.g. tool-result/<tool call id>")
+    aid = aid.strip()
+    candidates = [aid] if aid.startswith("tool-result/") else [aid, artifact_id(aid)]
+    for cand in candidates:
+        try:
+            content, _ = store.get_artifact(session, cand)
+            return cand, content
+        except StoreError:
+            continue
+    raise ToolError(
+        f"no artifact {aid!r} in this session. Artifact ids look like tool-result/<tool call id>, "
+        "as named in the placeholder of an offloaded or cleared tool result."
+    )
+
+
+def parse_json(content: str) -> Any | None:
+    """The parsed JSON object or array, or None when ``content`` is not one."""
+    head = content.lstrip()[:1]
+    if head not in ("{", "["):
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Structural preview
+# ------------------------------------------------------------------------------------------------
+
+
+def _type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _key(path: str, key: str) -> str:
+    name = key if _IDENT.match(key) else json.dumps(key, ensure_ascii=False)
+    return name if path == "@" else f"{path}.{name}"
+
+
+def _sample(value: Any) -> str:
+    if isinstance(value, str):
+        cut = value[:PREVIEW_SAMPLE_CHARS]
+        more = f"… ({len(value):,} chars)" if len(value) > PREVIEW_SAMPLE_CHARS else ""
+        return json.dumps(cut, ensure_ascii=False) + more
+    return json.dumps(value)
+
+
+def _describe(value: Any, path: str, depth: int, out: list[str]) -> None:
+    if len(out) >= PREVIEW_MAX_LINES:
+        return
+    kind = _type(value)
+    if isinstance(value, dict):
+        out.append(f"{path}: object {{{len(value)} keys}}")
+        if depth >= PREVIEW_MAX_DEPTH:
+            if value:
+                out.append(f"{path}: keys {', '.join(list(value)[:PREVIEW_MAX_KEYS])}")
+            return
+        for i, (k, v) in enumerate(value.items()):
+            if i >= PREVIEW_MAX_KEYS:
+                out.append(f"{path}: ... and {len(value) - PREVIEW_MAX_KEYS} more keys")
+                break
+            _describe(v, _key(path, str(k)), depth + 1, out)
+    elif isinstance(value, list):
+        head = value[:PREVIEW_ITEMS_SCANNED]
+        kinds: dict[str, int] = {}
+        for item in head:
+            kinds[_type(item)] = kinds.get(_type(item), 0) + 1
+        if not value:
+            out.append(f"{path}: array [0 items]")
+            return
+        of = (
+            next(iter(kinds))
+            if len(kinds) == 1
+            else "mixed (" + ", ".join(f"{k}×{n}" for k, n in kinds.items()) + ")"
+        )
+        scanned = f" (first {len(head)} inspected)" if len(value) > len(head) and len(kinds) > 1 else ""
+        out.append(f"{path}: array [{len(value):,} items] of {of}{scanned}")
+        dicts = [item for item in head if isinstance(item, dict)]
+        if len(dicts) > 1:
+            union: dict[str, None] = {}
+            for d in dicts:
+                union.update(dict.fromkeys(map(str, d)))
+            if any(set(map(str, d)) != set(union) for d in dicts):
+                keys = list(union)
+                more = f", ... ({len(keys) - PREVIEW_MAX_KEYS} more)" if len(keys) > PREVIEW_MAX_KEYS else ""
+                out.append(
+                    f"{path}[*]: keys vary across items; union: {', '.join(keys[:PREVIEW_MAX_KEYS])}{more}"
+                )
+        if depth < PREVIEW_MAX_DEPTH:
+            _describe(value[0], f"{'' if path == '@' else path}[0]", depth + 1, out)
+    elif value is None:
+        out.append(f"{path}: null")
+    else:
+        out.append(f"{path}: {kind} = {_sample(value)}")
+
+
+def structure(value: Any) -> list[str]:
+    """Preview lines of a parsed JSON value: one per path (JMESPath syntax), depth-limited."""
+    out: list[str] = []
+    _describe(value, "@", 0, out)
+    if len(out) >= PREVIEW_MAX_LINES:
+        out = out[:PREVIEW_MAX_LINES]
+        out.append(f"... (preview cut at {PREVIEW_MAX_LINES} lines; query deeper paths directly)")
+    return out
+
+
+def _example_query(value: Any) -> str:
+    if isinstance(value, list):
+        return "[0:5]"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            name = _key("@", str(k))
+            if isinstance(v, list) and v and isinstance(v[0], dict):
+                return f"{name}[0:5].{_key('@', str(next(iter(v[0]), 'id')))}" if v[0] else f"{name}[0:5]"
+        return "keys(@)" if len(value) > 1 else _key("@", str(next(iter(value), "a")))
+    return "@"
+
+
+# ------------------------------------------------------------------------------------------------
+# retrieve
+# ------------------------------------------------------------------------------------------------
+
+
+def _page(text: str, aid: str, start: int, count: int, counter: TokenCounter, header: str | None) -> str:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    total = len(lines)
+    if total == 0:
+        return f"[Artifact {aid} is empty.]"
+    if start > total:
+        raise ToolError(f"offset={start} is past the end of {aid}, which has {total:,} lines.")
+    page = lines[start - 1 : start - 1 + count]
+    end = start + len(page) - 1
+    body = "\n".join(numbered(start + i, ln.removesuffix("\r")) for i, ln in enumerate(page))
+    cap_tokens(body, counter, aid, start, len(page), "retrieve")
+    parts = [header] if header else []
+    parts.append(body)
+    if end < total:
+        parts.append("\n" + continuation_hint(start, end, total))
+    return "\n".join(parts)
+
+
+def retrieve(
+    store: SessionStore,
+    session: str,
+    id: str,  # the tool's argument name
+    offset: int | None = None,
+    limit: int | None = None,
+    query: str | None = None,
+    *,
+    counter: TokenCounter | None = None,
+) -> str:
+    """Page through artifact ``id`` of ``session`` (see the module docs). Raises ``ToolError``."""
+    start, count = check_page_args(offset, limit)
+    counter = counter if counter is not None else DEFAULT_COUNTER
+    aid, content = load_artifact(store, session, id)
+    paged = offset is not None or limit is not None
+    data = parse_json(content)
+    if query is not None:
+        if not isinstance(query, str) or not query.strip():
+            raise ToolError("query must be a non-empty JMESPath expression, e.g. items[0:5].name")
+        if data is None:
+            raise ToolError(
+                f"artifact {aid} is not JSON, so query does not apply. Page it with offset/limit instead."
+            )
+        try:
+            result = jmespath.search(query, data)
+        except jmespath.exceptions.JMESPathError as exc:
+            raise ToolError(f"invalid JMESPath query {query!r}: {exc}".strip()) from None
+        text = pretty(result)
+        if paged:
+            return _page(text, aid, start, count, counter, f"[Query {query!r} on {aid}, pretty-printed JSON]")
+        if len(text) <= QUERY_MAX_CHARS:
+            return text
+        cut = text[:QUERY_MAX_CHARS]
+        cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+        return (
+            f"{cut}\n\n[Result cut at {len(cut):,} of {len(text):,} chars. Narrow the query (a slice "
+            "such as items[0:20], a projection such as items[*].name) or page it with offset/limit.]"
+        )
+    if data is None:
+        return _page(content, aid, start, count, counter, None)
+    text = pretty(data)
+    if paged:
+        return _page(text, aid, start, count, counter, f"[JSON artifact {aid}, pretty-printed]")
+    n_lines = text.count("\n") + 1
+    lines = [f"JSON artifact {aid} ({len(content):,} chars). Structure (JMESPath paths):"]
+    lines += structure(data)
+    example = json.dumps(_example_query(data), ensure_ascii=False)
+    lines.append(
+        f"\n[Query it with retrieve(id={json.dumps(aid)}, query={example}) (JMESPath), or page the "
+        f"pretty-printed JSON ({n_lines:,} lines) with offset/limit.]"
+    )
+    return "\n".join(lines)
+
+
+RETRIEVE_DESCRIPTION = (
+    "Read back a tool result that was offloaded or cleared from the context, by its artifact id "
+    "(tool-result/<call id>, as named in the placeholder). Text is paged like read: numbered lines "
+    "from `offset` (1-based), `limit` lines (default 2,000). A JSON result without offset/limit "
+    "returns its structure (paths, types, array lengths, samples); `query` runs a JMESPath "
+    "expression on it (e.g. `items[?status=='failed'].name`)."
+)
+
+RETRIEVE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "Artifact id, e.g. tool-result/toolu_01abc."},
+        "offset": {"type": "integer", "minimum": 1, "description": "1-based line to start from."},
+        "limit": {"type": "integer", "minimum": 1, "description": "Number of lines (default 2000)."},
+        "query": {"type": "string", "description": "JMESPath expression, for JSON artifacts."},
+    },
+    "required": ["id"],
+    "additionalProperties": False,
+}
+
+
+def specs(
+    store: SessionStore, session: str | Callable[[], str], counter: TokenCounter | None = None
+) -> list[ToolSpec]:
+    """The ``retrieve`` tool on ``store``'s artifacts of ``session`` (a session id, or a callable
+    returning the current one)."""
+
+    def run(id: str, offset: int | None = None, limit: int | None = None, query: str | None = None) -> str:
+        sid = session() if callable(session) else session
+        return retrieve(store, sid, id, offset, limit, query, counter=counter)
+
+    return [ToolSpec("retrieve", RETRIEVE_DESCRIPTION, RETRIEVE_PARAMETERS, run)]
