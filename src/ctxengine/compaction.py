@@ -209,7 +209,9 @@ class Compactor:
                 # the notes cover the whole session; the exact identifiers of what left the
                 # context are listed after them (newest first), as the structured summary does
                 index = summarize.identifier_index(
-                    self.summary_state, p.summary_budget(ctx.window), self.count_text,
+                    self.summary_state,
+                    p.summary_budget(ctx.window),
+                    self.count_text,
                     limit=p.summary_identifiers_max,
                 )
                 if index:

@@ -35,6 +35,7 @@ from ctxengine.plugins import EngineRegistry
 from ctxengine.policy import Policy
 from ctxengine.tokens.counter import TokenCounter, counter_for
 from ctxengine.tokens.ledger import Ledger
+from ctxengine.tools.limits import ToolLimitReport, tool_limit_report
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient
@@ -94,6 +95,7 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     notes_updates: int
     cache_breaks: int
     compaction_quality: dict[str, float | int | None]
+    tool_limits: ToolLimitReport  # what our read/grep limits would have kept out of the recording
     llm_calls: int
     llm_tokens: int
     llm_cost_usd: float
@@ -454,6 +456,7 @@ def replay_session(
         ),
         cache_breaks=sum(1 for c in calls if c.cache_break),
         compaction_quality=_quality_summary(ok),
+        tool_limits=tool_limit_report(session.messages, counter.count_text),
         llm_calls=llm_calls,
         llm_tokens=llm_tokens,
         llm_cost_usd=round(llm_cost, 6),
