@@ -7,11 +7,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ctxengine.store.base import Entry, EntryKind
 from ctxengine.store.sqlite import SQLiteStore
 from ctxengine.tools.base import ToolError, ToolExecutor
 from ctxengine.tools.retrieve import retrieve
@@ -164,36 +162,6 @@ def test_artifacts_are_searchable_with_a_retrieve_call(tmp_path: Path) -> None:
         assert ix.update().artifacts == 1
         names = {h.name for h in ix.search("okapi")}
         assert names == {"docs/guide.md", "tool-result/call_10"}
-
-
-def test_artifacts_from_offload_entries_of_any_store(tmp_path: Path) -> None:
-    class MinimalStore:
-        """A SessionStore without an artifacts table to read: ids come from offload entries."""
-
-        def __init__(self) -> None:
-            self.inner = SQLiteStore()
-
-        def append(self, session: str, kind: EntryKind, payload: Any) -> Entry:
-            return self.inner.append(session, kind, payload)
-
-        def entries(self, session: str, kind: EntryKind | None = None) -> list[Entry]:
-            return self.inner.entries(session, kind)
-
-        def put_artifact(self, session: str, aid: str, content: str, meta: dict[str, Any]) -> None:
-            self.inner.put_artifact(session, aid, content, meta)
-
-        def get_artifact(self, session: str, aid: str) -> tuple[str, dict[str, Any]]:
-            return self.inner.get_artifact(session, aid)
-
-        def close(self) -> None:
-            self.inner.close()
-
-    store = MinimalStore()
-    store.put_artifact("s", "tool-result/c1", "the numbat report\n", {})
-    store.append("s", "offload", {"layer": "tool_result_budget", "call_ids": ["c1"]})
-    with SearchIndex(tmp_path, ":memory:", store=store, session="s") as ix:
-        assert ix.update().artifacts == 1
-        assert [h.name for h in ix.search("numbat")] == ["tool-result/c1"]
 
 
 def test_path_filter_scope_and_query_syntax(tmp_path: Path) -> None:

@@ -103,6 +103,23 @@ def span_text(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
+def span_identifiers(messages: Sequence[Message]) -> set[str]:
+    """Identifiers of ``messages``, extracted block by block (cached per text)."""
+    out: set[str] = set()
+    for m in messages:
+        for b in m.blocks:
+            if isinstance(b, Text):
+                out |= identifiers.extract(b.text)
+            elif isinstance(b, ToolCall):
+                raw = b.input if isinstance(b.input, str) else msgspec.json.encode(b.input).decode()
+                out |= identifiers.extract(raw)
+            elif isinstance(b, ToolResult):
+                for p in b.content:
+                    if isinstance(p, Text):
+                        out |= identifiers.extract(p.text)
+    return out
+
+
 def latest_user_request(messages: Sequence[Message]) -> str:
     """The newest user-typed text (not tool results, not harness attachments)."""
     for m in reversed(messages):
@@ -156,11 +173,11 @@ def identifiers_that_matter(
 ) -> list[str]:
     """Identifiers of the summarized ``span`` that the ``kept`` messages or ``extra_text`` (open
     tasks, the latest request) mention; when none, the newest ones of the span's last messages."""
-    span_ids = identifiers.extract(span_text(span))
-    later = identifiers.extract(span_text(kept) + "\n" + extra_text)
+    span_ids = span_identifiers(span)
+    later = span_identifiers(kept) | identifiers.extract(extra_text)
     matter = sorted(span_ids & later)
     if not matter:
-        tail = identifiers.extract(span_text(span[-AUDIT_TAIL_MESSAGES:]))
+        tail = span_identifiers(span[-AUDIT_TAIL_MESSAGES:])
         matter = sorted(tail)
     return matter[:MAX_AUDIT_IDENTIFIERS]
 
@@ -209,7 +226,7 @@ def quality(
     *, tokens_before: int, tokens_after: int, span: Sequence[Message], summary: str, kept: Sequence[Message]
 ) -> Quality:
     """The quality figures of a compaction that replaced ``span`` by ``summary``."""
-    span_ids = identifiers.extract(span_text(span))
+    span_ids = span_identifiers(span)
     retention = None
     if span_ids:
         in_summary = identifiers.extract(summary)

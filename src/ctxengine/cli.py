@@ -46,9 +46,14 @@ def _mount_tools() -> None:
 _mount_tools()
 
 
+def say(prefix: str, message: str) -> None:
+    """One line to stderr, printed literally (no markup, no emoji codes, no wrapping)."""
+    err.print(prefix, message, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
 def fail(message: str) -> typer.Exit:
     """Print one line to stderr; return the exit (code 2) to raise."""
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    say("error:", message)
     return typer.Exit(2)
 
 
@@ -91,7 +96,7 @@ def _load_policy(name: str, policy_file: Path | None) -> Policy:
     try:
         return Policy.from_toml(policy_file) if policy_file else get_policy(name)
     except (KeyError, ValueError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
+        raise fail(str(exc.args[0]) if exc.args else str(exc)) from None
 
 
 @app.command()
@@ -127,6 +132,8 @@ def replay(
     from ctxengine.replay import SessionReport, replay_session
 
     pol = _load_policy(policy, policy_file)
+    if window is not None and window <= 0:
+        raise fail(f"--window must be a positive number of tokens, not {window}")
     engines = EngineRegistry()
     engines.load_entry_points()
     if engine not in engines.ids():
@@ -143,7 +150,7 @@ def replay(
         path = newest_user_session()
         if path is None:
             raise fail("no transcript given and no session found in " + " or ".join(USER_SESSION_DIRS))
-        err.print(f"replaying your newest session: {path}")
+        say("replaying your newest session:", str(path))
     if not path.exists():
         raise fail(f"{path}: no such file or directory")
     try:
@@ -157,14 +164,14 @@ def replay(
         except TranscriptError as exc:
             raise fail(str(exc)) from None
     for w in caught:
-        err.print(f"[yellow]warning:[/yellow] {w.message}", highlight=False)
+        say("warning:", str(w.message))
     for n in notes:
-        err.print(f"note: {n}", highlight=False)
+        say("note:", n)
     if not sessions:
         raise fail(f"{path}: no transcripts found")
     malformed = sum(len(s.malformed) for s in sessions)
     if malformed:
-        err.print(f"[yellow]{malformed} malformed record(s) skipped[/yellow]")
+        say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
 
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if plot_out else None
@@ -207,13 +214,13 @@ def replay(
         report.print_table(reports, f"ctxengine replay — policy {pol.name}", out)
     if json_out:
         report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
-        err.print(f"wrote {json_out}")
+        say("wrote", str(json_out))
     if plot_out:
         try:
             report.plot(reports, recorded_reports, plot_out)
         except RuntimeError as exc:
             raise fail(str(exc)) from None
-        err.print(f"wrote {plot_out}")
+        say("wrote", str(plot_out))
 
 
 def main() -> None:

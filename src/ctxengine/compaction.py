@@ -102,6 +102,7 @@ class Compactor:
         )
         self.failures = 0
         self.breaker_open = False
+        self._rendered: tuple[int, str] = (-1, "")
 
     # ------------------------------------------------------------ notes
 
@@ -170,9 +171,15 @@ class Compactor:
         )
 
     def notes_text(self) -> str:
+        """The notes document: as the LLM wrote it, else rendered from the facts (cached until
+        the next update)."""
         if self.notes.text:
             return self.notes.text
-        return render_sections(sections_of(self.notes), self.count_text) if self.notes.updates else ""
+        if not self.notes.updates:
+            return ""
+        if self._rendered[0] != self.notes.updates:
+            self._rendered = (self.notes.updates, render_sections(sections_of(self.notes), self.count_text))
+        return self._rendered[1]
 
     # ------------------------------------------------------------ the chain
 

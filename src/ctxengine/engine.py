@@ -137,7 +137,10 @@ class ContextEngine:
         self._view: list[Message] = []
         self._src: list[int] = []
         self._tok: list[int] = []
-        self._dirty_from: int | None = None
+        self._tok_total = 0
+        self._view_call_ids: set[str] = set()
+        self._needs_repair = False
+        self._projection: list[Message] | None = None
         self._last_call: float | None = None
         self._last_estimate = 0
         self._pending_events: list[LayerEvent] = []
@@ -163,27 +166,41 @@ class ContextEngine:
 
     def ingest(self, message: Message) -> list[LayerEvent]:
         """Append a message to the session (and the store). Runs the tool-result budget on it.
-        Returns the events of decisions made."""
+        Returns the events of decisions made. Raises ``StoreError`` when the store cannot take
+        the message (nothing is changed then)."""
         self.store.append(self.session_id, "message", msgspec.to_builtins(message))
         if message.origin in RECORDED_ORIGINS and self.policy.compaction != "recorded":
             return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
         idx = len(self.history)
         self.history.append(message)
         self.compactor.on_ingest(message)
+        self._history_tokens += self._count(message)
         events: list[LayerEvent] = []
         if self.policy.compaction == "recorded" and message.compaction is not None:
             if message.compaction not in self._recorded_done:
                 self._recorded_done.add(message.compaction)
-                self._recorded_cut(idx)
+                self._recorded_cut(idx)  # the rebuilt view already ends with this message
             if message.origin == "compact_summary":
                 events.append(self._recorded_event(message))
-        decision = budget_message(message, self.policy, self._predict())
+            self._pending_events.extend(events)
+            if self._src and self._src[-1] == idx:
+                return events
+        before = self._predict()
+        try:
+            decision = budget_message(message, self.policy, before)
+            if decision is not None:
+                self._store_replacements(decision)
+        except Exception as exc:  # the message still reaches the projection, unbudgeted
+            log.warning("layer tool_result_budget failed: %s", exc)
+            self.failures += 1
+            decision = None
         if decision is not None:
-            self._commit_replacements(decision, rebuild=False)
+            self.replacements.update(decision.results)
+        self._append_view(message_with_results(message, self.replacements), idx)
+        if decision is not None:
+            decision.event.tokens_before = before + self._count(message)
+            decision.event.tokens_after = self._predict()
             events.append(decision.event)
-        shown = message_with_results(message, self.replacements)
-        self._append_view(shown, idx)
-        self._history_tokens += self._count(message)
         self._pending_events.extend(events)
         return events
 
@@ -191,12 +208,11 @@ class ContextEngine:
         """The projection to send at the next call, after running the cascade.
 
         ``budget`` (tokens) caps the window for this call; ``now`` (epoch seconds) is the call's
-        time, used by the idle clear.
+        time, used by the idle clear. The messages are pairing-valid (repaired if needed).
         """
         window = min(self.window, budget) if budget else self.window
-        self._repair_if_dirty()
+        ctx = self._context(window, now)
         for layer in (self._idle, self._cache_clear, self._compaction, self._overflow):
-            ctx = self._context(window, now)
             try:
                 event = layer(ctx)
             except Exception as exc:  # a failing layer leaves the session as it was
@@ -205,17 +221,17 @@ class ContextEngine:
                 continue
             if event is not None:
                 self._pending_events.append(event)
-        estimate = sum(self._tok)
-        self._last_estimate = estimate
+                ctx = self._context(window, now)  # the view changed
+        self._last_estimate = self._tok_total
         if now is not None:
             self._last_call = now
         events, self._pending_events = self._pending_events, []
         self.events.extend(events)
         return Projection(
-            messages=list(self._view),
+            messages=self._projected(),
             system=self.system,
             tokens=self._predict(),
-            content_estimate=estimate,
+            content_estimate=self._tok_total,
             window=window,
             events=events,
         )
@@ -256,9 +272,10 @@ class ContextEngine:
         return event
 
     def maintain(self) -> list[LayerEvent]:
-        """Background upkeep (nothing beyond a pairing check in this engine)."""
-        self._repair_if_dirty()
-        return []
+        """Background upkeep: events of upkeep done since the last ``assemble`` (notes updates run
+        in ``after_turn``); nothing is repaired here, since a tool call may still await its
+        result."""
+        return list(self._pending_events)
 
     def dispose(self) -> None:
         """Release the store."""
@@ -274,23 +291,48 @@ class ContextEngine:
     # ---------------------------------------------------------------- internals
 
     def _predict(self) -> int:
-        return self.ledger.predict(sum(self._tok))
+        return self.ledger.predict(self._tok_total)
 
     def _count(self, msg: Message) -> int:
         return self.counter.count_message(msg)
 
     def _append_view(self, msg: Message, src: int) -> None:
-        if self._dirty_from is None:
-            self._dirty_from = len(self._view)
+        n = self._count(msg)
         self._view.append(msg)
         self._src.append(src)
-        self._tok.append(self._count(msg))
+        self._tok.append(n)
+        self._tok_total += n
+        self._projection = None
+        for c in msg.tool_calls:
+            if c.id in self._view_call_ids:
+                self._needs_repair = True
+            self._view_call_ids.add(c.id)
+        if not self._needs_repair:
+            self._needs_repair = self._tail_violates()
+
+    def _tail_violates(self) -> bool:
+        """Whether the newest turn breaks pairing (checked from the last assistant message on)."""
+        start = len(self._view) - 1
+        while start > 0 and self._view[start].role != "assistant":
+            start -= 1
+        return bool(find_violations(self._view[start:]))
+
+    def _projected(self) -> list[Message]:
+        """The view, repaired when it breaks pairing (the repair is cached, never stored: the
+        view keeps what was ingested, so a late tool result still finds its call)."""
+        if self._projection is None:
+            if self._needs_repair and find_violations(self._view):
+                self._projection, _report = repair(self._view)
+            else:
+                self._needs_repair = False
+                self._projection = list(self._view)
+        return list(self._projection)
 
     def _context(self, window: int, now: float | None) -> LayerContext:
         scale = self.ledger.scale
         return LayerContext(
             view=self._view,
-            tokens=[round(t * scale) for t in self._tok],
+            tokens=[round(t * scale) for t in self._tok] if scale != 1.0 else self._tok,
             src=self._src,
             predicted=self._predict(),
             window=window,
@@ -299,6 +341,7 @@ class ContextEngine:
             now=now,
             last_call=self._last_call,
             frozen=self.replacements,
+            count_text=self.counter.count_text,
         )
 
     def _idle(self, ctx: LayerContext) -> LayerEvent | None:
@@ -327,28 +370,37 @@ class ContextEngine:
         d = overflow_guard(ctx)
         return self._commit_cut(d) if d else None
 
-    def _commit_replacements(self, d: Replacements, rebuild: bool = True) -> LayerEvent:
-        for cid, new in d.results.items():
-            original = self._find_result(cid)
+    def _store_replacements(self, d: Replacements) -> None:
+        """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""
+        for key in d.results:
+            msg_id, call_id = key.split("\x00", 1)
+            original = self._find_result(msg_id, call_id)
             if original is not None:
                 self.store.put_artifact(
-                    self.session_id, artifact_id(cid), original, {"layer": d.event.layer, "call_id": cid}
+                    self.session_id,
+                    artifact_id(call_id),
+                    original,
+                    {"layer": d.event.layer, "call_id": call_id},
                 )
-            self.replacements[cid] = new
         self.store.append(
             self.session_id,
             "clear" if d.event.layer != "tool_result_budget" else "offload",
-            {"layer": d.event.layer, "call_ids": sorted(d.results)},
+            {"layer": d.event.layer, "call_ids": sorted(k.split("\x00", 1)[1] for k in d.results)},
         )
-        if rebuild:
-            before = self._predict()
-            self._rebuild()
-            d.event.tokens_before = before
-            d.event.tokens_after = self._predict()
+
+    def _commit_replacements(self, d: Replacements) -> LayerEvent:
+        before = self._predict()
+        self._store_replacements(d)
+        self.replacements.update(d.results)
+        self._rebuild()
+        d.event.tokens_before = before
+        d.event.tokens_after = self._predict()
         return d.event
 
-    def _find_result(self, call_id: str) -> str | None:
+    def _find_result(self, message_id: str, call_id: str) -> str | None:
         for msg in reversed(self.history):
+            if msg.id != message_id:
+                continue
             for r in msg.tool_results:
                 if r.call_id == call_id:
                     return result_text(r)
@@ -359,8 +411,6 @@ class ContextEngine:
         src = self._src[cut.keep_from] if cut.keep_from < len(self._src) else len(self.history)
         if src < 0:
             src = next((s for s in self._src[cut.keep_from :] if s >= 0), len(self.history))
-        self.kept_from = src
-        self.prefix = list(cut.prefix)
         self.store.append(
             self.session_id,
             "compaction",
@@ -370,6 +420,8 @@ class ContextEngine:
                 "prefix": [msgspec.to_builtins(m) for m in cut.prefix],
             },
         )
+        self.kept_from = src
+        self.prefix = list(cut.prefix)
         self._rebuild()
         self.ledger.reset()  # usage from before a compaction no longer applies
         for listener in self.compaction_listeners:
@@ -429,35 +481,11 @@ class ContextEngine:
 
     def _rebuild(self) -> None:
         self._view, self._src, self._tok = [], [], []
-        self._dirty_from = None
+        self._tok_total = 0
+        self._view_call_ids = set()
+        self._needs_repair = False
+        self._projection = None
         for m in self.prefix:
             self._append_view(m, -1)
         for i in range(self.kept_from, len(self.history)):
             self._append_view(message_with_results(self.history[i], self.replacements), i)
-        self._dirty_from = 0
-        self._repair_if_dirty()
-
-    def _repair_if_dirty(self) -> None:
-        if self._dirty_from is None:
-            return
-        start = self._dirty_from
-        while start > 0 and self._view[start].role != "assistant":
-            start -= 1
-        self._dirty_from = None
-        tail = self._view[start:]
-        if not find_violations(tail):
-            return
-        fixed, _report = repair(tail)
-        by_id = {m.id: (s, t, m) for m, s, t in zip(tail, self._src[start:], self._tok[start:], strict=True)}
-        src, tok = [], []
-        for m in fixed:
-            old = by_id.get(m.id)
-            if old is not None and old[2] is m:
-                src.append(old[0])
-                tok.append(old[1])
-            else:
-                src.append(old[0] if old else -2)
-                tok.append(self._count(m))
-        self._view[start:] = fixed
-        self._src[start:] = src
-        self._tok[start:] = tok

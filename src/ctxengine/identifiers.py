@@ -12,6 +12,7 @@ ids and UUIDs, which are lower-cased.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -56,10 +57,15 @@ def normalize_path(path: str) -> str:
 
 
 def extract(text: str) -> set[str]:
-    """Return the normalised identifiers found in ``text``."""
-    found: set[str] = set()
+    """Return the normalised identifiers found in ``text`` (a new set; results are cached)."""
     if not text:
-        return found
+        return set()
+    return set(_extract(text))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _extract(text: str) -> frozenset[str]:
+    found: set[str] = set()
     for m in _PATTERN.finditer(text):
         kind = m.lastgroup
         value = m.group()
@@ -79,7 +85,7 @@ def extract(text: str) -> set[str]:
         elif kind == "uuid":
             value = value.lower()
         found.add(value)
-    return found
+    return frozenset(found)
 
 
 def extract_all(texts: Iterable[str]) -> set[str]:

@@ -162,7 +162,7 @@ def _bullets(items: Sequence[str]) -> str:
 def sections_of(state: NotesState) -> dict[str, str]:
     """The ten sections' bodies from the facts (deterministic rendering)."""
     f = state.facts
-    ids = sorted(f.identifiers, key=lambda k: -f.identifiers[k])
+    ids = sorted(f.identifiers, key=lambda k: (-f.identifiers[k], k))
     title = (f.primary_request.strip().splitlines() or ["(untitled session)"])[0][:120]
     current = f.current_work
     if f.todos:
@@ -233,8 +233,9 @@ class DeterministicNotesUpdater:
         self.count = count
 
     def update(self, state: NotesState, new: Sequence[Message]) -> tuple[NotesState, NotesUpdate]:
+        """Fold ``new`` into the facts; the document is rendered when it is read (``render``),
+        which for the deterministic notes is only at compaction time."""
         nxt = fold(copy_state(state), new)
-        nxt.text = render_sections(sections_of(nxt), self.count)
         nxt.updates += 1
         return nxt, NotesUpdate()
 

@@ -132,7 +132,7 @@ class GuardedEngine:
                 raise  # the core engine itself failed: nothing left to fall back to
             self._engine = self._take_over(exc)
             result = getattr(self._engine, method)(*args, **kwargs)
-        if method in ("bootstrap", "ingest", "after_turn"):
+        if method in ("bootstrap", "ingest", "assemble", "after_turn"):
             self._log.append((method, args, kwargs))
         return result
 

@@ -25,7 +25,7 @@ CompactionMode = Literal["summary", "recorded", "none"]
 SummarizerKind = Literal["auto", "structured", "llm"]
 
 
-class Policy(msgspec.Struct, frozen=True, kw_only=True):
+class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Thresholds of the cascade. Tokens are model tokens, chars are Python characters,
     seconds are wall-clock seconds between model calls."""
 
@@ -117,10 +117,15 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ValueError(f"{p}: cannot read policy: {exc}") from None
-        base = get_policy(str(data.pop("base", "default")))
+        base_name = str(data.pop("base", "default"))
+        try:
+            base = get_policy(base_name)
+        except KeyError as exc:
+            raise ValueError(f"{p}: {exc.args[0]}") from None
+        data.setdefault("name", p.stem)  # a file's policy is not reported as its base
         merged = msgspec.structs.asdict(base) | data
         try:
-            return msgspec.convert(merged, cls, strict=False)
+            return msgspec.convert(merged, cls)
         except msgspec.ValidationError as exc:
             raise ValueError(f"{p}: invalid policy: {exc}") from None
 

@@ -101,12 +101,12 @@ def update(state: SummaryState, messages: Sequence[Message], *, user_message_cha
         state.messages_summarized += 1
         for b in msg.blocks:
             if isinstance(b, Text):
-                for ident in identifiers.extract(b.text):
+                for ident in sorted(identifiers.extract(b.text)):
                     state.identifiers[ident] = state.position
             elif isinstance(b, ToolCall):
                 calls[b.id] = b
                 raw = b.input if isinstance(b.input, str) else json.dumps(b.input, ensure_ascii=False)
-                for ident in identifiers.extract(raw):
+                for ident in sorted(identifiers.extract(raw)):
                     state.identifiers[ident] = state.position
                 name = b.name.lower()
                 paths = _tool_paths(b)
@@ -123,7 +123,7 @@ def update(state: SummaryState, messages: Sequence[Message], *, user_message_cha
                     pending_error = None
             elif isinstance(b, ToolResult):
                 text = _result_text(b)
-                for ident in identifiers.extract(text):
+                for ident in sorted(identifiers.extract(text)):
                     state.identifiers[ident] = state.position
                 call = calls.get(b.call_id)
                 if b.is_error or (text and ERROR_RE.search(text[:4000]) and b.is_error is not False):
@@ -180,7 +180,7 @@ def render(state: SummaryState, *, max_tokens: int, count: Callable[[str], int],
     Sections are dropped or cut from the least valuable end (older user messages, older
     identifiers) until the text fits.
     """
-    ids = sorted(state.identifiers, key=lambda k: -state.identifiers[k])[:identifiers_max]
+    ids = sorted(state.identifiers, key=lambda k: (-state.identifiers[k], k))[:identifiers_max]
     user_msgs = list(state.user_messages)
     errors = list(state.errors)
     while True:
@@ -196,8 +196,19 @@ def render(state: SummaryState, *, max_tokens: int, count: Callable[[str], int],
         elif ids:
             ids = ids[: len(ids) // 2]
         else:
-            # last resort: hard cut by characters (4 chars per token is generous for text)
-            return text[: max_tokens * 3]
+            return _cut_to_tokens(text, max_tokens, count)
+
+
+def _cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """The longest head of ``text`` within ``max_tokens`` (binary search on characters)."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
 
 
 def _render(state: SummaryState, user_msgs: list[str], errors: list[str], ids: list[str]) -> str:
@@ -230,7 +241,7 @@ def identifier_index(
     state: SummaryState, max_tokens: int, count: Callable[[str], int], limit: int = 400
 ) -> str:
     """A section listing the exact identifiers seen, newest first, within ``max_tokens``."""
-    ids = sorted(state.identifiers, key=lambda k: -state.identifiers[k])[:limit]
+    ids = sorted(state.identifiers, key=lambda k: (-state.identifiers[k], k))[:limit]
     while ids:
         text = "## Exact identifiers (newest first)\n" + " ".join(ids)
         if count(text) <= max_tokens:

@@ -5,14 +5,15 @@ budget and the policy) that returns a decision or None. It never touches the sto
 writer; the engine applies decisions, stores artifacts and records the ``LayerEvent``. Two kinds of
 decision exist:
 - ``Replacements``: tool results to show differently (offloaded preview, cleared placeholder),
-  keyed by tool call id and frozen once made (DESIGN principle 4: same history, same bytes);
+  keyed by ``result_key(message id, call id)`` and frozen once made (DESIGN principle 4: same
+  history, same bytes); the message id is part of the key because some agents reuse call ids;
 - ``Cut``: the projection restarts at a view index, behind new prefix messages (a summary, a
   notice). Cut indices are always safe cut points, so pairs are never split.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,12 +57,13 @@ class LayerContext:
     policy: Policy
     now: float | None = None
     last_call: float | None = None
-    frozen: Mapping[str, ToolResult] = field(default_factory=dict)  # call id -> replacement shown
+    frozen: Mapping[str, ToolResult] = field(default_factory=dict)  # result_key -> replacement shown
+    count_text: Callable[[str], int] = len  # the engine's token counter (tokens of a text)
 
 
 @dataclass
 class Replacements:
-    """Tool results to replace (call id -> new result) and the event that explains it."""
+    """Tool results to replace (``result_key`` -> new result) and the event that explains it."""
 
     results: dict[str, ToolResult]
     event: LayerEvent
@@ -75,6 +77,11 @@ class Cut:
     prefix: list[Message]
     event: LayerEvent
     summarized: list[Message] = field(default_factory=list)  # the span that left the context
+
+
+def result_key(message_id: str, call_id: str) -> str:
+    """The key of one tool result in one message (decisions are frozen under it)."""
+    return f"{message_id}\x00{call_id}"
 
 
 def result_text(result: ToolResult) -> str:
@@ -126,8 +133,9 @@ def message_with_results(msg: Message, replacements: Mapping[str, ToolResult]) -
     changed = False
     blocks: list[Block] = []
     for b in msg.blocks:
-        if isinstance(b, ToolResult) and b.call_id in replacements:
-            blocks.append(replacements[b.call_id])
+        new = replacements.get(result_key(msg.id, b.call_id)) if isinstance(b, ToolResult) else None
+        if new is not None:
+            blocks.append(new)
             changed = True
         else:
             blocks.append(b)

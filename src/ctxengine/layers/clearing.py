@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ctxengine.layers.base import LayerContext, cleared_result
+from ctxengine.layers.base import LayerContext, cleared_result, result_key, result_text
 from ctxengine.messages import ToolResult
 
 
-def clearable(ctx: LayerContext, keep_recent: int, min_tokens: int) -> Iterator[tuple[ToolResult, int]]:
-    """Tool results of the view that may be cleared, oldest first, with their estimated tokens.
+def clearable(ctx: LayerContext, keep_recent: int, min_tokens: int) -> Iterator[tuple[str, ToolResult, int]]:
+    """Tool results of the view that may be cleared, oldest first: (key, result, estimated tokens).
 
     The newest ``keep_recent`` results are never yielded, nor results already replaced, nor
     results below ``min_tokens`` (not worth a cache miss). A result's tokens are estimated as its
@@ -23,25 +23,38 @@ def clearable(ctx: LayerContext, keep_recent: int, min_tokens: int) -> Iterator[
     for n, (i, r) in enumerate(positions):
         if n >= cutoff:
             break
-        if r.call_id in ctx.frozen:
-            continue
         msg = ctx.view[i]
+        key = result_key(msg.id, r.call_id)
+        if key in ctx.frozen:
+            continue
         share = ctx.tokens[i] // max(1, len(msg.tool_results))
         if share < min_tokens:
             continue
-        yield r, share
+        yield key, r, share
 
 
 def clear_batch(
-    ctx: LayerContext, keep_recent: int, min_tokens: int, want: int | None, why: str
+    ctx: LayerContext, keep_recent: int, min_tokens: int, want: int | None, why: str, at_least: int = 0
 ) -> tuple[dict[str, ToolResult], int]:
     """Placeholders for old results, oldest first, until ``want`` tokens are freed (all when
-    ``want`` is None). Returns the replacements and the estimated tokens freed."""
-    out: dict[str, ToolResult] = {}
-    freed = 0
-    for r, tokens in clearable(ctx, keep_recent, min_tokens):
-        if want is not None and freed >= want:
+    ``want`` is None). Returns the replacements and the net tokens freed (placeholders counted);
+    nothing when the net gain is below ``at_least``. Results are chosen before any placeholder is
+    built, so a batch that cannot reach ``at_least`` costs almost nothing."""
+    chosen: list[tuple[str, ToolResult, int]] = []
+    gross = 0
+    for key, r, tokens in clearable(ctx, keep_recent, min_tokens):
+        if want is not None and gross >= want:
             break
-        out[r.call_id] = cleared_result(r, ctx.policy, why)
-        freed += tokens
-    return out, freed
+        chosen.append((key, r, tokens))
+        gross += tokens
+    if not chosen or gross < at_least:
+        return {}, 0
+    out: dict[str, ToolResult] = {}
+    net = 0
+    for key, r, tokens in chosen:
+        placeholder = cleared_result(r, ctx.policy, why)
+        out[key] = placeholder
+        net += tokens - ctx.count_text(result_text(placeholder))
+    if net < at_least:
+        return {}, 0
+    return out, net

@@ -12,6 +12,9 @@ from ctxengine.layers.pairing import safe_cut_points
 from ctxengine.messages import Message, Text
 
 LAYER = "overflow_guard"
+NOTICE = (
+    "[{n} earlier messages were dropped to fit the context window; they remain in the session transcript]"
+)
 
 
 def overflow_guard(ctx: LayerContext) -> Cut | None:
@@ -25,7 +28,13 @@ def overflow_guard(ctx: LayerContext) -> Cut | None:
     start = 0
     while start < len(ctx.view) and ctx.src[start] < 0:
         start += 1
-    need = ctx.predicted - limit
+    # earlier notices are replaced by one new notice; summaries and restores are kept
+    kept_prefix = [m for m in ctx.view[:start] if m.origin != "notice"]
+    dropped_notices = sum(
+        t for m, t in zip(ctx.view[:start], ctx.tokens[:start], strict=True) if m.origin == "notice"
+    )
+    notice_tokens = ctx.count_text(NOTICE.format(n=10**6))
+    need = ctx.predicted - limit + notice_tokens - dropped_notices
     prefix_tokens = sum(ctx.tokens[:start])
     cuts = [c for c in safe_cut_points(ctx.view) if c > start]
     if not cuts:
@@ -43,24 +52,21 @@ def overflow_guard(ctx: LayerContext) -> Cut | None:
             break
     if chosen is None:
         return None
+    earlier = next((m for m in ctx.view[:start] if m.origin == "notice"), None)
+    total_dropped = chosen - start + (int(earlier.meta.get("dropped", 0)) if earlier else 0)
     notice = Message(
         role="user",
-        blocks=(
-            Text(
-                f"[{chosen - start} earlier messages were dropped to fit the context window; "
-                "they remain in the session transcript]"
-            ),
-        ),
-        id=f"overflow-notice-{chosen}",
+        blocks=(Text(NOTICE.format(n=total_dropped)),),
+        id="overflow-notice",
         timestamp=ctx.now,
         origin="notice",
+        meta={"dropped": total_dropped},
     )
-    kept_prefix = list(ctx.view[:start])
     event = LayerEvent(
         layer=LAYER,
         reason=f"request {ctx.predicted:,} > {limit:,} tokens",
         tokens_before=ctx.predicted,
-        tokens_after=ctx.predicted - removed,
+        tokens_after=ctx.predicted - removed - dropped_notices + notice_tokens,
         details={"dropped_messages": chosen - start, "prefix_tokens": prefix_tokens},
     )
     return Cut(

@@ -35,15 +35,21 @@ def choose_cut(
     kept_tokens = 0
     text_msgs = 0
     want = len(ctx.view)
+    by_tokens: int | None = None  # where the token floor alone is met
     for i in range(len(ctx.view) - 1, start - 1, -1):
         kept_tokens += ctx.tokens[i]
         if ctx.view[i].text().strip():
             text_msgs += 1
+        if kept_tokens >= want_tokens and by_tokens is None:
+            by_tokens = i
         if kept_tokens >= want_tokens and text_msgs >= p.keep_recent_min_messages:
             want = i
             break
     else:
-        return None
+        # too few text messages anywhere (tool-only turns): the token floor decides, else nothing
+        if by_tokens is None:
+            return None
+        want = by_tokens
     cuts = [c for c in safe_cut_points(ctx.view) if start < c <= want]
     if cuts:
         return cuts[-1]

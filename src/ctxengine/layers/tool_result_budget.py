@@ -21,6 +21,7 @@ from ctxengine.layers.base import (
     artifact_id,
     identifier_line,
     result_chars,
+    result_key,
     result_text,
 )
 from ctxengine.messages import Message, Text, ToolResult
@@ -81,7 +82,7 @@ def budget_message(msg: Message, policy: Policy, predicted: int) -> Replacements
                 remaining -= n
     if not chosen:
         return None
-    out = {r.call_id: preview(r, policy) for r in results if r.call_id in chosen}
+    out = {result_key(msg.id, r.call_id): preview(r, policy) for r in results if r.call_id in chosen}
     saved_chars = sum(sizes[c] for c in chosen) - sum(result_chars(r) for r in out.values())
     event = LayerEvent(
         layer=LAYER,

@@ -31,7 +31,10 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         try:
-            self._db = sqlite3.connect(str(path))
+            # autocommit: every appended entry is durable at once and visible to other readers
+            self._db = sqlite3.connect(str(path), isolation_level=None)
+            if str(path) != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot open store: {exc}") from None
@@ -92,5 +95,4 @@ class SQLiteStore:
         return [str(r[0]) for r in rows]
 
     def close(self) -> None:
-        self._db.commit()
         self._db.close()

@@ -1,0 +1,343 @@
+"""Tests of the ``ctxengine replay`` command line, in-process with typer's ``CliRunner`` (and once
+through the installed console script), on copies of the real transcripts in ``tmp_path``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from conftest import CLAUDE_CODE
+from ctxengine.cli import app
+from ctxengine.formats import load
+
+# the smallest real Claude Code session (19 calls, peak ~59K tokens): cheap to replay
+SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
+MIMO_DB3 = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CORRUPT_LINE = 57  # 1-based line of the sidechain copy that the malformed tests cut in half
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(app, ["replay", *args], env=env)
+
+
+def copy_of(src: Path, dest: Path) -> Path:
+    """A writable copy (the shared transcripts are read-only)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(src.read_bytes())
+    return dest
+
+
+def corrupted_copy(dest: Path, lineno: int = CORRUPT_LINE) -> Path:
+    """A copy of the sidechain session with line ``lineno`` cut in half (a torn write)."""
+    lines = SIDECHAIN.read_bytes().splitlines(keepends=True)
+    line = lines[lineno - 1]
+    json.loads(line)  # it was a valid record
+    lines[lineno - 1] = line[: len(line) // 2] + b"\n"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(b"".join(lines))
+    return dest
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def one_error_line(res: Result) -> str:
+    """Exit 2 and exactly one line on stderr, nothing on stdout; returns the line."""
+    assert res.exit_code == 2, (res.exit_code, res.stderr, res.exception)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert res.stdout == ""
+    return lines[0]
+
+
+# ------------------------------------------------------------------ errors a user can fix
+
+
+def _unknown(p: Path) -> None:
+    p.write_text("These are my notes, not a transcript.\n", encoding="utf-8")
+
+
+def _empty(p: Path) -> None:
+    p.write_bytes(b"")
+
+
+def _binary(p: Path) -> None:
+    p.write_bytes(bytes(range(256)) * 8)
+
+
+def _latin1(p: Path) -> None:
+    p.write_bytes("caf\xe9 cr\xe8me br\xfbl\xe9e, encoded as Latin-1\n".encode("latin-1") * 4)
+
+
+def _other_json(p: Path) -> None:
+    p.write_text('{"name": "not a transcript", "version": 3}\n', encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [None, _unknown, _empty, _binary, _latin1, _other_json],
+    ids=["missing", "unknown-format", "empty", "binary", "not-utf8", "other-json"],
+)
+def test_unreadable_path_is_one_line_and_exit_2(make: Any, tmp_path: Path) -> None:
+    path = tmp_path / "some-session-file.jsonl"
+    if make is not None:
+        make(path)
+    line = one_error_line(run(str(path)))
+    assert str(path) in line
+    assert line.startswith("error:")
+
+
+def test_folder_without_transcripts_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "README.txt").write_text("nothing to replay here\n", encoding="utf-8")
+    res = run(str(tmp_path))
+    assert res.exit_code == 2
+    assert "README.txt" in res.stderr
+    assert f"{tmp_path}: no transcripts found" in res.stderr
+
+
+def test_unknown_policy_is_one_line_and_exit_2() -> None:
+    line = one_error_line(run(str(SIDECHAIN), "--policy", "smart"))
+    assert "smart" in line and "default" in line and "recorded" in line
+
+
+def test_window_below_the_minimum_is_one_line_and_exit_2() -> None:
+    line = one_error_line(run(str(SIDECHAIN), "--window", "1000"))
+    assert "16,000" in line
+
+
+def test_non_positive_window_is_one_line_and_exit_2() -> None:
+    line = one_error_line(run(str(SIDECHAIN), "--window", "0"))
+    assert "window" in line
+
+
+# ------------------------------------------------------------------ malformed records
+
+
+def test_malformed_line_warns_with_file_and_line_and_the_rest_loads(tmp_path: Path) -> None:
+    path = corrupted_copy(tmp_path / "cc_sidechain_torn.jsonl")
+    out = tmp_path / "report.json"
+    res = run(str(path), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    # rich wraps long lines at 80 columns when stderr is not a terminal: read it unwrapped
+    assert f"{path}:{CORRUPT_LINE}:" in res.stderr.replace("\n", "")
+    assert "warning" in res.stderr
+    data = read_json(out)
+    assert isinstance(data, dict)
+    assert data["summary"]["malformed_records"] == 1
+    assert any(f":{CORRUPT_LINE}:" in w for w in data["warnings"])
+    whole = load(SIDECHAIN)[0]
+    assert len(whole.messages) - 1 <= data["session"]["messages"] <= len(whole.messages)
+    assert data["session"]["calls"] >= len(whole.calls) - 1
+
+
+def test_malformed_warning_is_one_line_when_stderr_is_a_log(tmp_path: Path) -> None:
+    path = corrupted_copy(tmp_path / "a-folder-with-a-rather-long-name-as-real-ones-have" / SIDECHAIN.name)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    res = subprocess.run(
+        [str(console_script()), "replay", str(path), "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    warning = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1
+    assert f"{path}:{CORRUPT_LINE}:" in warning[0]
+
+
+MARKUP_BUG = (
+    "BUG: cli.replay prints paths and warnings through rich markup with emoji codes on "
+    "(err.print(f'...{path}...')), so text is not printed literally: a malformed record on line 100 "
+    "reads 'FILE💯 malformed record skipped' (':100:' is the emoji code for 💯; ':1234:' gives 🔢), "
+    "and a folder named '[old]' vanishes from the path ('error: /x//s.jsonl: empty file'); a path "
+    "part like '[/x]' raises rich.errors.MarkupError. Fix: escape (rich.markup.escape) or print "
+    "with markup=False, emoji=False."
+)
+
+
+def test_warning_names_line_100_literally(tmp_path: Path) -> None:
+    path = corrupted_copy(tmp_path / "s.jsonl", lineno=100)
+    res = run(str(path), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert f"{path}:100:" in res.stderr.replace("\n", "")
+
+
+def test_error_names_a_path_with_brackets_literally(tmp_path: Path) -> None:
+    path = tmp_path / "[old]" / "s.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b"")
+    line = one_error_line(run(str(path)))
+    assert str(path) in line
+
+
+# ------------------------------------------------------------------ folders and JSON
+
+
+def test_folder_skips_other_files_with_a_note_and_writes_a_list(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    copy_of(SIDECHAIN, folder / "project" / "s.jsonl")
+    (folder / "README.txt").write_text("Sessions exported from my laptop.\n", encoding="utf-8")
+    out = tmp_path / "report.json"
+    res = run(str(folder), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    unwrapped = res.stderr.replace("\n", "")
+    assert "note: skipped" in unwrapped
+    assert str(folder / "README.txt") in unwrapped
+    data = read_json(out)
+    assert isinstance(data, list) and len(data) == 1
+    assert data[0]["session"]["source"] == str(folder / "project" / "s.jsonl")
+    assert data[0]["session"]["format"] == "claude-code"
+
+
+def test_json_on_a_file_is_one_object(tmp_path: Path) -> None:
+    out = tmp_path / "nested" / "report.json"
+    res = run(str(SIDECHAIN), "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = read_json(out)
+    assert isinstance(data, dict)
+    assert data["schema_version"] == 1
+    assert data["policy"] == "default"
+    assert data["session"]["source"] == str(SIDECHAIN)
+    assert data["session"]["calls"] == len(data["calls"]) > 0
+    # the table goes to stdout, one row for the session
+    assert "ctxengine replay — policy default" in res.stdout
+    assert SIDECHAIN.name[:40] in res.stdout
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    out = tmp_path / "plots" / "sent.png"
+    res = run(str(SIDECHAIN), "--plot", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    data = out.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    assert len(data) > 10_000  # a drawn figure, not an empty canvas
+    assert f"wrote {out}" in res.stderr.replace("\n", "")
+
+
+# ------------------------------------------------------------------ policies
+
+
+def _replay_json(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
+    out = tmp_path / f"{name}.json"
+    res = run(str(SIDECHAIN), "--json", str(out), "--quiet", "--window", "200000", *args)
+    assert res.exit_code == 0, res.stderr
+    data = read_json(out)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_policy_file_is_honoured(tmp_path: Path) -> None:
+    toml = tmp_path / "early.toml"
+    toml.write_text('base = "default"\nname = "early20"\ncompact_at_share = 0.2\n', encoding="utf-8")
+    builtin = _replay_json(tmp_path, "builtin")
+    early = _replay_json(tmp_path, "early", "--policy-file", str(toml))
+    assert builtin["policy"] == "default"
+    assert early["policy"] == "early20"
+    # the session peaks near 59K: under 40% of 200K (default), over 20% (the file's threshold)
+    assert 40_000 < builtin["summary"]["peak_sent_tokens"] < 80_000
+    assert early["summary"]["compactions"] != builtin["summary"]["compactions"]
+    assert early["summary"]["peak_sent_tokens"] < builtin["summary"]["peak_sent_tokens"]
+
+
+def test_policy_file_without_a_name_is_not_reported_as_the_builtin(tmp_path: Path) -> None:
+    toml = tmp_path / "p.toml"
+    toml.write_text('base = "default"\ncompact_at_share = 0.3\n', encoding="utf-8")
+    data = _replay_json(tmp_path, "p", "--policy-file", str(toml))
+    assert data["policy"] != "default"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(
+            'base = "default"\ncompact_at_shar = 0.3\n',
+            id="unknown-key",
+        ),
+        pytest.param('base = "default"\ncompact_at_share = "early"\n', id="wrong-type"),
+        pytest.param('base = "default"\ncompact_at_share = 0.3\n[unclosed\n', id="not-toml"),
+    ],
+)
+def test_bad_policy_file_is_one_line_and_exit_2(body: str, tmp_path: Path) -> None:
+    toml = tmp_path / "bad-policy.toml"
+    toml.write_text(body, encoding="utf-8")
+    line = one_error_line(run(str(SIDECHAIN), "--policy-file", str(toml), "--quiet"))
+    assert str(toml) in line
+
+
+def test_policy_recorded_replays_the_recorded_compactions(tmp_path: Path) -> None:
+    out = tmp_path / "recorded.json"
+    res = run(str(MIMO_DB3), "--policy", "recorded", "--window", "200000", "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = read_json(out)
+    assert data["policy"] == "recorded"
+    assert data["summary"]["compactions"] == {"recorded_compaction": 2}
+    assert data["summary"]["llm_calls"] == 2
+    assert data["summary"]["llm_cost_usd"] > 0
+    assert "policy recorded" in res.stdout
+
+
+# ------------------------------------------------------------------ no PATH: the user's newest session
+
+
+def test_no_path_and_no_sessions_names_the_folders(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    line = one_error_line(run(env={"HOME": str(home)}))
+    assert "~/.claude/projects" in line
+
+
+def test_no_path_replays_the_newest_claude_code_session(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    session = copy_of(SIDECHAIN, home / ".claude" / "projects" / "x" / "s.jsonl")
+    out = tmp_path / "newest.json"
+    res = run("--json", str(out), "--quiet", env={"HOME": str(home)})
+    assert res.exit_code == 0, res.stderr
+    assert str(session) in res.stderr.replace("\n", "")
+    data = read_json(out)
+    assert data["session"]["source"] == str(session)
+    assert data["session"]["calls"] > 0
+
+
+# ------------------------------------------------------------------ the console script
+
+
+def console_script() -> Path:
+    script = Path(sys.executable).with_name("ctxengine")
+    if not script.exists():
+        pytest.fail(f"console script not installed beside {sys.executable}")
+    return script
+
+
+def test_console_script_replays_a_real_session(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    res = subprocess.run(
+        [str(console_script()), "replay", str(SIDECHAIN), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "ctxengine replay — policy default" in res.stdout
+    data = read_json(out)
+    assert isinstance(data, dict)
+    assert data["session"]["source"] == str(SIDECHAIN)
+    missing = subprocess.run(
+        [str(console_script()), "replay", str(tmp_path / "missing.jsonl")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'missing.jsonl'}: no such file or directory"
+    ]
