@@ -527,3 +527,17 @@ def test_real_mimo_recorded_projections_have_no_repeated_message(
     projections, _ = mimo_recorded
     for proj in projections:
         assert len(set(ids(proj))) == len(proj.messages)
+
+
+def test_offloading_and_clearing_notify_the_listeners() -> None:
+    """Content leaving the context (offload, clear, compaction) resets e.g. the read tool's
+    dedup cache, whose 'unchanged since last read' stub would otherwise point at nothing."""
+    engine = make_engine(DEFAULT.with_(tool_result_max_chars=100, compaction="none"))
+    calls: list[str] = []
+    engine.compaction_listeners.append(lambda: calls.append("reset"))
+    engine.bootstrap()
+    engine.ingest(Message("user", (Text("run it"),), "u0"))
+    engine.ingest(Message("assistant", (ToolCall("c1", "Bash", {"command": "make"}),), "a1"))
+    assert calls == []
+    engine.ingest(Message("user", (ToolResult("c1", (Text("x" * 1_000),), name="Bash"),), "r1"))
+    assert calls == ["reset"]  # the 1,000-char result was offloaded

@@ -40,6 +40,7 @@ SMALL = DEFAULT.with_(
     keep_recent_min_messages=1,
     compact_min_gain=0.0,
     tool_result_max_chars=12,
+    budget_exempt_tools=(),
     message_results_max_chars=20,
     preview_chars=40,
     tail_chars=10,

@@ -23,20 +23,29 @@ import msgspec
 from ctxengine import restore, summarize
 from ctxengine.audit import quality
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
+from ctxengine.layers.cut_plans import CutPlan, all_plan, plan_cut
+from ctxengine.layers.history_share import prune_history_for_context_share
+from ctxengine.layers.pairing import tool_groups
 from ctxengine.layers.session_memory_compact import session_memory_compact
 from ctxengine.layers.summary_compact import choose_cut, summary_compact
-from ctxengine.llm_summary import CONTINUATION, LLMSummarizer, SummaryError
-from ctxengine.messages import Message, Text
+from ctxengine.llm_summary import CONTINUATION as CONTINUATION
+from ctxengine.llm_summary import MAX_PTL_RETRIES, SYSTEM, LLMSummarizer, Spend, SummaryError
+from ctxengine.messages import Block, Message, Text, ToolResult
 from ctxengine.models import ModelInfo
 from ctxengine.notes import (
+    SECTIONS,
     Cadence,
     DeterministicNotesUpdater,
     LLMNotesUpdater,
     NotesError,
     NotesState,
     NotesUpdater,
+    _cap,
+    _join,
+    parse_sections,
     render_sections,
     sections_of,
+    serialize,
 )
 from ctxengine.policy import Policy
 
@@ -46,6 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOTES_LAYER = "session_notes"
+MEMORY_FLUSH_LAYER = "memory_flush"
 
 
 class CompactionFailed(Exception):
@@ -100,9 +110,34 @@ class Compactor:
             if self.llm
             else None
         )
+        style = policy.summary_style
+        self.turn_summarizer: StyledSummarizer | None = None
+        if self.llm and style in summarize.STYLE_PROMPTS:
+            window = llm_model.input_window if llm_model else 200_000
+            words = policy.summary_max_words or 500
+            self.summarizer = StyledSummarizer(
+                self.llm,
+                count_message,
+                window=window,
+                max_output=policy.summary_llm_max_output,
+                required_sections=summarize.STYLE_SECTIONS[style],
+                prompt=summarize.STYLE_PROMPTS[style].replace("{words}", str(words)),
+            )
+            if style == "pi":  # the prefix of a split turn gets its own summary
+                self.turn_summarizer = StyledSummarizer(
+                    self.llm,
+                    count_message,
+                    window=window,
+                    max_output=policy.turn_prefix_max_tokens,
+                    required_sections=TURN_PREFIX_SECTIONS,
+                    prompt=TURN_PREFIX_PROMPT,
+                )
         self.failures = 0
         self.breaker_open = False
+        self.compactions = 0  # compactions made (the memory flush runs once per compaction)
+        self._flushed_at = -1
         self._rendered: tuple[int, str] = (-1, "")
+        self._within: tuple[tuple[int, int], str] = ((-1, -1), "")
 
     # ------------------------------------------------------------ notes
 
@@ -181,6 +216,33 @@ class Compactor:
             self._rendered = (self.notes.updates, render_sections(sections_of(self.notes), self.count_text))
         return self._rendered[1]
 
+    def notes_within(self, max_tokens: int) -> str:
+        """The notes cut to ``max_tokens`` (longest sections first, each keeping its valuable
+        end, as the notes' own cap does); the notes themselves when they fit."""
+        text = self.notes_text()
+        if not text or self.count_text(text) <= max_tokens:
+            return text
+        key = (self.notes.updates, max_tokens)
+        if self._within[0] == key:
+            return self._within[1]
+        bodies = parse_sections(text)
+        if bodies is None:
+            out = text[: max_tokens * 3]
+        else:
+            bodies = {name: bodies.get(name, "") for name in SECTIONS}
+            out = _join(bodies)
+            while self.count_text(out) > max_tokens:
+                longest = max(bodies, key=lambda n: len(bodies[n]))
+                size = self.count_text(bodies[longest])
+                smaller = _cap(longest, bodies[longest], max(20, size * 3 // 4), self.count_text)
+                if not bodies[longest] or len(smaller) >= len(bodies[longest]):
+                    out = out[: max_tokens * 3]
+                    break
+                bodies[longest] = smaller
+                out = _join(bodies)
+        self._within = (key, out)
+        return out
+
     # ------------------------------------------------------------ the chain
 
     def compact(
@@ -197,7 +259,7 @@ class Compactor:
         failures) and the new structured-summary state; None when nothing should or could be
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
-        p = self.policy
+        p = ctx.policy  # resolved for the window (``Policy.for_window``)
         threshold = p.compact_threshold(ctx.window, ctx.max_output)
         if not force and ctx.predicted <= threshold:
             return None
@@ -205,21 +267,31 @@ class Compactor:
             return None
         events: list[LayerEvent] = []
         if not instructions:
-            flush = self.flush_notes(history)
-            if flush is not None:
-                events.append(flush)
-            sm = session_memory_compact(ctx, self.notes_text(), self.count_text, force=force, reason=reason)
+            # the pre-compaction flush runs only when a session-memory compaction can follow
+            # (else every call over the threshold would pay for a notes update)
+            probe_notes = self.notes_text() or ("(notes pending)" if self.policy.session_memory else "")
+            if session_memory_compact(ctx, probe_notes, self.count_text, force=force) is not None:
+                flush = self.flush_notes(history)
+                if flush is not None:
+                    events.append(flush)
+            sm = session_memory_compact(
+                ctx, self.notes_within(p.notes_max_tokens), self.count_text, force=force, reason=reason
+            )
             if sm is not None:
                 self.summary_state = summarize.update(
                     _copy(self.summary_state), sm.summarized, user_message_chars=p.summary_user_message_chars
                 )
                 # the notes cover the whole session; the exact identifiers of what left the
                 # context are listed after them (newest first), as the structured summary does
-                index = summarize.identifier_index(
-                    self.summary_state,
-                    p.summary_budget(ctx.window),
-                    self.count_text,
-                    limit=p.summary_identifiers_max,
+                index = (
+                    summarize.identifier_index(
+                        self.summary_state,
+                        p.summary_budget(ctx.window),
+                        self.count_text,
+                        limit=p.summary_identifiers_max,
+                    )
+                    if p.sm_identifier_index
+                    else ""
                 )
                 if index:
                     head = sm.prefix[0]
@@ -228,6 +300,8 @@ class Compactor:
                     sm.event.tokens_after += self.count_text(text) - self.count_text(head.text())
                 self._finish(sm, ctx)
                 return sm, events, self.summary_state
+        if p.summary_style != "ctxengine" or p.compact_cut != "tail":
+            return self._styled(ctx, events, force=force, reason=reason, instructions=instructions)
         if self.summarizer is not None:
             try:
                 cut = self._llm_summary(
@@ -260,7 +334,7 @@ class Compactor:
         self, ctx: LayerContext, *, force: bool, reason: str, instructions: str, system: str
     ) -> Cut | None:
         assert self.summarizer is not None and self.llm is not None
-        p = self.policy
+        p = ctx.policy
         start = 0
         while start < len(ctx.view) and ctx.src[start] < 0:
             start += 1
@@ -268,7 +342,7 @@ class Compactor:
         if cut is None:
             return None
         removed = sum(ctx.tokens[:cut])
-        if removed < p.compact_min_gain * ctx.window and not force:
+        if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
             return None
         span = list(ctx.view[start:cut])
         kept = list(ctx.view[cut:])
@@ -355,9 +429,257 @@ class Compactor:
         )
         return Cut(keep_from=cut, prefix=[summary], event=event, summarized=span)
 
+    # ------------------------------------------------------------ presets (styled compaction)
+
+    def maybe_memory_flush(self, ctx: LayerContext, history: Sequence[Message]) -> LayerEvent | None:
+        """OpenClaw's pre-compaction memory flush (``memory_flush``): once per compaction, when the
+        context passes the threshold minus ``memory_flush_soft_tokens``, the notes (the durable
+        memory, kept out of the context as OpenClaw's ``memory/`` files are) are brought up to
+        date: $0 with the deterministic updater, an LLM call with a model."""
+        p = ctx.policy
+        if not p.memory_flush or self._flushed_at == self.compactions:
+            return None
+        threshold = p.compact_threshold(ctx.window, ctx.max_output)
+        if ctx.predicted < threshold - p.memory_flush_soft_tokens:
+            return None
+        self._flushed_at = self.compactions
+        event = self._update_notes(history, "pre-compaction memory flush")
+        if event is not None:
+            event.layer = MEMORY_FLUSH_LAYER
+        return event
+
+    def _breaker(self, exc: CompactionFailed, events: list[LayerEvent], p: Policy) -> None:
+        self.failures += 1
+        if self.failures >= p.breaker_failures and not self.breaker_open:
+            self.breaker_open = True
+            exc.event.details["breaker"] = (
+                f"{self.failures} consecutive failures: automatic compaction stops for this session"
+            )
+        exc.event.details["consecutive_failures"] = self.failures
+        exc.event.details["events_before"] = [msgspec.to_builtins(e) for e in events]
+
+    def _styled(
+        self, ctx: LayerContext, events: list[LayerEvent], *, force: bool, reason: str, instructions: str
+    ) -> tuple[Cut, list[LayerEvent], summarize.SummaryState] | None:
+        """A summary compaction with the policy's cut strategy and summary style (the presets):
+        plan the cut, prune the span for OpenClaw's history share, summarize (LLM or $0
+        structured, in the style's format), and for Letta redo it as summarize-all when the
+        sliding window left the context over the trigger."""
+        p = ctx.policy
+        plan = plan_cut(ctx)
+        if plan is None:
+            return None
+        if not force and sum(ctx.tokens[plan.start : plan.cut]) < p.compact_min_gain * ctx.window:
+            return None  # too little to gain: compacting again right after a compaction loops
+        if p.history_max_share > 0:
+            self._prune_for_share(ctx, plan)
+        try:
+            cut, state = self._styled_cut(ctx, plan, reason=reason, instructions=instructions)
+            threshold = p.compact_threshold(ctx.window, ctx.max_output)
+            if plan.mode == "sliding" and cut.event.tokens_after >= threshold:
+                again = all_plan(ctx, plan.start, mode="sliding->all")
+                if again is not None:
+                    cut, state = self._styled_cut(ctx, again, reason=reason, instructions=instructions)
+        except CompactionFailed as exc:
+            self._breaker(exc, events, p)
+            raise
+        self.failures = 0
+        self.breaker_open = False
+        self.summary_state = state
+        self._finish(cut, ctx)
+        return cut, events, state
+
+    def _prune_for_share(self, ctx: LayerContext, plan: CutPlan) -> None:
+        """OpenClaw: when the content that stays exceeds window x share x 1.2, prune the span to
+        summarize to window x share tokens; the dropped part is summarized first."""
+        p = ctx.policy
+        summarized = sum(ctx.tokens[plan.start : plan.cut])
+        new_content = ctx.predicted - summarized
+        if new_content <= int(ctx.window * p.history_max_share * p.history_share_margin):
+            return
+        span_tokens = list(ctx.tokens[plan.start : plan.start + len(plan.span)])
+        pruned = prune_history_for_context_share(
+            plan.span, span_tokens, budget=int(ctx.window * p.history_max_share)
+        )
+        if pruned.chunks:
+            plan.dropped = pruned.dropped
+            plan.span = pruned.kept
+            plan.details.update(
+                dropped_chunks=pruned.chunks,
+                dropped_messages=len(pruned.dropped),
+                dropped_tokens=pruned.dropped_tokens,
+            )
+
+    def _styled_cut(
+        self, ctx: LayerContext, plan: CutPlan, *, reason: str, instructions: str
+    ) -> tuple[Cut, summarize.SummaryState]:
+        p = ctx.policy
+        style = p.summary_style
+        inputs, clamp = clamp_summary_input(
+            plan.summarized,
+            tool_return_chars=p.summary_tool_return_chars,
+            overflow_chars=ctx.window * CHARS_PER_TOKEN if p.summary_input_share > 0 else 0,
+            budget_chars=max(
+                FALLBACK_MIN_CHARS,
+                int(ctx.window * p.summary_input_share * CHARS_PER_TOKEN) - FALLBACK_OVERHEAD_CHARS,
+            ),
+            keep_share=p.summary_middle_keep,
+        )
+        state = summarize.update(
+            _copy(self.summary_state), inputs, user_message_chars=p.summary_user_message_chars
+        )
+        all_mode = plan.mode in ("all", "sliding->all")
+        si = summarize.StyleInput(
+            span=inputs if clamp else plan.span,
+            turn_prefix=[] if clamp else plan.turn_prefix,
+            hidden_messages=state.messages_summarized,
+            all_mode=all_mode,
+            max_words=p.summary_all_max_words if all_mode else p.summary_max_words,
+            turn_prefix_max_tokens=p.turn_prefix_max_tokens,
+            timestamp=ctx.now,
+        )
+        spent = Spend()
+        details: dict[str, object] = {}
+        if self.summarizer is not None:
+            body = self._styled_llm(ctx, plan, inputs if clamp else None, instructions, spent, details)
+            text = (
+                CONTINUATION + body
+                if style == "ctxengine"
+                else summarize.style_envelope(style, body, state, si)
+            )
+        elif style == "ctxengine":
+            text = summarize.render(
+                state,
+                max_tokens=p.summary_budget(ctx.window),
+                count=self.count_text,
+                identifiers_max=p.summary_identifiers_max,
+            )
+        else:
+            text = summarize.render_style(
+                style, state, si, max_tokens=p.summary_budget(ctx.window), count=self.count_text
+            )
+        summary = Message(
+            role="user",
+            blocks=(Text(text),),
+            id=f"summary-{style}-{state.messages_summarized}",
+            timestamp=ctx.now,
+            origin="summary",
+        )
+        removed = sum(ctx.tokens[: plan.cut])
+        threshold = p.compact_threshold(ctx.window, ctx.max_output)
+        event = LayerEvent(
+            layer="summary_compact",
+            reason=reason or f"context {ctx.predicted:,} > threshold {threshold:,} tokens",
+            tokens_before=ctx.predicted,
+            tokens_after=ctx.predicted - removed + self.count_text(text),
+            llm_calls=spent.llm_calls,
+            llm_input_tokens=spent.input_tokens,
+            llm_output_tokens=spent.output_tokens,
+            llm_cost_usd=round(spent.cost_usd, 6),
+            details={
+                "strategy": plan.mode,
+                "style": style,
+                "messages_summarized": len(plan.summarized),
+                "turn_prefix_messages": len(plan.turn_prefix),
+                "summary_tokens": self.count_text(text),
+                "kept_messages": len(ctx.view) - plan.cut,
+                **plan.details,
+                **clamp,
+                **details,
+            },
+        )
+        if instructions:
+            event.details["instructions"] = instructions[:800]
+        return Cut(keep_from=plan.cut, prefix=[summary], event=event, summarized=plan.summarized), state
+
+    def _styled_llm(
+        self,
+        ctx: LayerContext,
+        plan: CutPlan,
+        clamped: list[Message] | None,
+        instructions: str,
+        spent: Spend,
+        details: dict[str, object],
+    ) -> str:
+        """The LLM summary of a planned cut in the policy's style: OpenClaw's dropped history
+        first (its summary becomes the previous summary), then the span, then pi's split-turn
+        prefix apart; Claude Code's forked-agent prefix reuse when the summarizer is the session's
+        model. Raises ``CompactionFailed`` (nothing changed)."""
+        assert self.summarizer is not None
+        kept = list(ctx.view[plan.cut :])
+        previous = "\n\n".join(m.text() for m in ctx.view[: plan.start] if m.origin == "summary")
+        style = ctx.policy.summary_style
+        try:
+            if clamped is not None:
+                main, turn = clamped, []
+            else:
+                main, turn = plan.span, plan.turn_prefix
+                if plan.dropped:
+                    r = self.summarizer.summarize(plan.dropped, previous=previous, instructions=instructions)
+                    _add(spent, r.spent)
+                    previous = r.text
+            reuse = (
+                style in ("ctxengine", "claude-code")
+                and self.llm_model is not None
+                and self.llm_model.name == self.model.name
+                and plan.start == 0
+            )
+            if main:
+                r = self.summarizer.summarize(
+                    main,
+                    kept=kept,
+                    previous=previous,
+                    instructions=instructions,
+                    prefix=list(ctx.view) if reuse else None,
+                    extra_audit_text=self.summary_state.todos,
+                )
+                if r.prefix_reused and r.spent.cache_read_tokens == 0:
+                    # the conversation prefix was just sent: priced as a cache read
+                    cache_read = min(ctx.predicted, r.spent.input_tokens)
+                    r.spent.cost_usd = self.model.cost_usd(
+                        input_tokens=max(0, r.spent.input_tokens - cache_read),
+                        cache_read_tokens=cache_read,
+                        output_tokens=r.spent.output_tokens,
+                    )
+                    r.spent.cache_read_tokens = cache_read
+                _add(spent, r.spent)
+                text = r.text
+                details.update(chunks=r.chunks, partial=r.partial, prefix_reused=r.prefix_reused)
+                if r.audit is not None:
+                    details["audit"] = {
+                        "passed": r.audit.passed,
+                        "missing_sections": r.audit.missing_sections,
+                        "missing_identifiers": r.audit.missing_identifiers,
+                        "request_reflected": r.audit.request_reflected,
+                    }
+            else:
+                text = previous or "(no earlier history)"
+            if turn and self.turn_summarizer is not None:
+                t = self.turn_summarizer.summarize(turn, kept=kept, instructions=instructions)
+                _add(spent, t.spent)
+                text += "\n\n---\n\n**Turn Context (split turn):**\n\n" + t.text
+        except SummaryError as exc:
+            _add(spent, exc.spent)
+            raise CompactionFailed(
+                str(exc),
+                LayerEvent(
+                    layer="summary_compact",
+                    reason=f"failed: {exc}",
+                    tokens_before=ctx.predicted,
+                    tokens_after=ctx.predicted,
+                    llm_calls=spent.llm_calls,
+                    llm_input_tokens=spent.input_tokens,
+                    llm_output_tokens=spent.output_tokens,
+                    llm_cost_usd=round(spent.cost_usd, 6),
+                    details={"error": str(exc), "strategy": plan.mode, "style": style},
+                ),
+            ) from exc
+        return text
+
     def _finish(self, cut: Cut, ctx: LayerContext) -> None:
         """Add the restore messages and the quality figures to a cut."""
-        p = self.policy
+        p = ctx.policy
+        self.compactions += 1
         kept = list(ctx.view[cut.keep_from :])
         restored: list[Message] = []
         if p.restore_files > 0:
@@ -392,3 +714,173 @@ class Compactor:
 
 def _copy(state: summarize.SummaryState) -> summarize.SummaryState:
     return msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=summarize.SummaryState)
+
+
+def _add(total: Spend, more: Spend) -> None:
+    total.llm_calls += more.llm_calls
+    total.input_tokens += more.input_tokens
+    total.cache_read_tokens += more.cache_read_tokens
+    total.output_tokens += more.output_tokens
+    total.cost_usd += more.cost_usd
+
+
+# ---------------------------------------------------------------- Letta's summarizer-input fallbacks
+
+CHARS_PER_TOKEN = 4  # Letta's byte budget: tokens x 4
+FALLBACK_MIN_CHARS = 2_000  # fallback B's floor
+FALLBACK_OVERHEAD_CHARS = 2_048  # the summary prompt + acknowledgement + 1,024 of slack
+
+
+def _chars(msg: Message) -> int:
+    from ctxengine.layers.cache_ttl_prune import message_chars
+
+    return message_chars(msg)
+
+
+def clamp_summary_input(
+    messages: Sequence[Message],
+    *,
+    tool_return_chars: int,
+    overflow_chars: int,
+    budget_chars: int,
+    keep_share: float,
+) -> tuple[list[Message], dict[str, object]]:
+    """Letta's ``simple_summary`` fallbacks, applied up front: when the transcript exceeds
+    ``overflow_chars`` (0: never), (A) cut every tool return to ``tool_return_chars`` keeping the
+    head (+ "... [truncated N chars]"); if it still exceeds it, (B) keep ``keep_share`` of
+    ``budget_chars`` from the head and as much from the tail (whole messages) and drop the middle
+    behind "[TRUNCATED: dropped N middle chars due to context budget]". Returns the messages the
+    summarizer reads and what was done (empty when nothing)."""
+    out = list(messages)
+    size = sum(_chars(m) for m in out)
+    if overflow_chars <= 0 or size <= overflow_chars:
+        return out, {}
+    details: dict[str, object] = {"summary_input_chars": size}
+    if tool_return_chars > 0:
+        clamped: list[Message] = []
+        for m in out:
+            if not any(
+                isinstance(b, ToolResult)
+                and sum(len(x.text) for x in b.content if isinstance(x, Text)) > tool_return_chars
+                for b in m.blocks
+            ):
+                clamped.append(m)
+                continue
+            blocks: list[Block] = []
+            for b in m.blocks:
+                if isinstance(b, ToolResult):
+                    text = "\n".join(x.text for x in b.content if isinstance(x, Text))
+                    if len(text) > tool_return_chars:
+                        cut = (
+                            f"{text[:tool_return_chars]}... [truncated {len(text) - tool_return_chars} chars]"
+                        )
+                        b = ToolResult(b.call_id, (Text(cut),), b.is_error, b.name)
+                blocks.append(b)
+            clamped.append(msgspec.structs.replace(m, blocks=tuple(blocks)))
+        out = clamped
+        size = sum(_chars(m) for m in out)
+        details["tool_returns_clamped_to"] = tool_return_chars
+    if size > overflow_chars:
+        each = int(budget_chars * keep_share)
+        head: list[Message] = []
+        used = 0
+        for m in out:
+            n = _chars(m)
+            if used + n > each:
+                break
+            head.append(m)
+            used += n
+        tail: list[Message] = []
+        used = 0
+        for m in reversed(out[len(head) :]):
+            n = _chars(m)
+            if used + n > each:
+                break
+            tail.append(m)
+            used += n
+        tail.reverse()
+        middle = out[len(head) : len(out) - len(tail)]
+        dropped = sum(_chars(m) for m in middle)
+        marker = Message(
+            role="user",
+            blocks=(Text(f"[TRUNCATED: dropped {dropped} middle chars due to context budget]"),),
+            id="summary-input-truncated",
+            origin="notice",
+        )
+        out = [*head, marker, *tail]
+        details["middle_dropped_chars"] = dropped
+    return out, details
+
+
+# ---------------------------------------------------------------- the presets' LLM summarizer
+
+TURN_PREFIX_SECTIONS = ("Original Request", "Early Progress", "Context for Suffix")
+TURN_PREFIX_PROMPT = (
+    "This is the prefix of a turn that was too large to keep; the suffix (the recent work) is "
+    "kept. Summarize the prefix {where} to give context for the kept suffix, under these "
+    "headings:\n\n## Original Request\n## Early Progress\n## Context for Suffix\n\nKeep exact file "
+    "paths, function names and error messages.{extra}"
+)
+
+
+class StyledSummarizer(LLMSummarizer):
+    """The LLM summarizer with a preset's prompt and headings (``summarize.STYLE_PROMPTS``,
+    audited against ``required_sections``); chunking, prompt-too-long retries and the audit are
+    the base class's. ``prompt`` takes ``{where}`` and ``{extra}``."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        count: Callable[[Message], int],
+        *,
+        window: int,
+        max_output: int,
+        required_sections: Sequence[str],
+        prompt: str,
+    ) -> None:
+        super().__init__(
+            client, count, window=window, max_output=max_output, required_sections=required_sections
+        )
+        self.prompt = prompt
+
+    def _request_prefix(
+        self, prefix: Sequence[Message], system: str, instructions: str, extra: str, spent: Spend
+    ) -> tuple[str, int]:
+        from ctxengine.llm import LLMError
+
+        prompt = self.prompt.format(where="so far", extra=self._focus(instructions) + extra)
+        messages = [*prefix, Message(role="user", blocks=(Text(prompt),), id="summary-request")]
+        try:
+            return self._call(system or SYSTEM, messages, spent, cache_prefix=True), 0
+        except LLMError as exc:
+            raise SummaryError(f"summary request failed: {exc}", spent) from exc
+
+    def _request_span(
+        self, span: Sequence[Message], previous: str, instructions: str, extra: str, spent: Spend
+    ) -> tuple[str, int]:
+        from ctxengine.llm import LLMError, PromptTooLongError
+
+        groups = tool_groups(span)
+        first_group = 0
+        retries = 0
+        while True:
+            start = groups[first_group][0] if groups else 0
+            body = serialize(span[start:])
+            if start:
+                body = f"[{start} older messages were dropped to fit the summarizer]\n" + body
+            prev = f"\n\n<previous-summary>\n{previous}\n</previous-summary>" if previous else ""
+            prompt = (
+                self.prompt.format(where="below", extra=self._focus(instructions) + extra)
+                + prev
+                + f"\n\n<conversation>\n{body}\n</conversation>"
+            )
+            try:
+                msg = Message(role="user", blocks=(Text(prompt),), id="summary-request")
+                return self._call(SYSTEM, [msg], spent, cache_prefix=False), retries
+            except PromptTooLongError as exc:
+                retries += 1
+                if retries > MAX_PTL_RETRIES or len(groups) - first_group <= 1:
+                    raise SummaryError(f"prompt too long after {retries - 1} retries: {exc}", spent) from exc
+                first_group += self._groups_to_drop(span, groups, first_group, exc.gap_tokens)
+            except LLMError as exc:
+                raise SummaryError(f"summary request failed: {exc}", spent) from exc

@@ -12,8 +12,12 @@ incrementally: ingesting appends, a decision rebuilds once. A decision that fail
 as it was (decisions are computed first, committed after).
 
 The cascade in ``assemble`` (cheapest first, each only if still needed): idle clear ->
-cache-aware clear -> summary compaction -> overflow guard; the tool-result budget runs on ingest.
-Pairing is validated and repaired after every change.
+cache-TTL pruning (OpenClaw's, off unless the policy asks) -> cache-aware clear -> summary
+compaction (with the policy's cut strategy and summary style; OpenClaw's memory flush first) ->
+overflow guard; the tool-result budget runs on ingest. Layers see the policy resolved for the
+window (``Policy.for_window``: window-relative sizes). A context warning (Letta's, off unless the
+policy asks) is an event that changes nothing. Pairing is validated and repaired after every
+change.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ctxengine.layers.base import (
     result_text,
 )
 from ctxengine.layers.cache_clear import cache_clear
+from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
 from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import overflow_guard
 from ctxengine.layers.pairing import find_violations, repair
@@ -131,7 +136,9 @@ class ContextEngine:
             workspace=workspace,
             restore_from_transcript=restore_from_transcript,
         )
-        self.compaction_listeners: list[Callable[[], None]] = []  # e.g. the read tool's dedup cache
+        # called whenever content leaves the context (compaction, clearing, offload): e.g. the
+        # read tool's dedup cache, whose "unchanged since last read" stub would point at nothing
+        self.compaction_listeners: list[Callable[[], None]] = []
         self._history_tokens = 0
         # the projection, kept incrementally
         self._view: list[Message] = []
@@ -146,6 +153,8 @@ class ContextEngine:
         self._pending_events: list[LayerEvent] = []
         self.events: list[LayerEvent] = []
         self.failures = 0
+        self._policies: dict[tuple[int, int], Policy] = {}  # resolved per window (``for_window``)
+        self._warned = False  # the context-warning event fired and the context is still above it
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -187,7 +196,7 @@ class ContextEngine:
                 return events
         before = self._predict()
         try:
-            decision = budget_message(message, self.policy, before)
+            decision = budget_message(message, self._policy_at(self.window), before)
             if decision is not None:
                 self._store_replacements(decision)
         except Exception as exc:  # the message still reaches the projection, unbudgeted
@@ -198,6 +207,8 @@ class ContextEngine:
             self.replacements.update(decision.results)
         self._append_view(message_with_results(message, self.replacements), idx)
         if decision is not None:
+            for listener in self.compaction_listeners:
+                listener()
             decision.event.tokens_before = before + self._count(message)
             decision.event.tokens_after = self._predict()
             events.append(decision.event)
@@ -212,7 +223,14 @@ class ContextEngine:
         """
         window = min(self.window, budget) if budget else self.window
         ctx = self._context(window, now)
-        for layer in (self._idle, self._cache_clear, self._compaction, self._overflow):
+        for layer in (
+            self._warn,
+            self._idle,
+            self._ttl_prune,
+            self._cache_clear,
+            self._compaction,
+            self._overflow,
+        ):
             try:
                 event = layer(ctx)
             except Exception as exc:  # a failing layer leaves the session as it was
@@ -337,12 +355,47 @@ class ContextEngine:
             predicted=self._predict(),
             window=window,
             max_output=self.model.max_output,
-            policy=self.policy,
+            policy=self._policy_at(window),
             now=now,
             last_call=self._last_call,
             frozen=self.replacements,
             count_text=self.counter.count_text,
+            scale=scale,
         )
+
+    def _policy_at(self, window: int) -> Policy:
+        key = (window, self.ledger.state.fixed_prefix)
+        found = self._policies.get(key)
+        if found is None:
+            found = self._policies[key] = self.policy.for_window(*key)
+        return found
+
+    def _warn(self, ctx: LayerContext) -> LayerEvent | None:
+        """Letta's memory warning (``warn_at_share``): an event when the context first passes
+        that share of the window; nothing sent changes."""
+        share = ctx.policy.warn_at_share
+        if share <= 0:
+            return None
+        line = int(ctx.window * share)
+        if ctx.predicted <= line:
+            self._warned = False
+            return None
+        if self._warned:
+            return None
+        self._warned = True
+        self._pending_events.append(
+            LayerEvent(
+                layer="context_warning",
+                reason=f"context {ctx.predicted:,} > {share:.0%} of the window ({line:,} tokens)",
+                tokens_before=ctx.predicted,
+                tokens_after=ctx.predicted,
+            )
+        )
+        return None  # nothing changed: the cascade's view stays as it is
+
+    def _ttl_prune(self, ctx: LayerContext) -> LayerEvent | None:
+        d = cache_ttl_prune(ctx)
+        return self._commit_replacements(d) if d else None
 
     def _idle(self, ctx: LayerContext) -> LayerEvent | None:
         d = idle_clear(ctx)
@@ -355,6 +408,13 @@ class ContextEngine:
     def _compaction(self, ctx: LayerContext) -> LayerEvent | None:
         if self.policy.compaction != "summary":
             return None
+        flush = self.compactor.maybe_memory_flush(ctx, self.history)
+        if flush is not None:
+            self._pending_events.append(flush)
+            if "error" not in flush.details:
+                self.store.append(
+                    self.session_id, "notes", {"memory_flush": True, "notes": self.compactor.notes_text()}
+                )
         try:
             result = self.compactor.compact(ctx, self.history, system=self.system)
         except CompactionFailed as exc:
@@ -393,6 +453,8 @@ class ContextEngine:
         self._store_replacements(d)
         self.replacements.update(d.results)
         self._rebuild()
+        for listener in self.compaction_listeners:  # content left the context: re-reads must show it
+            listener()
         d.event.tokens_before = before
         d.event.tokens_after = self._predict()
         return d.event

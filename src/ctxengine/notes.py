@@ -245,12 +245,14 @@ def parse_sections(text: str) -> dict[str, str] | None:
     when fewer than eight of the ten headings are present (the structure was lost)."""
     found: dict[str, str] = {}
     pattern = re.compile(r"(?m)^#{1,3}\s*(.+?)\s*$")
-    marks = [(m.start(), m.end(), m.group(1).strip()) for m in pattern.finditer(text)]
     wanted = {s.lower(): s for s in SECTIONS}
-    for i, (_start, end, heading) in enumerate(marks):
-        name = wanted.get(heading.lower())
-        if name is None:
-            continue
+    # only the ten section headings split the document; any other heading is section content
+    marks = [
+        (m.start(), m.end(), wanted[m.group(1).strip().lower()])
+        for m in pattern.finditer(text)
+        if m.group(1).strip().lower() in wanted
+    ]
+    for i, (_start, end, name) in enumerate(marks):
         stop = marks[i + 1][0] if i + 1 < len(marks) else len(text)
         found[name] = text[end:stop].strip()
     return found if len(found) >= 8 else None

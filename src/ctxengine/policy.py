@@ -23,6 +23,14 @@ import msgspec
 
 CompactionMode = Literal["summary", "recorded", "none"]
 SummarizerKind = Literal["auto", "structured", "llm"]
+# Where a summary compaction cuts (``ctxengine.layers.cut_plans``): "tail" keeps the newest
+# ``keep_recent_tokens`` (ours); "all" summarizes everything (Claude Code's full compaction);
+# "pi" keeps at most ``keep_recent_tokens``, cutting only at a user or assistant message, with a
+# split-turn prefix (pi, OpenClaw); "sliding-window" evicts a growing share of the messages
+# (Letta), falling back to "all".
+CutStrategy = Literal["tail", "all", "pi", "sliding-window"]
+# How the $0 structured summary (and the LLM summary's headings) look (``ctxengine.summarize``).
+SummaryStyle = Literal["ctxengine", "claude-code", "openclaw", "pi", "letta"]
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -37,12 +45,27 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     tool_result_max_chars: int = 50_000
     message_results_max_chars: int = 200_000
     preview_chars: int = 2_000  # Claude Code's 2 KB <persisted-output> preview
+    budget_exempt_tools: tuple[str, ...] = ("read",)  # tools with their own limits (Claude Code: Read)
     tail_chars: int = 600  # tail kept when the tail looks important (errors, summaries)
+    # OpenClaw: the cap is also at most floor(window x share) x 4 chars (0: no window share)
+    tool_result_window_share: float = 0.0
 
     # idle clear (time-based microcompact; Claude Code: gap 60 min, keep 5)
     idle_clear: bool = True
     idle_gap_s: float = 3600.0
     idle_keep_recent: int = 5
+
+    # cache-TTL pruning (OpenClaw's context-pruning extension, mode "cache-ttl"; off by default):
+    # once the prompt cache has expired, soft-trim then hard-clear old tool results
+    ttl_prune: bool = False
+    ttl_prune_ttl_s: float = 300.0  # "5m"
+    ttl_prune_keep_last_assistants: int = 3  # results after the 3rd-last assistant message are kept
+    ttl_prune_soft_ratio: float = 0.3  # context chars / (window x 4) at which soft trim starts
+    ttl_prune_hard_ratio: float = 0.5  # ... and hard clear
+    ttl_prune_min_prunable_chars: int = 50_000  # hard clear only with this many prunable chars
+    ttl_prune_soft_max_chars: int = 4_000  # results longer than this are soft-trimmed ...
+    ttl_prune_head_chars: int = 1_500  # ... to this head ...
+    ttl_prune_tail_chars: int = 1_500  # ... and this tail
 
     # cache-aware clearing of old tool results (Anthropic clear_tool_uses: keep 3, clear_at_least)
     cache_clear: bool = True
@@ -69,6 +92,34 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     compact_min_gain: float = 0.1  # share of the window a compaction must free, else it is not made
     summary_user_message_chars: int = 2_000  # per user message kept verbatim in the summary
     summary_identifiers_max: int = 400
+    compact_cut: CutStrategy = "tail"
+    summary_style: SummaryStyle = "ctxengine"
+    sm_identifier_index: bool = True  # session-memory compaction lists the exact identifiers (ours)
+    # OpenClaw maxHistoryShare: the span to summarize is pruned to this share of the window by
+    # dropping its oldest token-share chunk (pairs repaired); the dropped part is summarized first
+    # (0: off)
+    history_max_share: float = 0.0
+    history_share_margin: float = 1.2  # OpenClaw SAFETY_MARGIN on the "new content" test
+    turn_prefix_max_tokens: int = 8_192  # pi: the split-turn prefix summary (0.5 x reserve)
+    # Letta sliding window: evict round(share x N) messages, the share starting at
+    # ``sliding_start_share`` and growing by ``sliding_step_share`` before each try, until the rest
+    # fits ``sliding_goal_share`` of the window
+    sliding_start_share: float = 0.3
+    sliding_step_share: float = 0.1
+    sliding_goal_share: float = 0.7
+    summary_max_words: int = 0  # Letta: 300 words (sliding window) ... (0: no word limit)
+    summary_all_max_words: int = 0  # ... 500 words (summarize-all fallback)
+    # Letta's summarizer-input fallbacks: tool returns clamped to this many chars (0: off), then the
+    # transcript middle-truncated (``summary_middle_keep`` head + tail) to window x share x 4 chars
+    summary_tool_return_chars: int = 0
+    summary_input_share: float = 0.0
+    summary_middle_keep: float = 0.3
+    # OpenClaw pre-compaction memory flush: once per compaction, when the context passes
+    # threshold - ``memory_flush_soft_tokens``, the session notes are brought up to date (durable
+    # memory, outside the context)
+    memory_flush: bool = False
+    memory_flush_soft_tokens: int = 4_000
+    warn_at_share: float = 0.0  # Letta memory warning at 75% of the window: an event (0: off)
 
     # session notes and session-memory compaction (Claude Code session memory; gated off there)
     session_memory: bool = False
@@ -77,6 +128,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     notes_every_tool_calls: int = 3  # ... and this many tool calls have accrued
     sm_keep_min_tokens: int = 10_000
     sm_keep_max_tokens: int = 40_000
+    notes_max_tokens: int = 12_000  # the notes as a summary: at most this (Claude Code: 12,000)
 
     # restore after compaction (Claude Code post-compaction attachments)
     restore_files: int = 5
@@ -92,11 +144,63 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # cache model
     cache_ttl_s: float = 300.0  # Anthropic ephemeral 5 min; 3600 for the 1-hour cache
 
+    # window-relative sizes: each absolute size above is capped at this share of the window when
+    # the share is set (0: the absolute number alone), see ``for_window``
+    shares_of_free_window: bool = False  # shares apply to the window minus system prompt + tools
+    notes_max_share: float = 0.0  # caps ``notes_max_tokens``
+    keep_recent_share: float = 0.0
+    sm_keep_min_share: float = 0.0
+    sm_keep_max_share: float = 0.0
+    restore_file_share: float = 0.0
+    restore_total_share: float = 0.0
+
     def compact_threshold(self, window: int, max_output: int) -> int:
         """Tokens above which summary compaction runs: Claude Code's auto-compact threshold, or
         ``compact_at_share`` of the window when that is lower."""
         claude_code = window - min(max_output, self.compact_reserve_output) - self.compact_buffer
         return min(claude_code, int(window * self.compact_at_share))
+
+    def for_window(self, window: int, fixed: int = 0) -> Policy:
+        """This policy with its window-relative sizes resolved for ``window`` tokens: each absolute
+        size capped at its share of the window (``keep_recent_share`` -> ``keep_recent_tokens``,
+        ``sm_keep_*_share``, ``restore_*_share``; ``tool_result_window_share`` caps
+        ``tool_result_max_chars`` at floor(window x share) x 4 chars, OpenClaw's formula). Layers
+        see the resolved policy; a policy without shares is returned as is.
+
+        With ``shares_of_free_window``, every share (sizes, the compaction and clearing
+        thresholds, the summary budget) is a share of the *free* window, ``window - fixed``
+        (``fixed``: tokens of system prompt + tool definitions, which no layer can shrink): a
+        share s of the window becomes the threshold fixed + s x (window - fixed). At 200,000 tokens
+        with a 25,000-token prefix that changes little; at 64,000 it is the difference between
+        compacting on every call and compacting when there is something to gain."""
+        changes: dict[str, object] = {}
+        free = window
+        if self.shares_of_free_window and 0 < fixed < window:
+            free = window - fixed
+
+            def at(share: float) -> float:
+                return share if share >= 1.0 else min(1.0, (fixed + share * free) / window)
+
+            changes["compact_at_share"] = at(self.compact_at_share)
+            changes["cache_clear_trigger"] = at(self.cache_clear_trigger)
+            changes["cache_clear_target"] = at(self.cache_clear_target)
+            changes["summary_max_share"] = self.summary_max_share * free / window
+            changes["compact_min_gain"] = self.compact_min_gain * free / window
+        pairs = (
+            ("keep_recent_tokens", self.keep_recent_share),
+            ("notes_max_tokens", self.notes_max_share),
+            ("sm_keep_min_tokens", self.sm_keep_min_share),
+            ("sm_keep_max_tokens", self.sm_keep_max_share),
+            ("restore_file_tokens", self.restore_file_share),
+            ("restore_total_tokens", self.restore_total_share),
+        )
+        for name, share in pairs:
+            if share > 0:
+                changes[name] = min(int(getattr(self, name)), int(free * share))
+        if self.tool_result_window_share > 0:
+            cap = int(window * self.tool_result_window_share) * 4
+            changes["tool_result_max_chars"] = min(self.tool_result_max_chars, cap)
+        return self.with_(**changes) if changes else self
 
     def summary_budget(self, window: int) -> int:
         """Tokens the summary may take at this window."""
@@ -164,9 +268,21 @@ DEFAULT = Policy(
 BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED)}
 
 
+def presets() -> dict[str, Policy]:
+    """The presets of other harnesses (``ctxengine.presets``: claude-code, openclaw, pi, letta),
+    by name. Kept apart from ``BUILTIN`` (ours) and loaded on first use."""
+    from ctxengine.presets import PRESETS
+
+    return PRESETS
+
+
 def get_policy(name: str) -> Policy:
-    """The built-in policy called ``name``. Raises ``KeyError`` listing the known names."""
-    try:
-        return BUILTIN[name]
-    except KeyError:
-        raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(BUILTIN))}") from None
+    """The built-in policy or preset called ``name``. Raises ``KeyError`` listing the known
+    names."""
+    found = BUILTIN.get(name) or presets().get(name)
+    if found is None:
+        raise KeyError(
+            f"unknown policy {name!r}; known: {', '.join(sorted(BUILTIN))}; "
+            f"presets: {', '.join(sorted(presets()))}"
+        )
+    return found

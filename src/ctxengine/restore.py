@@ -91,9 +91,13 @@ def recent_files(
             content, source = latest[path], "as last read in this session"
         if content is None:
             continue  # gone from disk
-        body, cut = _cut_to_tokens(content, min(file_tokens, total_tokens - used), count)
-        note = f" [cut to {file_tokens:,} tokens; read the rest with offset/limit]" if cut else ""
-        text = f"[Restored after compaction{origin_note}] {path} ({source}){note}:\n{body}"
+        header = f"[Restored after compaction{origin_note}] {path} ({source})"
+        note = f" [cut to {file_tokens:,} tokens; read the rest with offset/limit]"
+        room = min(file_tokens, total_tokens - used) - count(header + note + ":\n")
+        if room <= 0:
+            break
+        body, cut = _cut_to_tokens(content, room, count)
+        text = f"{header}{note if cut else ''}:\n{body}"
         used += count(text)
         out.append(Message(role="user", blocks=(Text(text),), id=f"restore:{path}", origin="restore"))
     return out

@@ -59,6 +59,7 @@ class LayerContext:
     last_call: float | None = None
     frozen: Mapping[str, ToolResult] = field(default_factory=dict)  # result_key -> replacement shown
     count_text: Callable[[str], int] = len  # the engine's token counter (tokens of a text)
+    scale: float = 1.0  # the ledger's calibration: ``tokens`` are counter tokens times this
 
 
 @dataclass

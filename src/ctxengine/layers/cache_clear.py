@@ -26,9 +26,14 @@ def cache_clear(ctx: LayerContext) -> Replacements | None:
         return None
     want = ctx.predicted - int(ctx.window * p.cache_clear_target)
     out, freed = clear_batch(
-        ctx, p.cache_clear_keep_recent, p.cache_clear_min_result_tokens, want, "pressure"
+        ctx,
+        p.cache_clear_keep_recent,
+        p.cache_clear_min_result_tokens,
+        want,
+        "pressure",
+        p.cache_clear_at_least,
     )
-    if not out or freed < p.cache_clear_at_least:
+    if not out:
         return None
     return Replacements(
         out,

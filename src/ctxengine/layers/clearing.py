@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from ctxengine.layers.base import LayerContext, cleared_result, result_key, result_text
 from ctxengine.messages import ToolResult
 
+AT_LEAST_MARGIN = 1.05  # the minimum is checked with a margin: per-message overhead is not in the estimate
+
 
 def clearable(ctx: LayerContext, keep_recent: int, min_tokens: int) -> Iterator[tuple[str, ToolResult, int]]:
     """Tool results of the view that may be cleared, oldest first: (key, result, estimated tokens).
@@ -54,7 +56,7 @@ def clear_batch(
     for key, r, tokens in chosen:
         placeholder = cleared_result(r, ctx.policy, why)
         out[key] = placeholder
-        net += tokens - ctx.count_text(result_text(placeholder))
-    if net < at_least:
+        net += tokens - round(ctx.count_text(result_text(placeholder)) * ctx.scale)
+    if net <= 0 or net < at_least * AT_LEAST_MARGIN:  # a batch that frees too little is not made
         return {}, 0
     return out, net

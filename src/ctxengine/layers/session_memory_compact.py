@@ -39,7 +39,7 @@ def session_memory_compact(
     if cut is None:
         return None
     removed = sum(ctx.tokens[:cut])
-    if removed < p.compact_min_gain * ctx.window and not force:
+    if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
         return None
     text = INTRO + notes
     summary = Message(

@@ -81,7 +81,7 @@ def summary_compact(
     if cut is None:
         return None
     removed = sum(ctx.tokens[:cut])
-    if removed < p.compact_min_gain * ctx.window and not force:
+    if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
         return None  # too little to gain: compacting again right after a compaction loops
     span = list(ctx.view[start:cut])
     new_state = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=summarize.SummaryState)

@@ -8,6 +8,8 @@ keeps head and tail. The decision is made once, when the result arrives, and fro
 id, so the same history projects to the same bytes on every later call (prompt cache).
 
 Images and documents are never cut by a character cap: they are counted by pixels elsewhere.
+Results of tools with their own limits (``budget_exempt_tools``; Claude Code opts Read out) are
+left alone: our read tool pages at 2,000 lines and 25,000 tokens already.
 Cost: $0. Runs on every ingested message.
 """
 
@@ -67,7 +69,8 @@ def budget_message(msg: Message, policy: Policy, predicted: int) -> Replacements
 
     ``predicted`` (tokens) only labels the event.
     """
-    results = msg.tool_results
+    exempt = {t.lower() for t in policy.budget_exempt_tools}
+    results = [r for r in msg.tool_results if r.name.lower() not in exempt]
     if not results or not policy.tool_result_budget:
         return None
     sizes = {r.call_id: result_chars(r) for r in results}

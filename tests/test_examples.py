@@ -1,0 +1,198 @@
+"""The live examples run end to end as subprocesses against the scripted loopback server: the
+model first asks for a tool call (Anthropic ``tool_use`` / OpenAI ``tool_calls``), the example runs
+ctxengine's ``read`` tool in a temporary workspace and sends the result back, and the model's final
+text is printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_server import ScriptedLLMServer
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+FILE_TEXT = "GREETING = 'hello from the ctxengine workspace 7d1e'\n"
+FINAL = "The file defines GREETING = 'hello from the ctxengine workspace 7d1e'."
+
+ANTHROPIC_TOOL_USE: dict[str, Any] = {
+    "id": "msg_tool_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-6",
+    "content": [
+        {"type": "text", "text": "Let me read the file."},
+        {"type": "tool_use", "id": "toolu_01", "name": "read", "input": {"path": "src/hello.py"}},
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {
+        "input_tokens": 1500,
+        "output_tokens": 40,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    },
+}
+
+OPENAI_TOOL_CALLS: dict[str, Any] = {
+    "id": "chatcmpl-tool-1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "gpt-4o",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_01",
+                        "type": "function",
+                        "function": {"name": "read", "arguments": json.dumps({"path": "src/hello.py"})},
+                    }
+                ],
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 1500, "completion_tokens": 30, "total_tokens": 1530},
+}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "hello.py").write_text(FILE_TEXT, encoding="utf-8")
+    return ws
+
+
+def run_example(script: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env["ANTHROPIC_CONFIG_DIR"] = str(tmp_path / "anthropic-config")
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
+
+
+def test_anthropic_agent(workspace: Path, tmp_path: Path) -> None:
+    script = [("status", 200, ANTHROPIC_TOOL_USE, {}), ("ok", FINAL)]
+    with ScriptedLLMServer(script) as server:
+        proc = run_example(
+            "anthropic_agent.py",
+            [
+                "--base-url",
+                server.url,
+                "--workspace",
+                str(workspace),
+                "--max-turns",
+                "4",
+                "What is in hello?",
+            ],
+            tmp_path,
+        )
+        requests = list(server.requests)
+    assert proc.returncode == 0, proc.stderr
+    assert len(requests) == 2
+    first, second = (r.body for r in requests)
+    # the tools are ctxengine's, in Anthropic's format
+    names = {t["name"] for t in first["tools"]}
+    assert {"read", "grep", "glob", "retrieve", "search", "open_files"} <= names
+    assert first["messages"][0]["role"] == "user"
+    assert "What is in hello?" in json.dumps(first["messages"])
+    assert first["system"][0]["text"].startswith("You are a coding assistant")
+    # the tool ran in the workspace; its result went back with the call
+    assert second["messages"][1]["content"][-1]["type"] == "tool_use"
+    results = [
+        b
+        for m in second["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b["type"] == "tool_result"
+    ]
+    assert len(results) == 1 and results[0]["tool_use_id"] == "toolu_01"
+    assert "hello from the ctxengine workspace 7d1e" in json.dumps(results[0]["content"])
+    assert not results[0].get("is_error")
+    # the final text and the per-turn figures are printed
+    out = proc.stdout
+    assert FINAL in out
+    assert "[turn 1]" in out and "[turn 2]" in out and "$" in out
+    assert "read(" in out
+
+
+def test_openai_compatible_agent(workspace: Path, tmp_path: Path) -> None:
+    script = [("status", 200, OPENAI_TOOL_CALLS, {}), ("ok", FINAL)]
+    with ScriptedLLMServer(script) as server:
+        proc = run_example(
+            "openai_compatible_agent.py",
+            [
+                "--base-url",
+                server.openai_url,
+                "--model",
+                "gpt-4o",
+                "--workspace",
+                str(workspace),
+                "--max-turns",
+                "4",
+                "What is in hello?",
+            ],
+            tmp_path,
+        )
+        requests = list(server.requests)
+    assert proc.returncode == 0, proc.stderr
+    assert [r.path for r in requests] == ["/v1/chat/completions"] * 2
+    first, second = (r.body for r in requests)
+    assert {t["function"]["name"] for t in first["tools"]} >= {"read", "grep", "glob", "retrieve"}
+    assert first["messages"][0]["role"] == "system"
+    assert first["max_tokens"] == 4096  # a compatible server gets max_tokens
+    tool_msgs = [m for m in second["messages"] if m["role"] == "tool"]
+    assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == "call_01"
+    assert "hello from the ctxengine workspace 7d1e" in tool_msgs[0]["content"]
+    calls = [m for m in second["messages"] if m.get("tool_calls")]
+    assert calls and calls[0]["tool_calls"][0]["function"]["name"] == "read"
+    assert FINAL in proc.stdout
+    assert "[turn 1]" in proc.stdout and "[turn 2]" in proc.stdout
+
+
+def test_agent_stops_after_max_turns(workspace: Path, tmp_path: Path) -> None:
+    """A model that keeps calling tools is stopped after --max-turns calls."""
+    with ScriptedLLMServer(default=("status", 200, ANTHROPIC_TOOL_USE, {})) as server:
+        proc = run_example(
+            "anthropic_agent.py",
+            ["--base-url", server.url, "--workspace", str(workspace), "--max-turns", "3", "Loop"],
+            tmp_path,
+        )
+        requests = list(server.requests)
+    assert len(requests) == 3
+    assert "[stopped after 3 turns]" in proc.stdout
+    assert proc.stdout.count("read(") == 3
+    # the repeated read is answered by the read tool's dedup stub, not re-sent in full
+    last = json.dumps(requests[-1].body["messages"][-1])
+    assert "File unchanged since last read" in last and "7d1e" not in last
+
+
+def test_example_reports_a_server_error(workspace: Path, tmp_path: Path) -> None:
+    body = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+    with ScriptedLLMServer(default=("status", 401, body, {})) as server:
+        proc = run_example(
+            "anthropic_agent.py", ["--base-url", server.url, "--workspace", str(workspace), "Hi"], tmp_path
+        )
+    assert proc.returncode != 0
+    assert "invalid x-api-key" in proc.stderr
+
+
+def _read_call(path: str, n: int) -> tuple[Any, ...]:
+    body = json.loads(json.dumps(ANTHROPIC_TOOL_USE))
+    body["id"] = f"msg_{n}"
+    body["content"][1].update(id=f"toolu_{n}", input={"path": path})
+    return ("status", 200, body, {})

@@ -1,0 +1,371 @@
+"""Restoring the working set after a compaction (Claude Code's post-compaction attachments).
+
+A synthetic session in a workspace under ``tmp_path`` reads files, then a manual compaction cuts
+it; the restore messages after the summary are checked: at most 5 recently read files, newest
+first, each re-read from disk (the new content when the file changed), at most 5,000 tokens each
+and 50,000 in all, files read again in the kept tail skipped, files gone from disk skipped unless
+``restore_from_transcript`` (then the content last read), the instruction files (CLAUDE.md /
+AGENTS.md, 20,000 chars each and 60,000 in all, head and tail with a marker), and the todo list.
+On the real mimo transcript the replay's compaction events list what was restored.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CLAUDE_CODE
+from ctxengine.engine import ContextEngine
+from ctxengine.formats import load
+from ctxengine.layers.base import LayerEvent
+from ctxengine.llm import AnthropicClient
+from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.models import WindowWarning
+from ctxengine.policy import Policy, get_policy
+from ctxengine.replay import replay_session
+from llm_server import ScriptedLLMServer
+
+MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
+MODEL = "claude-sonnet-4-5"
+# the structured summary, a short kept tail so the synthetic sessions stay small
+POLICY = get_policy("default").with_(session_memory=False, keep_recent_tokens=2_000)
+
+
+def words(n: int, tag: str = "w") -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+class Session:
+    """Builds a conversation of reads and chat, then compacts it in an engine."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.messages: list[Message] = [
+            Message("user", (Text("Migrate the database schema in this repository."),), "u0")
+        ]
+        self.n = 0
+
+    def file(self, name: str, content: str) -> Path:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+        return path
+
+    def read(self, path: Path | str, content: str | None = None, *, error: bool = False) -> None:
+        self.n += 1
+        cid = f"toolu_read_{self.n}"
+        if content is None:
+            content = Path(path if Path(path).is_absolute() else self.root / path).read_text()
+        self.messages.append(
+            Message(
+                "assistant",
+                (Text(f"Reading {path}."), ToolCall(cid, "Read", {"file_path": str(path)})),
+                f"a{self.n}",
+            )
+        )
+        self.messages.append(Message("user", (ToolResult(cid, (Text(content),), error),), f"r{self.n}"))
+
+    def todo(self, items: list[tuple[str, str]]) -> None:
+        self.n += 1
+        cid = f"toolu_todo_{self.n}"
+        todos = [{"content": c, "status": s, "activeForm": c} for c, s in items]
+        self.messages.append(
+            Message("assistant", (ToolCall(cid, "TodoWrite", {"todos": todos}),), f"a{self.n}")
+        )
+        self.messages.append(Message("user", (ToolResult(cid, (Text("Todos updated"),)),), f"r{self.n}"))
+
+    def chat(self, turns: int = 6) -> None:
+        """The kept tail: ``turns`` exchanges of text (about 3,000 tokens in all)."""
+        for k in range(turns):
+            self.n += 1
+            self.messages.append(
+                Message("user", (Text(f"Next step {k}: " + words(150, "q")),), f"cu{self.n}")
+            )
+            self.messages.append(
+                Message("assistant", (Text(f"Done {k}: " + words(150, "d")),), f"ca{self.n}")
+            )
+
+    def compact(
+        self, policy: Policy = POLICY, *, from_transcript: bool = False, **kw: Any
+    ) -> tuple[ContextEngine, LayerEvent]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WindowWarning)
+            engine = ContextEngine(
+                policy,
+                model=MODEL,
+                window=200_000,
+                workspace=self.root,
+                restore_from_transcript=from_transcript,
+                **kw,
+            )
+        engine.bootstrap(system="You are a coding agent.")
+        for m in self.messages:
+            engine.ingest(m)
+        event = engine.compact(force=True)
+        assert event is not None
+        return engine, event
+
+
+def restored(engine: ContextEngine) -> list[Message]:
+    return [m for m in engine.assemble().messages if m.origin == "restore"]
+
+
+def file_ids(event: LayerEvent) -> list[str]:
+    return [r for r in event.details["restored"] if r not in ("restore:todos", "restore:instructions")]
+
+
+def rid(path: Path) -> str:
+    return f"restore:{path}"
+
+
+def body_of(msg: Message) -> str:
+    return msg.text().split(":\n", 1)[1]
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Session:
+    return Session(tmp_path / "ws")
+
+
+# --------------------------------------------------------------------------------------------
+# Recently read files
+# --------------------------------------------------------------------------------------------
+
+
+def test_at_most_five_files_newest_first(session: Session) -> None:
+    paths = [session.file(f"src/m{i}.py", f"# module {i}\nVALUE_{i} = {i}\n") for i in range(7)]
+    for p in paths:
+        session.read(p)
+    session.read(paths[1])  # read again: now the newest
+    session.read(session.root / "src/missing.py", "File does not exist.", error=True)
+    session.chat()
+    engine, event = session.compact()
+    assert event.layer == "summary_compact"
+    assert file_ids(event) == [rid(paths[i]) for i in (1, 6, 5, 4, 3)]
+    msgs = restored(engine)
+    assert [m.id for m in msgs] == event.details["restored"]
+    assert all(m.role == "user" for m in msgs)
+    # after the summary, before the kept tail
+    view = engine.assemble().messages
+    assert view[0].origin == "summary"
+    assert [m.origin for m in view[1 : 1 + len(msgs)]] == ["restore"] * len(msgs)
+    assert "VALUE_6 = 6" in body_of(msgs[1])
+    assert event.details["restored_tokens"] == sum(engine.counter.count_text(m.text()) for m in msgs)
+
+
+def test_files_are_re_read_from_disk(session: Session) -> None:
+    path = session.file("app/db.py", "SCHEMA_VERSION = 1\n")
+    session.read(path)
+    session.chat()
+    path.write_text("SCHEMA_VERSION = 2  # migrated\n", encoding="utf-8")  # changed since it was read
+    engine, event = session.compact()
+    assert file_ids(event) == [rid(path)]
+    (msg,) = [m for m in restored(engine) if m.id == rid(path)]
+    assert "(re-read from disk)" in msg.text()
+    assert body_of(msg) == "SCHEMA_VERSION = 2  # migrated\n"
+    assert "SCHEMA_VERSION = 1" not in msg.text()
+
+
+def test_relative_paths_resolve_in_the_workspace(session: Session) -> None:
+    session.file("lib/util.py", "def helper():\n    return 42\n")
+    session.read("lib/util.py")
+    session.chat()
+    engine, event = session.compact()
+    assert file_ids(event) == ["restore:lib/util.py"]
+    assert "return 42" in restored(engine)[0].text()
+
+
+def test_files_read_in_the_kept_tail_are_skipped(session: Session) -> None:
+    a = session.file("a.py", "A = 1\n")
+    b = session.file("b.py", "B = 2\n")
+    session.read(a)
+    session.read(b)
+    session.chat()
+    session.read(b)  # b is in the context anyway
+    session.chat(2)
+    engine, event = session.compact()
+    kept = engine.assemble().messages
+    assert any(
+        isinstance(blk, ToolCall) and blk.input.get("file_path") == str(b) for m in kept for blk in m.blocks
+    )
+    assert file_ids(event) == [rid(a)]
+
+
+def test_files_gone_from_disk(session: Session) -> None:
+    keep = session.file("keep.py", "KEEP = True\n")
+    gone = session.file("gone.py", "GONE = 'last content read'\n")
+    session.read(keep)
+    session.read(gone)
+    session.chat()
+    gone.unlink()
+    _, event = session.compact()
+    assert file_ids(event) == [rid(keep)]  # skipped: nothing to re-read
+    # in replay, where files are not on this machine, the content the session last read
+    engine, event = session.compact(from_transcript=True)
+    assert file_ids(event) == [rid(gone), rid(keep)]
+    msg = restored(engine)[0]
+    assert "(as last read in this session)" in msg.text()
+    assert body_of(msg) == "GONE = 'last content read'\n"
+
+
+def test_each_file_is_capped(session: Session) -> None:
+    big = session.file("big.py", "\n".join(f"line_{i} = '{words(12, f'v{i}_')}'" for i in range(6_000)))
+    session.read(big, "(first lines only)")
+    session.chat()
+    engine, _ = session.compact()
+    (msg,) = [m for m in restored(engine) if m.id == rid(big)]
+    count = engine.counter.count_text
+    assert count(big.read_text()) > 5_000
+    assert count(body_of(msg)) <= 5_000
+    assert "[cut to 5,000 tokens; read the rest with offset/limit]" in msg.text()
+    assert big.read_text().startswith(body_of(msg))  # the head of the file
+
+
+def test_total_file_budget(session: Session) -> None:
+    # more files than the default five, each over the per-file cap: the 50,000 total binds
+    paths = [
+        session.file(f"big{i}.py", "\n".join(f"x{i}_{j} = '{words(12, f'k{j}_')}'" for j in range(2_500)))
+        for i in range(14)
+    ]
+    for p in paths:
+        session.read(p, "(read)")
+    session.chat()
+    engine, event = session.compact(POLICY.with_(restore_files=20))
+    count = engine.counter.count_text
+    msgs = [m for m in restored(engine) if m.id in file_ids(event)]
+    assert 10 <= len(msgs) < 14
+    assert [m.id for m in msgs] == [rid(p) for p in reversed(paths)][: len(msgs)]
+    assert all(count(body_of(m)) <= 5_000 for m in msgs)
+    assert sum(count(body_of(m)) for m in msgs) <= 50_000
+
+
+def test_total_file_budget_includes_the_headers(session: Session) -> None:
+    paths = [
+        session.file(f"big{i}.py", "\n".join(f"x{i}_{j} = '{words(12, f'k{j}_')}'" for j in range(2_500)))
+        for i in range(14)
+    ]
+    for p in paths:
+        session.read(p, "(read)")
+    session.chat()
+    engine, event = session.compact(POLICY.with_(restore_files=20))
+    count = engine.counter.count_text
+    msgs = [m for m in restored(engine) if m.id in file_ids(event)]
+    assert sum(count(m.text()) for m in msgs) <= 50_000
+
+
+def test_no_restore_when_disabled(session: Session) -> None:
+    path = session.file("a.py", "A = 1\n")
+    session.file("CLAUDE.md", "Rules.\n")
+    session.read(path)
+    session.chat()
+    _, event = session.compact(POLICY.with_(restore_files=0, instruction_files=(), restore_todos=False))
+    assert event.details["restored"] == [] and event.details["restored_tokens"] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Instruction files and the todo list
+# --------------------------------------------------------------------------------------------
+
+
+def test_instruction_files_with_caps_head_and_tail(session: Session) -> None:
+    lines = [f"rule {i}: {words(8, f'r{i}_')}" for i in range(600)]
+    lines[0] = "HEAD-MARK: always run the migrations in a transaction"
+    lines[300] = "MIDDLE-MARK: never shown"
+    lines[-1] = "TAIL-MARK: end of the rules"
+    claude = "\n".join(lines)
+    assert len(claude) > 20_000
+    session.file("CLAUDE.md", claude)
+    session.file("AGENTS.md", "Use ruff; never push to main.\n")
+    session.chat()
+    engine, event = session.compact()
+    assert "restore:instructions" in event.details["restored"]
+    (msg,) = [m for m in restored(engine) if m.id == "restore:instructions"]
+    text = msg.text()
+    assert "Use ruff; never push to main." in text
+    assert "HEAD-MARK" in text and "TAIL-MARK" in text and "MIDDLE-MARK" not in text
+    section = text.split("## CLAUDE.md\n\n", 1)[1].split("\n\n## AGENTS.md", 1)[0]
+    assert len(section) <= 20_000
+    marker = section.index("[...truncated: CLAUDE.md has")
+    assert 'read(path="CLAUDE.md", offset=' in section
+    assert 0.65 < marker / len(section) < 0.85  # 75% head, 25% tail
+
+
+def test_instruction_files_total_cap(session: Session) -> None:
+    names = ("CLAUDE.md", "AGENTS.md", "docs/RULES.md", "docs/STYLE.md")
+    for name in names:
+        session.file(name, f"{name} START\n" + "\n".join(words(10, "z") for _ in range(400)))
+    session.chat()
+    engine, _ = session.compact(POLICY.with_(instruction_files=names))
+    (msg,) = [m for m in restored(engine) if m.id == "restore:instructions"]
+    bodies = msg.text().split("\n\n## ")[1:]
+    assert sum(len(b.split("\n\n", 1)[1]) for b in bodies) <= 60_000
+    assert "CLAUDE.md START" in msg.text() and "AGENTS.md START" in msg.text()
+
+
+def test_no_instruction_files_no_message(session: Session) -> None:
+    session.chat()
+    _, event = session.compact()
+    assert "restore:instructions" not in event.details["restored"]
+
+
+def test_todo_list_is_restored(session: Session) -> None:
+    session.todo([("Write the migration", "completed"), ("Migrate the database", "in_progress")])
+    session.chat()
+    engine, event = session.compact()
+    assert "restore:todos" in event.details["restored"]
+    (msg,) = [m for m in restored(engine) if m.id == "restore:todos"]
+    assert "- [in_progress] Migrate the database" in msg.text()
+    assert "- [completed] Write the migration" in msg.text()
+
+
+def test_restore_after_an_llm_summary(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    path = session.file("db/migrate.py", "def up():\n    pass\n")
+    session.read(path)
+    session.chat()
+    reply = (
+        "<summary>"
+        + "\n".join(f"## {s}" for s in ("Primary Request and Intent", "Current Work"))
+        + "</summary>"
+    )
+    with ScriptedLLMServer(default=("ok", reply)) as server:
+        client = AnthropicClient("claude-sonnet-4-6", api_key="test-key", base_url=server.url, timeout=5)
+        engine, event = session.compact(llm=client)
+    assert event.layer == "summary_compact" and event.llm_calls >= 1
+    assert file_ids(event) == [rid(path)]
+    assert engine.ledger.anchored is False  # the cache baseline starts over
+
+
+# --------------------------------------------------------------------------------------------
+# Replay of a real transcript
+# --------------------------------------------------------------------------------------------
+
+
+def test_replay_shows_what_was_restored() -> None:
+    report = replay_session(load(MIMO)[0], get_policy("default"), window=200_000)
+    compactions = [
+        (c, e)
+        for c in report.calls
+        for e in c.events
+        if e["layer"] in ("session_memory_compact", "summary_compact")
+    ]
+    assert compactions
+    with_files = [e for _, e in compactions if file_ids_of(e)]
+    assert with_files
+    for _, e in compactions:
+        ids = e["details"]["restored"]
+        assert all(i.startswith("restore:") for i in ids)
+        assert len(file_ids_of(e)) <= 5
+        assert e["details"]["restored_tokens"] >= 0
+    # the files are not on this machine: replay restores them from the transcript
+    assert any(i.startswith("restore:e:/") for e in with_files for i in file_ids_of(e))
+    # the expected cache miss of a compaction is not reported as a cache break
+    assert not any(c.cache_break for c, _ in compactions)
+
+
+def file_ids_of(event: dict[str, Any]) -> list[str]:
+    return [r for r in event["details"]["restored"] if r not in ("restore:todos", "restore:instructions")]
