@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     )
     toolbox = build_tools(workspace, store, "agent", window=engine.window, counter=engine.counter)
     engine.compaction_listeners.append(toolbox.read_state.reset)  # stubs may point at dropped text
+    engine.compaction_listeners.append(toolbox.working_set.invalidate)  # the block may have been dropped
     tools = toolbox.executor.definitions("openai")
     engine.bootstrap(system=SYSTEM, fixed_prefix_tokens=engine.counter.count_text(SYSTEM + json.dumps(tools)))
     engine.ingest(Message("user", (Text(args.prompt),), id="user-prompt", timestamp=time.time()))
@@ -133,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  -> {call.name}({json.dumps(call.input)[:120]}): {size:,} chars{flag}", flush=True)
                 results.append(result)
             engine.ingest(Message("user", tuple(results), id=f"tool-results-{turn}", timestamp=time.time()))
+            if toolbox.working_set.changed:  # open files ride with the newest turn, moved only on change
+                engine.set_block(toolbox.working_set.block_text())
         else:
             print(f"[stopped after {args.max_turns} turns]")
     finally:

@@ -541,3 +541,26 @@ def test_offloading_and_clearing_notify_the_listeners() -> None:
     assert calls == []
     engine.ingest(Message("user", (ToolResult("c1", (Text("x" * 1_000),), name="Bash"),), "r1"))
     assert calls == ["reset"]  # the 1,000-char result was offloaded
+
+
+def test_a_managed_block_rides_with_the_newest_user_turn_and_moves_only_on_change() -> None:
+    """The open-files block is not in the system prompt: it is shown with the newest user turn
+    and moves (one cache miss) only when its text changes."""
+    engine = make_engine(NONE)
+    engine.bootstrap()
+    engine.ingest(Message("user", (Text("open a.py"),), "u0"))
+    engine.ingest(Message("assistant", (Text("ok"),), "a0"))
+    assert engine.set_block("<open_files>a.py v1</open_files>")
+    first = engine.assemble().messages
+    assert first[0].blocks[-1] == Text("<open_files>a.py v1</open_files>")
+    engine.ingest(Message("user", (Text("next"),), "u1"))
+    assert not engine.set_block("<open_files>a.py v1</open_files>")  # unchanged: stays put
+    second = engine.assemble().messages
+    assert second[0] is first[0]  # the cached prefix is intact
+    assert engine.set_block("<open_files>a.py v2</open_files>")  # changed: moves to u1
+    third = engine.assemble().messages
+    texts = [b.text for m in third for b in m.blocks if isinstance(b, Text)]
+    assert texts.count("<open_files>a.py v2</open_files>") == 1
+    assert "<open_files>a.py v1</open_files>" not in texts
+    assert third[-1].blocks[-1] == Text("<open_files>a.py v2</open_files>")
+    assert engine.history[0].blocks == (Text("open a.py"),)  # history is never edited

@@ -46,7 +46,7 @@ from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import overflow_guard
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.tool_result_budget import budget_message
-from ctxengine.messages import Message, RecordedCompaction, Usage
+from ctxengine.messages import Message, RecordedCompaction, Text, Usage
 from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
 from ctxengine.policy import Policy
 from ctxengine.store import SessionStore, SQLiteStore
@@ -144,6 +144,7 @@ class ContextEngine:
         self._view: list[Message] = []
         self._src: list[int] = []
         self._tok: list[int] = []
+        self._block: tuple[int, str] | None = None  # (history index carrying it, text)
         self._tok_total = 0
         self._view_call_ids: set[str] = set()
         self._needs_repair = False
@@ -205,7 +206,7 @@ class ContextEngine:
             decision = None
         if decision is not None:
             self.replacements.update(decision.results)
-        self._append_view(message_with_results(message, self.replacements), idx)
+        self._append_view(self._shown(idx, message), idx)
         if decision is not None:
             for listener in self.compaction_listeners:
                 listener()
@@ -298,6 +299,36 @@ class ContextEngine:
     def dispose(self) -> None:
         """Release the store."""
         self.store.close()
+
+    def set_block(self, text: str) -> bool:
+        """Show a managed block (e.g. the open-files working set) with the newest user turn.
+
+        Unlike Letta's system-prompt blocks it rides with a turn, so the cached prefix before
+        that turn stays valid; it moves to the newest user turn only when ``text`` changes (the
+        previous copy disappears from the projection then: one cache miss per change, not per
+        call). Empty ``text`` removes it. Returns True when the projection changed.
+        """
+        anchor = next(
+            (
+                i
+                for i in range(len(self.history) - 1, self.kept_from - 1, -1)
+                if self.history[i].role == "user"
+            ),
+            None,
+        )
+        current = self._block[1] if self._block else ""
+        if text == current and (self._block is None or self._block[0] >= self.kept_from):
+            return False
+        self._block = (anchor, text) if (text and anchor is not None) else None
+        self._rebuild()
+        return True
+
+    def _shown(self, i: int, msg: Message) -> Message:
+        """History message ``i`` as the projection shows it (decisions and the block applied)."""
+        shown = message_with_results(msg, self.replacements)
+        if self._block is not None and self._block[0] == i:
+            shown = msgspec.structs.replace(shown, blocks=(*shown.blocks, Text(self._block[1])))
+        return shown
 
     # ---------------------------------------------------------------- retrieval
 
@@ -550,4 +581,4 @@ class ContextEngine:
         for m in self.prefix:
             self._append_view(m, -1)
         for i in range(self.kept_from, len(self.history)):
-            self._append_view(message_with_results(self.history[i], self.replacements), i)
+            self._append_view(self._shown(i, self.history[i]), i)
