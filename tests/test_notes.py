@@ -427,7 +427,8 @@ def test_llm_updater_failure_keeps_the_notes(sonnet: list[Message]) -> None:
 
 
 def test_session_memory_compaction_uses_the_notes(sonnet: list[Message]) -> None:
-    engine = make_engine()
+    # Claude Code's session-memory compaction (the preset keeps its 10,000-40,000-token tail)
+    engine = make_engine(get_policy("claude-code").with_(compact_at_share=0.4))
     count = engine.counter.count_message
     for _i, events in drive(engine, sonnet, assemble=True):
         sm = [e for e in events if e.layer == "session_memory_compact"]

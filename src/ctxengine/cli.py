@@ -36,11 +36,15 @@ def _root() -> None:
 
 
 def _mount_tools() -> None:
+    from ctxengine.bench import bench_command
     from ctxengine.tools.cli import tool_app
     from ctxengine.tools.mcp_server import mcp_command
 
     app.add_typer(tool_app, name="tool", help="Run an agent tool and print exactly what the model would see.")
     app.command("mcp", help="Serve the context-aware tools over MCP (stdio).")(mcp_command)
+    app.command("bench", help="Replay sessions under several policies and compare them in one table.")(
+        bench_command
+    )
 
 
 _mount_tools()

@@ -9,10 +9,26 @@ stops for the session and an event says so; a later success (a manual ``compact`
 
 A failure never changes the session: every decision is computed first and handed back as a
 ``Cut`` for the engine to commit.
+
+Presets: a policy with another cut strategy or summary style (``compact_cut``,
+``summary_style``: Claude Code, OpenClaw, pi, Letta) takes the styled path (``_styled``): the cut
+is planned by ``layers.cut_plans`` (summarize-all, pi's cut with split turns, Letta's sliding
+window falling back to summarize-all), OpenClaw's span is pruned to its history share
+(``layers.history_share``; the dropped part summarized first), Letta's summarizer input clamped
+(``clamp_summary_input``), and the summary written in the harness's format: $0 by
+``summarize.render_style``, or by the LLM under the harness's headings (``StyledSummarizer``).
+OpenClaw's pre-compaction memory flush is ``maybe_memory_flush``.
+
+Ours (``default``) adds, on the session-memory path: its own kept-message minimum and gain factor
+(``sm_keep_min_messages``, ``sm_gain_factor``), the cold-cache threshold (``cold_compact_at_share``:
+once the prompt cache has expired the next request is written in full anyway), notes cut to a
+window share (``notes_within``) and the identifier index in append-only segments
+(``_index_segments``) that the provider's prompt cache keeps serving.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,7 +37,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ctxengine import restore, summarize
-from ctxengine.audit import quality
+from ctxengine.audit import quality, span_identifiers
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.cut_plans import CutPlan, all_plan, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
@@ -138,6 +154,10 @@ class Compactor:
         self._flushed_at = -1
         self._rendered: tuple[int, str] = (-1, "")
         self._within: tuple[tuple[int, int], str] = ((-1, -1), "")
+        self._derived: dict[tuple[int, bool], tuple[Policy, Policy]] = {}
+        self._segments: tuple[Message, ...] = ()  # the identifier index, in append-only segments
+        self._segment_ids: set[str] = set()
+        self._restored: dict[tuple[str, str], Message] = {}
 
     # ------------------------------------------------------------ notes
 
@@ -216,6 +236,59 @@ class Compactor:
             self._rendered = (self.notes.updates, render_sections(sections_of(self.notes), self.count_text))
         return self._rendered[1]
 
+    def _sm_context(self, ctx: LayerContext, *, cold: bool) -> LayerContext:
+        """The context the session-memory compaction sees: its own minimum of kept text messages
+        (``sm_keep_min_messages``), and on a cold cache the lower threshold
+        (``cold_compact_at_share``): the request is written in full anyway, so compacting now
+        costs no extra cache miss."""
+        p = ctx.policy
+        cold = cold and 0 < p.cold_compact_at_share < p.compact_at_share
+        if p.sm_keep_min_messages is None and p.sm_gain_factor == 1.0 and not cold:
+            return ctx
+        key = (id(p), cold)
+        derived = self._derived.get(key)
+        if derived is None or derived[0] is not p:
+            changes: dict[str, object] = {}
+            if p.sm_keep_min_messages is not None:
+                changes["keep_recent_min_messages"] = p.sm_keep_min_messages
+            gain = p.compact_min_gain * p.sm_gain_factor
+            if p.sm_gain_factor != 1.0:
+                changes["compact_min_gain"] = gain
+            if cold:
+                changes["compact_at_share"] = p.cold_compact_at_share
+                changes["compact_min_gain"] = min(gain, p.cold_compact_min_gain)
+            derived = (p, p.with_(**changes))
+            self._derived[key] = derived
+        return dataclasses.replace(ctx, policy=derived[1])
+
+    def _index_segments(self, span: Sequence[Message], budget: int) -> list[Message]:
+        """The identifier index as append-only segments (``sm_index_segments``): each compaction
+        adds one message listing the identifiers that left the context and are not listed yet
+        (newest first), and the earlier segments stay the same objects, so the provider's
+        prompt cache keeps serving them; only when the segments would pass ``budget`` are they
+        rewritten as one segment of the newest identifiers within ``REWRITE_SHARE`` of it (room
+        for the next appends). Updates the segments; returns them."""
+        state = self.summary_state
+        pos = state.identifiers
+        span_ids = span_identifiers(span)
+        new = sorted((i for i in span_ids if i not in self._segment_ids), key=lambda k: (-pos.get(k, 0), k))
+        if not new:
+            return list(self._segments)
+        count = self.count_text
+        used = sum(count(m.text()) for m in self._segments)
+        text = _segment_text(new, len(self._segments) + 1)
+        if used + count(text) <= budget:
+            self._segments = (*self._segments, _segment(text, len(self._segments)))
+            self._segment_ids.update(new)
+            return list(self._segments)
+        ids = sorted(pos, key=lambda k: (-pos[k], k))[: self.policy.summary_identifiers_max * 4]
+        room = int(budget * REWRITE_SHARE)
+        while ids and count(_segment_text(ids, 1)) > room:
+            ids = ids[: len(ids) * 3 // 4]
+        self._segments = (_segment(_segment_text(ids, 1), self.compactions),) if ids else ()
+        self._segment_ids = set(ids)
+        return list(self._segments)
+
     def notes_within(self, max_tokens: int) -> str:
         """The notes cut to ``max_tokens`` (longest sections first, each keeping its valuable
         end, as the notes' own cap does); the notes themselves when they fit."""
@@ -259,14 +332,34 @@ class Compactor:
         failures) and the new structured-summary state; None when nothing should or could be
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
+        result = self._chain(
+            ctx, history, force=force, reason=reason, instructions=instructions, system=system
+        )
+        if result is not None:
+            self.compactions += 1
+        return result
+
+    def _chain(
+        self,
+        ctx: LayerContext,
+        history: Sequence[Message],
+        *,
+        force: bool,
+        reason: str,
+        instructions: str,
+        system: str,
+    ) -> tuple[Cut, list[LayerEvent], summarize.SummaryState] | None:
         p = ctx.policy  # resolved for the window (``Policy.for_window``)
         threshold = p.compact_threshold(ctx.window, ctx.max_output)
-        if not force and ctx.predicted <= threshold:
+        sm_ctx = self._sm_context(ctx, cold=not force and cache_cold(ctx))
+        sm_threshold = sm_ctx.policy.compact_threshold(ctx.window, ctx.max_output)
+        if not force and ctx.predicted <= min(threshold, sm_threshold):
             return None
         if not force and self.breaker_open:
             return None
         events: list[LayerEvent] = []
-        if not instructions:
+        if not instructions and p.session_memory:
+            ctx, outer = sm_ctx, ctx
             # the pre-compaction flush runs only when a session-memory compaction can follow
             # (else every call over the threshold would pay for a notes update)
             probe_notes = self.notes_text() or ("(notes pending)" if self.policy.session_memory else "")
@@ -286,20 +379,28 @@ class Compactor:
                 index = (
                     summarize.identifier_index(
                         self.summary_state,
-                        p.summary_budget(ctx.window),
+                        p.index_budget(ctx.window),
                         self.count_text,
                         limit=p.summary_identifiers_max,
                     )
-                    if p.sm_identifier_index
+                    if p.sm_identifier_index and not p.sm_index_segments
                     else ""
                 )
-                if index:
+                if p.sm_identifier_index and p.sm_index_segments:
+                    segments = self._index_segments(sm.summarized, p.index_budget(ctx.window))
+                    sm.prefix = [*segments, *sm.prefix]
+                    sm.event.tokens_after += sum(self.count_text(m.text()) for m in segments)
+                    sm.event.details["index_segments"] = len(segments)
+                elif index:
                     head = sm.prefix[0]
                     text = head.text() + "\n\n" + index
                     sm.prefix[0] = msgspec.structs.replace(head, blocks=(Text(text),))
                     sm.event.tokens_after += self.count_text(text) - self.count_text(head.text())
                 self._finish(sm, ctx)
                 return sm, events, self.summary_state
+            ctx = outer
+        if not force and ctx.predicted <= threshold:
+            return None  # only the session-memory compaction runs below the threshold (cold cache)
         if p.summary_style != "ctxengine" or p.compact_cut != "tail":
             return self._styled(ctx, events, force=force, reason=reason, instructions=instructions)
         if self.summarizer is not None:
@@ -679,7 +780,6 @@ class Compactor:
     def _finish(self, cut: Cut, ctx: LayerContext) -> None:
         """Add the restore messages and the quality figures to a cut."""
         p = ctx.policy
-        self.compactions += 1
         kept = list(ctx.view[cut.keep_from :])
         restored: list[Message] = []
         if p.restore_files > 0:
@@ -696,6 +796,9 @@ class Compactor:
         restored += restore.instruction_files(self.workspace, p.instruction_files)
         if p.restore_todos:
             restored += restore.todo_message(self.notes.facts.todos or self.summary_state.todos)
+        # a file restored again with the same content is the same message: the prompt cache
+        # (compared by identity, as for every unchanged message) keeps serving it
+        restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
         cut.prefix = [*cut.prefix, *restored]
         summary_text = "\n".join(m.text() for m in cut.prefix)
         restored_tokens = sum(self.count_text(m.text()) for m in restored)
@@ -710,6 +813,24 @@ class Compactor:
         cut.event.details["quality"] = msgspec.to_builtins(q)
         cut.event.details["restored"] = [m.id for m in restored]
         cut.event.details["restored_tokens"] = restored_tokens
+
+
+REWRITE_SHARE = 0.6  # a rewritten identifier index fills this share of its budget
+
+
+def _segment_text(ids: Sequence[str], part: int) -> str:
+    return f"## Exact identifiers that left the context (part {part}, newest first)\n" + " ".join(ids)
+
+
+def _segment(text: str, n: int) -> Message:
+    return Message(role="user", blocks=(Text(text),), id=f"identifier-index-{n}", origin="summary")
+
+
+def cache_cold(ctx: LayerContext) -> bool:
+    """Whether the prompt cache has expired since the last call (gap over ``cache_ttl_s``)."""
+    if ctx.now is None or ctx.last_call is None:
+        return False
+    return ctx.now - ctx.last_call > ctx.policy.cache_ttl_s
 
 
 def _copy(state: summarize.SummaryState) -> summarize.SummaryState:

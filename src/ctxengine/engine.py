@@ -149,6 +149,7 @@ class ContextEngine:
         self._view_call_ids: set[str] = set()
         self._needs_repair = False
         self._projection: list[Message] | None = None
+        self._repaired: dict[tuple[str, int], Message] = {}  # messages repair made, by id and size
         self._last_call: float | None = None
         self._last_estimate = 0
         self._pending_events: list[LayerEvent] = []
@@ -366,12 +367,32 @@ class ContextEngine:
             start -= 1
         return bool(find_violations(self._view[start:]))
 
+    def _stable(self, repaired: list[Message]) -> list[Message]:
+        """Repair output with the messages it made (moved or synthetic results) replaced by the
+        equal ones it made before: a repair is recomputed whenever the view changes, and equal
+        bytes must be the same objects, or the prompt-cache model (which compares by identity, as
+        the engine keeps unchanged messages as the same objects) would see a changed prefix on
+        every call until the late result arrives."""
+        inputs = {id(m) for m in self._view}
+        out: list[Message] = []
+        for m in repaired:
+            if id(m) not in inputs:
+                key = (m.id, len(m.blocks))
+                known = self._repaired.get(key)
+                if known is not None and known == m:
+                    m = known
+                else:
+                    self._repaired[key] = m
+            out.append(m)
+        return out
+
     def _projected(self) -> list[Message]:
         """The view, repaired when it breaks pairing (the repair is cached, never stored: the
         view keeps what was ingested, so a late tool result still finds its call)."""
         if self._projection is None:
             if self._needs_repair and find_violations(self._view):
-                self._projection, _report = repair(self._view)
+                repaired, _report = repair(self._view)
+                self._projection = self._stable(repaired)
             else:
                 self._needs_repair = False
                 self._projection = list(self._view)

@@ -6,11 +6,21 @@ below change what they tune. Policies load from TOML
 (``Policy.from_toml``): the file's keys are the field names below, an optional ``base`` key names
 the built-in policy to start from.
 
-Built-in policies:
-- ``default``: ours (all $0 layers, deterministic structured summary).
+Built-in policies (``BUILTIN``):
+- ``default``: ours (all $0 layers, session notes + identifier index, tuned; see ``DEFAULT``).
 - ``none``: send everything; overflows are counted, nothing is changed.
 - ``recorded``: what the recorded session did: compactions where the transcript has them, with the
   recorded summary and restore attachments, and the summarization call priced.
+
+Presets of other harnesses (``ctxengine.presets``; ``get_policy`` finds them too):
+``claude-code``, ``openclaw``, ``pi``, ``letta``. Mechanisms only a preset uses are fields that
+are off by default (``compact_cut``, ``summary_style``, ``ttl_prune*``, ``history_max_share``,
+``memory_flush``, ``sliding_*``, ``summary_*_words``, ``summary_tool_return_chars``,
+``warn_at_share``), so every other policy is unchanged by them.
+
+Window-relative sizes: ``Policy.for_window(window, fixed)`` resolves the ``*_share`` fields into
+the absolute ones for one window (and, with ``shares_of_free_window``, for the window minus the
+fixed prefix); the engine hands layers the resolved policy.
 """
 
 from __future__ import annotations
@@ -90,11 +100,18 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     summary_max_tokens: int = 12_000
     summary_max_share: float = 0.06  # and at most this share of the window
     compact_min_gain: float = 0.1  # share of the window a compaction must free, else it is not made
+    # when the prompt cache has expired (no call for ``cache_ttl_s``) the next request is written in
+    # full anyway, so a compaction then costs no extra cache miss: compact above this lower share
+    # of the window (0: off)
+    cold_compact_at_share: float = 0.0
+    cold_compact_min_gain: float = 0.02  # ... freeing at least this share of the window
     summary_user_message_chars: int = 2_000  # per user message kept verbatim in the summary
     summary_identifiers_max: int = 400
     compact_cut: CutStrategy = "tail"
     summary_style: SummaryStyle = "ctxengine"
     sm_identifier_index: bool = True  # session-memory compaction lists the exact identifiers (ours)
+    sm_index_max_share: float = 0.0  # ... within this share of the window (0: the summary budget)
+    sm_index_segments: bool = False  # ... in append-only segments the prompt cache keeps serving
     # OpenClaw maxHistoryShare: the span to summarize is pruned to this share of the window by
     # dropping its oldest token-share chunk (pairs repaired); the dropped part is summarized first
     # (0: off)
@@ -127,6 +144,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     notes_every_tokens: int = 5_000  # then each time this many more tokens ...
     notes_every_tool_calls: int = 3  # ... and this many tool calls have accrued
     sm_keep_min_tokens: int = 10_000
+    sm_keep_min_messages: int | None = None  # text messages kept (None: ``keep_recent_min_messages``)
+    sm_gain_factor: float = 1.0  # it must free ``compact_min_gain`` x this of the window
     sm_keep_max_tokens: int = 40_000
     notes_max_tokens: int = 12_000  # the notes as a summary: at most this (Claude Code: 12,000)
 
@@ -182,10 +201,12 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 return share if share >= 1.0 else min(1.0, (fixed + share * free) / window)
 
             changes["compact_at_share"] = at(self.compact_at_share)
-            changes["cache_clear_trigger"] = at(self.cache_clear_trigger)
-            changes["cache_clear_target"] = at(self.cache_clear_target)
+            if self.cold_compact_at_share > 0:
+                changes["cold_compact_at_share"] = at(self.cold_compact_at_share)
             changes["summary_max_share"] = self.summary_max_share * free / window
+            changes["sm_index_max_share"] = self.sm_index_max_share * free / window
             changes["compact_min_gain"] = self.compact_min_gain * free / window
+            changes["cold_compact_min_gain"] = self.cold_compact_min_gain * free / window
         pairs = (
             ("keep_recent_tokens", self.keep_recent_share),
             ("notes_max_tokens", self.notes_max_share),
@@ -198,9 +219,15 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             if share > 0:
                 changes[name] = min(int(getattr(self, name)), int(free * share))
         if self.tool_result_window_share > 0:
-            cap = int(window * self.tool_result_window_share) * 4
+            cap = int(free * self.tool_result_window_share) * 4
             changes["tool_result_max_chars"] = min(self.tool_result_max_chars, cap)
         return self.with_(**changes) if changes else self
+
+    def index_budget(self, window: int) -> int:
+        """Tokens the identifier index after the session notes may take at this window."""
+        if self.sm_index_max_share > 0:
+            return min(self.summary_max_tokens, int(window * self.sm_index_max_share))
+        return self.summary_budget(window)
 
     def summary_budget(self, window: int) -> int:
         """Tokens the summary may take at this window."""
@@ -254,16 +281,58 @@ RECORDED = Policy(
     overflow_guard=False,
 )
 
-# Ours: compact early and small with the $0 structured summary (its identifier list keeps recall),
-# offload results over 20,000 chars. Tuned on the shared transcripts: on the two Claude Code
-# sessions with recorded compactions it beats the recorded run on recall at about 70% of the cost.
 DEFAULT = Policy(
     name="default",
+    shares_of_free_window=True,
     compact_at_share=0.4,
+    cold_compact_at_share=0.1,
+    compact_min_gain=0.1,
     keep_recent_tokens=10_000,
-    tool_result_max_chars=20_000,
     session_memory=True,
+    sm_keep_min_tokens=0,
+    sm_keep_min_messages=0,
+    sm_keep_max_share=0.2,
+    sm_gain_factor=2.0,
+    notes_max_share=0.01,
+    sm_index_max_share=0.12,
+    sm_index_segments=True,
+    tool_result_max_chars=20_000,
+    tool_result_window_share=0.04,
+    budget_exempt_tools=(),
+    restore_file_share=0.026,
+    restore_total_share=0.26,
 )
+"""Ours, tuned on the shared transcripts (211 sessions) at 64,000 and 200,000 tokens.
+
+Every share is a share of the *free* window (the window minus system prompt and tool
+definitions, which nothing can shrink; ``shares_of_free_window``), so the policy behaves alike
+whether the prefix takes an eighth of the window or two fifths of it:
+
+- tool results over min(20,000, 4% of the free window x 4) chars (about 6,000 at 64,000 with a
+  25,000-token prefix, 20,000 at 200,000; Read included) go to the artifact store behind a 2 KB
+  preview that lists their identifiers;
+- session notes are kept in the background ($0); above 40% of the free window (Claude Code's
+  window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
+  notes become the summary (session-memory compaction, $0), cut to 1% of the free window, preceded
+  by the exact identifiers of everything that left the context (newest first, within 12% of the
+  free window, at most 12,000 tokens). The identifier index is what keeps recall, at a few tokens
+  per identifier; it is written in append-only segments (one per compaction, the earlier ones the
+  same objects), so the provider's cache keeps serving it and a compaction rewrites little;
+- that compaction keeps only the newest API round verbatim (up to 20% of the free window where a
+  safe cut allows): the index and notes carry the rest;
+- when the prompt cache has expired (no call for 5 minutes) the request is written in full anyway,
+  so a compaction then costs no extra cache miss: the threshold drops to 10% of the free window;
+- the structured summary ($0) is the fallback when there are no notes yet: 10,000 tokens and 5
+  text messages kept, within 6% of the free window;
+- up to 5 recently read files are restored, Claude Code's 5,000 tokens each and 50,000 in all at
+  200,000 tokens, scaled with the free window below that (2.6% each, 26% in all);
+- idle clear, cache-aware clearing (its shares are of the whole window) and the overflow guard as
+  in the base policy.
+
+Against the presets on the shared transcripts: the highest reference recall at a lower cost than
+the cheapest of them, at both windows (``ctxengine bench``); on the two Claude Code sessions with
+recorded compactions it beats the recorded run on recall at a lower cost.
+"""
 
 BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED)}
 

@@ -212,7 +212,7 @@ PI = Policy(
 
 Follows: compaction when the context exceeds window - 16,384; ``findCutPoint``: walk back from the
 newest message to 20,000 tokens, then cut at the first user or assistant message at or after that
-point (never at a tool result, so at most 20,000 tokens are kept); a cut inside a turn summarizes
+message (never at a tool result: about 20,000 tokens are kept); a cut inside a turn summarizes
 the turn's prefix apart (Original Request / Early Progress / Context for Suffix, within 8,192
 tokens) under "Turn Context (split turn)"; the summary (Goal, Constraints & Preferences, Progress
 (Done / In Progress / Blocked), Key Decisions, Next Steps, Critical Context; within 0.8 x 16,384 =

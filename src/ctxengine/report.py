@@ -36,7 +36,7 @@ def write_json(reports: Sequence[SessionReport], path: Path, *, as_list: bool) -
 
 
 FORMAT_SHORT = {"claude-code": "cc", "codex": "codex", "swe-agent": "swe", "openai-chat": "chat"}
-NAME_CHARS = 36
+NAME_CHARS = 44
 
 
 def _short(name: str, limit: int = NAME_CHARS) -> str:
@@ -44,7 +44,8 @@ def _short(name: str, limit: int = NAME_CHARS) -> str:
     if len(name) <= limit:
         return name
     keep = limit - 1
-    return name[: keep // 2] + "…" + name[-(keep - keep // 2) :]
+    head = keep * 2 // 3  # the start names the session; the end tells similar ones apart
+    return name[:head] + "…" + name[-(keep - head) :]
 
 
 def summary_table(reports: Sequence[SessionReport], title: str) -> Table:

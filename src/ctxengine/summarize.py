@@ -9,6 +9,17 @@ compaction extends the first summary rather than summarising a summary.
 
 Pure: it reads messages and returns text; the engine decides where it goes. The size is bounded by
 ``max_tokens`` (counted with the caller's counter): sections are cut from the least valuable end.
+
+The presets render the same facts in their harness's format and size limit
+(``render_style``): Claude Code's nine sections; OpenClaw's required headings (Decisions, Open
+TODOs, Constraints/Rules, Pending user asks, Exact identifiers: at most 12, from the last 10
+messages) with tool failures, preserved recent turns and file lists; pi's Goal / Constraints &
+Preferences / Progress / Key Decisions / Next Steps / Critical Context in a ``<summary>`` user
+message with the split-turn context and the cumulative ``<read-files>`` / ``<modified-files>``;
+Letta's sections within its word limit in a ``system_alert``. Sections a model would write from
+judgement are stated as not extracted. ``STYLE_PROMPTS`` / ``STYLE_SECTIONS`` are the LLM
+prompts and audited headings of the same formats; ``style_envelope`` wraps an LLM summary as the
+harness delivers it.
 """
 
 from __future__ import annotations
@@ -315,6 +326,7 @@ class StyleInput(msgspec.Struct, kw_only=True):
     max_words: int = 0
     turn_prefix_max_tokens: int = 8_192
     timestamp: float | None = None
+    turn_text: str = ""  # the split turn's section, already cut to ``turn_prefix_max_tokens``
 
 
 def _clip(text: str, limit: int) -> str:
@@ -510,7 +522,7 @@ def _render_pi(state: SummaryState, si: StyleInput, level: int) -> str:
             f"{PI_SECTIONS[5]}\n" + ("\n".join(errors) if errors else "- (none recorded)"),
         ]
     )
-    turn = _turn_prefix_text(si, level)
+    turn = si.turn_text or _turn_prefix_text(si, level)
     if turn:
         body += "\n\n" + turn
     text = f"{PI_INTRO}\n\n<summary>\n{body}\n</summary>"
@@ -575,6 +587,11 @@ def render_style(
     ``max_tokens`` (and, for Letta, ``si.max_words`` words): lists are halved from their oldest
     end level by level, and the text finally cut to fit. ``ctxengine`` is ``render``."""
     renderer = _STYLE_RENDERERS[style]
+    if style == "pi" and si.turn_prefix and not si.turn_text:
+        turn = _turn_prefix_text(si, 0)
+        if count(turn) > si.turn_prefix_max_tokens:
+            turn = _cut_to_tokens(turn, si.turn_prefix_max_tokens, count)
+        si = msgspec.structs.replace(si, turn_text=turn)
 
     def fits(text: str) -> bool:
         if si.max_words and len(text.split()) > si.max_words:

@@ -10,9 +10,10 @@ turns, the prefix of the turn the cut lands in. Pure functions of a ``LayerConte
   kept.
 - ``pi`` (pi ``findCutPoint``, used by OpenClaw): walk back from the newest message adding tokens
   until ``keep_recent_tokens`` is reached, then cut at the first user or assistant message at or
-  after that point, so at most that many tokens are kept. A cut on an assistant message splits a
-  turn: the messages from the turn's user message up to the cut are the turn prefix, summarized
-  apart.
+  after that message (never at a tool result), so about that many tokens are kept: a little more
+  when the message that reached it is itself a valid cut, less when the cut moves forward. A cut
+  on an assistant message splits a turn: the messages from the turn's user message up to the cut
+  are the turn prefix, summarized apart.
 - ``sliding-window`` (Letta ``summarize_via_sliding_window``): with N the in-context messages (the
   system prompt counted as message 0), evict round(share x N), the share starting at
   ``sliding_start_share`` and growing by ``sliding_step_share`` *before* each try (so 30% -> a

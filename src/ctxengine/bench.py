@@ -1,0 +1,639 @@
+"""``ctxengine bench``: every session under every policy, one row per policy.
+
+Replays each session (files or folders, recursively, as ``ctxengine replay`` reads them) under each
+policy named, our own (``default``, ``none``, ``recorded``), the presets (``claude-code``,
+``openclaw``, ``pi``, ``letta``) and the Python peers (``langchain-trim``, ``langchain-clear``,
+plugin engines from the ``peers`` extra), at one window, and prints one table: per policy the
+figures summed over the sessions and per session (mean), recall pooled (hits over all sessions /
+uses over all sessions), the cache hit ratio pooled (tokens read from the cache / tokens sent).
+``--json`` writes every figure, per policy and per session; ``--plot`` puts recall against cost.
+
+The comparison the issue asks for (``default`` against the four presets) is stated under the
+table and in the JSON (``comparison``); ``none``, ``recorded`` and the peers are shown for context.
+A peer that cannot run (LangChain not installed) is reported as unavailable with the install hint.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ctxengine import peers
+from ctxengine.messages import Session, TranscriptError
+from ctxengine.models import Registry, WindowTooSmallError
+from ctxengine.policy import Policy, get_policy, presets
+from ctxengine.replay import COMPACTION_LAYERS, SessionReport, replay_session
+
+if TYPE_CHECKING:
+    from ctxengine.llm import LLMClient
+    from ctxengine.plugins import EngineRegistry
+
+PRESETS = ("claude-code", "openclaw", "pi", "letta")
+DEFAULT_POLICIES = ("default", *PRESETS, "none", "recorded", *peers.PEERS)
+BENCH_COMPACTION_LAYERS = COMPACTION_LAYERS | {"cache_ttl_prune"} | peers.PEER_LAYERS
+"""Events that change what is already in the context (the peers' trims and clears included)."""
+TABLE_WIDTH = 200
+err = Console(stderr=True)
+
+
+class SessionRow(msgspec.Struct, kw_only=True):
+    """One session under one policy. Tokens; USD; seconds."""
+
+    policy: str
+    source: str
+    name: str
+    format: str
+    model: str | None
+    calls: int
+    peak_sent_tokens: int
+    overflows: int
+    compactions: int
+    compactions_free: int
+    compactions_by_layer: dict[str, int]
+    llm_calls: int
+    llm_tokens: int
+    llm_cost_usd: float
+    cost_usd: float
+    cache_read_tokens: int
+    sent_tokens: int
+    cache_hit_ratio: float | None
+    reference_recall: float | None
+    recall_hits: int
+    recall_uses: int
+    pairing_violations: int
+    wall_time_s: float
+
+
+class PolicyRow(msgspec.Struct, kw_only=True):
+    """One policy over every session: sums, maxima, pooled ratios and per-session means."""
+
+    policy: str
+    description: str
+    engine: str
+    sessions: int = 0
+    unavailable: str | None = None
+    errors: list[str] = msgspec.field(default_factory=list)
+    calls: int = 0
+    peak_sent_tokens: int = 0  # the largest request of any session
+    mean_peak_sent_tokens: float = 0.0  # per session
+    overflows: int = 0
+    compactions: int = 0
+    compactions_free: int = 0
+    compactions_by_layer: dict[str, int] = msgspec.field(default_factory=dict)
+    llm_calls: int = 0
+    llm_tokens: int = 0
+    llm_cost_usd: float = 0.0
+    cost_usd: float = 0.0
+    cost_usd_per_session: float = 0.0
+    sent_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_hit_ratio: float | None = None  # pooled: read / sent over every call
+    reference_recall: float | None = None  # pooled: hits / uses over every call of every session
+    recall_hits: int = 0
+    recall_uses: int = 0
+    pairing_violations: int = 0
+    wall_time_s: float = 0.0
+    wall_time_s_per_session: float = 0.0
+
+
+class Comparison(msgspec.Struct, kw_only=True):
+    """``default`` against the presets: does it have the highest recall and the lowest cost?"""
+
+    among: list[str]
+    best_preset_recall: float | None
+    cheapest_preset_cost_usd: float | None
+    default_recall: float | None
+    default_cost_usd: float | None
+    default_recall_highest: bool
+    default_cost_lowest: bool
+
+
+class BenchResult(msgspec.Struct, kw_only=True):
+    """What ``--json`` writes."""
+
+    window_tokens: int | None
+    paths: list[str]
+    policies: dict[str, PolicyRow]
+    sessions: list[SessionRow]
+    comparison: Comparison | None = None
+
+
+# ------------------------------------------------------------------ resolving policies
+
+
+class Runner(msgspec.Struct, kw_only=True):
+    """A policy to run: its record, the engine id, and why it cannot run (if so)."""
+
+    name: str
+    policy: Policy
+    engine: str = "ctxengine"
+    unavailable: str | None = None
+
+
+def resolve(names: list[str]) -> list[Runner]:
+    """Runners for policy/peer names. Raises ``KeyError`` naming the known ones."""
+    out = []
+    missing = peers.available()
+    for name in names:
+        if name in peers.PEERS:
+            out.append(Runner(name=name, policy=peers.policy_for(name), engine=name, unavailable=missing))
+            continue
+        try:
+            out.append(Runner(name=name, policy=get_policy(name)))
+        except KeyError:
+            known = sorted({"default", "none", "recorded", *presets(), *peers.PEERS})
+            raise KeyError(f"unknown policy {name!r}; known: {', '.join(known)}") from None
+    return out
+
+
+def engine_registry() -> EngineRegistry:
+    """The engines: core, entry-point plugins, and the peers when LangChain is installed."""
+    from ctxengine.plugins import EngineRegistry
+
+    engines = EngineRegistry()
+    engines.load_entry_points()
+    peers.register(engines)
+    return engines
+
+
+# ------------------------------------------------------------------ running
+
+
+def session_row(report: SessionReport, wall: float) -> SessionRow:
+    """The bench figures of one replay."""
+    s = report.summary
+    events = [e for c in report.calls for e in c.events]
+    done = [e for e in events if e["layer"] in BENCH_COMPACTION_LAYERS and "error" not in e["details"]]
+    by_layer = Counter(e["layer"] for e in done)
+    read = sum(c.cache_read_tokens for c in report.calls)
+    sent = sum(c.sent_tokens for c in report.calls)
+    return SessionRow(
+        policy=report.policy,
+        source=report.session.source,
+        name=report.session.name,
+        format=report.session.format,
+        model=report.session.model,
+        calls=report.session.calls,
+        peak_sent_tokens=s.peak_sent_tokens,
+        overflows=s.overflows,
+        compactions=len(done),
+        compactions_free=sum(1 for e in done if e["llm_cost_usd"] == 0),
+        compactions_by_layer=dict(sorted(by_layer.items())),
+        llm_calls=s.llm_calls,
+        llm_tokens=s.llm_tokens,
+        llm_cost_usd=s.llm_cost_usd,
+        cost_usd=s.cost_usd,
+        cache_read_tokens=read,
+        sent_tokens=sent,
+        cache_hit_ratio=s.cache_hit_ratio,
+        reference_recall=s.reference_recall,
+        recall_hits=s.recall_hits,
+        recall_uses=s.recall_uses,
+        pairing_violations=s.pairing_violations,
+        wall_time_s=round(wall, 4),
+    )
+
+
+def run_one(
+    session: Session,
+    runner: Runner,
+    *,
+    window: int | None,
+    registry: Registry,
+    engines: EngineRegistry,
+    llm: LLMClient | None = None,
+) -> SessionRow:
+    """Replay one session under one runner (raises what the replay raises)."""
+    t0 = time.perf_counter()
+    report = replay_session(
+        session,
+        runner.policy,
+        window=window,
+        registry=registry,
+        engine_id=runner.engine,
+        engines=engines,
+        llm=llm,
+    )
+    return session_row(report, time.perf_counter() - t0)
+
+
+def summarize_rows(runner: Runner, rows: list[SessionRow], errors: list[str]) -> PolicyRow:
+    """Sum one policy's session rows."""
+    out = PolicyRow(
+        policy=runner.name,
+        description=runner.policy.description,
+        engine=runner.engine,
+        unavailable=runner.unavailable,
+        errors=errors,
+    )
+    if not rows:
+        return out
+    n = len(rows)
+    by_layer: Counter[str] = Counter()
+    for r in rows:
+        by_layer.update(r.compactions_by_layer)
+    out.sessions = n
+    out.calls = sum(r.calls for r in rows)
+    out.peak_sent_tokens = max(r.peak_sent_tokens for r in rows)
+    out.mean_peak_sent_tokens = round(sum(r.peak_sent_tokens for r in rows) / n, 1)
+    out.overflows = sum(r.overflows for r in rows)
+    out.compactions = sum(r.compactions for r in rows)
+    out.compactions_free = sum(r.compactions_free for r in rows)
+    out.compactions_by_layer = dict(sorted(by_layer.items()))
+    out.llm_calls = sum(r.llm_calls for r in rows)
+    out.llm_tokens = sum(r.llm_tokens for r in rows)
+    out.llm_cost_usd = round(sum(r.llm_cost_usd for r in rows), 6)
+    out.cost_usd = round(sum(r.cost_usd for r in rows), 6)
+    out.cost_usd_per_session = round(out.cost_usd / n, 6)
+    out.sent_tokens = sum(r.sent_tokens for r in rows)
+    out.cache_read_tokens = sum(r.cache_read_tokens for r in rows)
+    out.cache_hit_ratio = round(out.cache_read_tokens / out.sent_tokens, 4) if out.sent_tokens else None
+    out.recall_hits = sum(r.recall_hits for r in rows)
+    out.recall_uses = sum(r.recall_uses for r in rows)
+    out.reference_recall = round(out.recall_hits / out.recall_uses, 4) if out.recall_uses else None
+    out.pairing_violations = sum(r.pairing_violations for r in rows)
+    out.wall_time_s = round(sum(r.wall_time_s for r in rows), 3)
+    out.wall_time_s_per_session = round(out.wall_time_s / n, 4)
+    return out
+
+
+def compare(rows: dict[str, PolicyRow]) -> Comparison | None:
+    """``default`` against the presets that ran (None when either side is missing)."""
+    d = rows.get("default")
+    among = [p for p in PRESETS if p in rows and rows[p].sessions]
+    if d is None or not d.sessions or not among:
+        return None
+    recalls = [x for p in among if (x := rows[p].reference_recall) is not None]
+    costs = [rows[p].cost_usd for p in among]
+    best = max(recalls) if recalls else None
+    cheapest = min(costs)
+    return Comparison(
+        among=among,
+        best_preset_recall=best,
+        cheapest_preset_cost_usd=cheapest,
+        default_recall=d.reference_recall,
+        default_cost_usd=d.cost_usd,
+        default_recall_highest=best is None
+        or (d.reference_recall is not None and d.reference_recall >= best),
+        default_cost_lowest=d.cost_usd <= cheapest,
+    )
+
+
+# worker state for --jobs (each process loads the sessions once)
+_W: dict[str, Any] = {}
+
+
+def _worker_init(paths: list[str], window: int | None, models: str | None) -> None:
+    sessions, _ = load_sessions([Path(p) for p in paths])
+    registry = Registry.default().with_overrides(Path(models)) if models else Registry.default()
+    _W.update(sessions=sessions, window=window, registry=registry, engines=engine_registry())
+
+
+def _worker_run(task: tuple[int, Runner]) -> tuple[int, SessionRow | str]:
+    index, runner = task
+    try:
+        row = run_one(
+            _W["sessions"][index],
+            runner,
+            window=_W["window"],
+            registry=_W["registry"],
+            engines=_W["engines"],
+        )
+    except WindowTooSmallError:
+        raise
+    except Exception as exc:  # reported as an error of this session, the others still run
+        return index, f"{type(exc).__name__}: {exc}"
+    return index, row
+
+
+def run_bench(
+    sessions: list[Session],
+    runners: list[Runner],
+    *,
+    window: int | None = None,
+    registry: Registry | None = None,
+    llm: LLMClient | None = None,
+    jobs: int = 1,
+    paths: list[Path] | None = None,
+    models: Path | None = None,
+    progress: Progress | None = None,
+) -> BenchResult:
+    """Replay every session under every runner. With ``jobs`` > 1 (and ``paths`` to reload the
+    sessions from) the replays run in that many processes. Raises ``WindowTooSmallError``."""
+    registry = registry or Registry.default()
+    engines = engine_registry()
+    rows: dict[str, PolicyRow] = {}
+    session_rows: list[SessionRow] = []
+    task = progress.add_task("bench", total=len(sessions) * len(runners)) if progress else None
+    pool = (
+        ProcessPoolExecutor(
+            jobs,
+            initializer=_worker_init,
+            initargs=([str(p) for p in paths], window, str(models) if models else None),
+        )
+        if jobs > 1 and paths and llm is None
+        else None
+    )
+    try:
+        for runner in runners:
+            if progress is not None and task is not None:
+                progress.update(task, description=f"bench ({runner.name})")
+            mine: list[SessionRow] = []
+            errors: list[str] = []
+            if runner.unavailable:
+                if progress is not None and task is not None:
+                    progress.advance(task, len(sessions))
+                rows[runner.name] = summarize_rows(runner, [], [])
+                continue
+            results: list[tuple[int, SessionRow | str]]
+            if pool is not None:
+                results = []
+                for done in pool.map(_worker_run, [(i, runner) for i in range(len(sessions))], chunksize=4):
+                    results.append(done)
+                    if progress is not None and task is not None:
+                        progress.advance(task)
+            else:
+                results = []
+                for i, s in enumerate(sessions):
+                    try:
+                        row = run_one(s, runner, window=window, registry=registry, engines=engines, llm=llm)
+                        results.append((i, row))
+                    except WindowTooSmallError:
+                        raise
+                    except Exception as exc:
+                        results.append((i, f"{type(exc).__name__}: {exc}"))
+                    if progress is not None and task is not None:
+                        progress.advance(task)
+            for i, outcome in results:
+                if isinstance(outcome, str):
+                    errors.append(f"{sessions[i].source}#{sessions[i].name}: {outcome}")
+                else:
+                    mine.append(outcome)
+            session_rows.extend(mine)
+            rows[runner.name] = summarize_rows(runner, mine, errors)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return BenchResult(
+        window_tokens=window,
+        paths=[str(p) for p in paths or []],
+        policies=rows,
+        sessions=session_rows,
+        comparison=compare(rows),
+    )
+
+
+# ------------------------------------------------------------------ presenting
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def bench_table(result: BenchResult, title: str) -> Table:
+    """One row per policy: totals, and per-session means where they help."""
+    table = Table(title=title, show_lines=False)
+    for col, just in (
+        ("policy", "left"),
+        ("sessions", "right"),
+        ("peak tok\nmax / mean", "right"),
+        ("overflows", "right"),
+        ("compactions\n(of them $0)", "right"),
+        ("LLM calls", "right"),
+        ("LLM tokens", "right"),
+        ("cost $\ntotal / session", "right"),
+        ("cache hit", "right"),
+        ("recall", "right"),
+        ("pairing", "right"),
+        ("wall s\ntotal / session", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    ours = ("default", "none", "recorded")
+    for group in (ours, PRESETS, tuple(peers.PEERS)):
+        names = [n for n in result.policies if n in group]
+        names += [n for n in result.policies if n not in (*ours, *PRESETS, *peers.PEERS) and group is ours]
+        if not names:
+            continue
+        if table.row_count:
+            table.add_section()
+        for name in names:
+            r = result.policies[name]
+            if r.unavailable:
+                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * 9)
+                continue
+            table.add_row(
+                name,
+                f"{r.sessions}" + (f" ({len(r.errors)} failed)" if r.errors else ""),
+                f"{_num(r.peak_sent_tokens)} / {_num(r.mean_peak_sent_tokens)}",
+                str(r.overflows),
+                f"{r.compactions:,} ({r.compactions_free:,})",
+                f"{r.llm_calls:,}",
+                f"{r.llm_tokens:,}",
+                f"{r.cost_usd:,.2f} / {r.cost_usd_per_session:.3f}",
+                "–" if r.cache_hit_ratio is None else f"{r.cache_hit_ratio:.3f}",
+                "–" if r.reference_recall is None else f"{r.reference_recall:.4f}",
+                str(r.pairing_violations),
+                f"{r.wall_time_s:,.1f} / {r.wall_time_s_per_session:.3f}",
+            )
+    return table
+
+
+def comparison_line(c: Comparison | None) -> str:
+    """One line stating how ``default`` compares with the presets."""
+    if c is None:
+        return "default vs presets: not compared (run default and at least one preset)"
+    rec = "highest" if c.default_recall_highest else "NOT the highest"
+    cost = "lowest" if c.default_cost_lowest else "NOT the lowest"
+    return (
+        f"default vs {', '.join(c.among)}: recall {c.default_recall} ({rec}; best preset "
+        f"{c.best_preset_recall}), cost ${c.default_cost_usd:,.2f} ({cost}; cheapest preset "
+        f"${c.cheapest_preset_cost_usd:,.2f})"
+    )
+
+
+def plot(result: BenchResult, path: Path) -> None:
+    """Recall against cost, one point per policy. Raises ``RuntimeError`` without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("--plot needs matplotlib: pip install 'ctxengine[plot]'") from exc
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for name, r in result.policies.items():
+        if r.reference_recall is None or not r.sessions:
+            continue
+        color = "tab:green" if name == "default" else "tab:blue" if name in PRESETS else "tab:gray"
+        ax.scatter([r.cost_usd], [r.reference_recall], s=60, color=color, zorder=3)
+        ax.annotate(
+            name, (r.cost_usd, r.reference_recall), textcoords="offset points", xytext=(6, 4), fontsize=8
+        )
+    window = f"{result.window_tokens:,}-token window" if result.window_tokens else "model windows"
+    ax.set_title(f"reference recall vs cost, {window}", fontsize=10)
+    ax.set_xlabel("cost (USD, prompt-cache pricing, all sessions)")
+    ax.set_ylabel("reference recall (pooled)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def load_sessions(paths: list[Path]) -> tuple[list[Session], list[str]]:
+    """Every session under ``paths`` (files, or folders read recursively, sidechains linked)."""
+    from ctxengine.cli import collect
+
+    sessions: list[Session] = []
+    notes: list[str] = []
+    for p in paths:
+        found, more = collect(p)
+        sessions.extend(found)
+        notes.extend(more)
+    return sessions, notes
+
+
+# ------------------------------------------------------------------ the command
+
+
+def _say(prefix: str, message: str) -> None:
+    err.print(prefix, message, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    _say("error:", message)
+    return typer.Exit(2)
+
+
+def bench_command(
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (read recursively).")],
+    policies: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated policies: default, none, recorded, the presets claude-code, openclaw, "
+            "pi, letta, and the peers langchain-trim, langchain-clear (extra 'peers')."
+        ),
+    ] = ",".join(DEFAULT_POLICIES),
+    window: Annotated[
+        int | None, typer.Option(help="Context window in tokens (default: each model's).")
+    ] = None,
+    llm: Annotated[
+        str | None, typer.Option(help="PROVIDER:MODEL for notes and summaries (anthropic or openai).")
+    ] = None,
+    llm_base_url: Annotated[
+        str | None, typer.Option(help="Base URL of the LLM server (OpenAI-compatible servers too).")
+    ] = None,
+    llm_timeout: Annotated[float, typer.Option(help="Seconds per LLM request.")] = 120.0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write every figure as JSON.")] = None,
+    plot_out: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG of recall against cost per policy.")
+    ] = None,
+    models: Annotated[Path | None, typer.Option(help="TOML file overriding model prices/windows.")] = None,
+    jobs: Annotated[int, typer.Option(help="Processes to replay in (1: this one; ignored with --llm).")] = 1,
+) -> None:
+    """Replay every session under every policy and compare them in one table."""
+    names = [n.strip() for n in policies.split(",") if n.strip()]
+    if not names:
+        raise _fail("--policies names no policy")
+    if window is not None and window <= 0:
+        raise _fail(f"--window must be a positive number of tokens, not {window}")
+    if jobs < 1:
+        raise _fail(f"--jobs must be at least 1, not {jobs}")
+    try:
+        runners = resolve(names)
+    except KeyError as exc:
+        raise _fail(str(exc.args[0])) from None
+    for r in runners:
+        if r.unavailable:
+            _say("note:", f"{r.name} unavailable: {r.unavailable}")
+    client = None
+    if llm:
+        from ctxengine.llm import LLMError, make_client
+
+        try:
+            client = make_client(llm, base_url=llm_base_url, timeout=llm_timeout)
+        except (ValueError, LLMError, ImportError) as exc:
+            raise _fail(f"--llm {llm}: {exc}") from None
+    for p in paths:
+        if not p.exists():
+            raise _fail(f"{p}: no such file or directory")
+    try:
+        registry = Registry.default().with_overrides(models) if models else Registry.default()
+    except (OSError, ValueError) as exc:
+        raise _fail(f"{models}: {exc}") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            sessions, notes = load_sessions(paths)
+        except TranscriptError as exc:
+            raise _fail(str(exc)) from None
+    for w in caught:
+        _say("warning:", str(w.message))
+    for n in notes:
+        _say("note:", n)
+    if not sessions:
+        raise _fail(f"{', '.join(map(str, paths))}: no transcripts found")
+    started = time.perf_counter()
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as progress:
+            result = run_bench(
+                sessions,
+                runners,
+                window=window,
+                registry=registry,
+                llm=client,
+                jobs=jobs,
+                paths=paths,
+                models=models,
+                progress=progress,
+            )
+    except WindowTooSmallError as exc:
+        raise _fail(str(exc)) from None
+    elapsed = time.perf_counter() - started
+    out = Console() if sys.stdout.isatty() else Console(width=TABLE_WIDTH)
+    where = f"window {window:,} tokens" if window else "each model's window"
+    out.print(bench_table(result, f"ctxengine bench — {len(sessions)} sessions, {where}"))
+    out.print(
+        comparison_line(result.comparison),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(
+        "recall and cache hit pooled over all sessions; cost with prompt-cache pricing, LLM spend "
+        f"included; wall time is replay time per policy ({elapsed:,.1f} s in all)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    for row in result.policies.values():
+        for e in row.errors[:5]:
+            _say("error:", f"{row.policy}: {e}")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=1))
+        _say("wrote", str(json_out))
+    if plot_out:
+        try:
+            plot(result, plot_out)
+        except RuntimeError as exc:
+            raise _fail(str(exc)) from None
+        _say("wrote", str(plot_out))

@@ -1,0 +1,175 @@
+"""``ctxengine bench`` on a small subset of the real sessions: the JSON's shape and figures, the
+table, the plot, the comparison of ``default`` with the presets, and the errors a user can fix.
+
+The command is mounted on a local typer app (the project's CLI mounts the same function).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import CLAUDE_CODE, CODEX, SWE_AGENT
+from ctxengine import bench, peers
+from ctxengine.bench import bench_command, compare, resolve, run_bench
+from ctxengine.formats import load
+from ctxengine.policy import get_policy
+
+OPUS = CLAUDE_CODE / "cc_opus-4.5_thinking_redacted_43391f62.jsonl"
+CODEX_52 = CODEX / "codex_gpt-5.2-codex_cli-0.98_rollout-2026-02-09T16-41-33-019c44c8.jsonl"
+SWE = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+POLICIES = ["default", "claude-code", "openclaw", "pi", "letta", "none"]
+FIGURES = {
+    "sessions",
+    "reference_recall",
+    "cost_usd",
+    "pairing_violations",
+    "peak_sent_tokens",
+    "overflows",
+    "compactions",
+    "compactions_free",
+    "llm_calls",
+    "llm_tokens",
+    "cache_hit_ratio",
+    "wall_time_s",
+}
+
+app = typer.Typer(add_completion=False)
+app.callback()(lambda: None)
+app.command("bench")(bench_command)
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, ["bench", *args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def subset(transcripts: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any, Path]:
+    out = tmp_path_factory.mktemp("bench")
+    res = run(
+        str(OPUS),
+        str(CODEX_52),
+        str(SWE),
+        "--window",
+        "64000",
+        "--policies",
+        ",".join(POLICIES),
+        "--json",
+        str(out / "bench.json"),
+        "--plot",
+        str(out / "bench.png"),
+    )
+    assert res.exit_code == 0, res.stderr
+    return json.loads((out / "bench.json").read_text()), res, out
+
+
+def test_json_holds_every_figure_per_policy_and_per_session(subset: tuple[dict[str, Any], Any, Path]) -> None:
+    data, _, _ = subset
+    assert data["window_tokens"] == 64_000
+    assert list(data["policies"]) == POLICIES
+    for name, row in data["policies"].items():
+        assert set(row) >= FIGURES, name
+        assert row["policy"] == name and row["sessions"] == 3 and not row["errors"]
+    rows = data["sessions"]
+    assert len(rows) == 3 * len(POLICIES)
+    assert {r["policy"] for r in rows} == set(POLICIES)
+    for name, row in data["policies"].items():
+        mine = [r for r in rows if r["policy"] == name]
+        hits, uses = sum(r["recall_hits"] for r in mine), sum(r["recall_uses"] for r in mine)
+        assert row["reference_recall"] == round(hits / uses, 4)  # pooled, not a mean of ratios
+        assert row["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in mine), abs=1e-5)
+        assert row["peak_sent_tokens"] == max(r["peak_sent_tokens"] for r in mine)
+        assert row["compactions"] == sum(r["compactions"] for r in mine)
+        assert row["compactions_free"] <= row["compactions"]
+        assert row["cache_hit_ratio"] == round(
+            sum(r["cache_read_tokens"] for r in mine) / sum(r["sent_tokens"] for r in mine), 4
+        )
+    assert all(data["policies"][p]["pairing_violations"] == 0 for p in POLICIES)
+
+
+def test_the_figures_are_the_replays_figures(subset: tuple[dict[str, Any], Any, Path]) -> None:
+    from ctxengine.replay import replay_session
+
+    data, _, _ = subset
+    (session,) = load(CODEX_52)
+    report = replay_session(session, get_policy("pi"), window=64_000)
+    (row,) = [r for r in data["sessions"] if r["policy"] == "pi" and r["source"] == str(CODEX_52)]
+    assert row["cost_usd"] == report.summary.cost_usd
+    assert row["recall_hits"] == report.summary.recall_hits
+    assert row["overflows"] == report.summary.overflows
+
+
+def test_table_has_one_row_per_policy_and_states_the_comparison(
+    subset: tuple[dict[str, Any], Any, Path],
+) -> None:
+    data, res, out = subset
+    lines = res.stdout.splitlines()
+    for name in POLICIES:
+        assert sum(1 for line in lines if line.startswith(f"│ {name} ")) == 1, name
+    assert "ctxengine bench — 3 sessions, window 64,000 tokens" in res.stdout
+    assert "default vs claude-code, openclaw, pi, letta:" in res.stdout
+    comparison = data["comparison"]
+    assert comparison["among"] == ["claude-code", "openclaw", "pi", "letta"]
+    assert comparison["default_cost_usd"] == data["policies"]["default"]["cost_usd"]
+    assert (out / "bench.png").stat().st_size > 10_000
+
+
+def test_compare_states_whether_default_wins() -> None:
+    runner = resolve(["default"])[0]
+    rows = {
+        name: bench.PolicyRow(
+            policy=name, description="", engine="ctxengine", sessions=1, reference_recall=rec, cost_usd=cost
+        )
+        for name, rec, cost in (("default", 0.9, 1.0), ("pi", 0.8, 2.0), ("letta", 0.95, 0.5))
+    }
+    c = compare(rows)
+    assert c is not None and c.among == ["pi", "letta"]
+    assert not c.default_recall_highest and not c.default_cost_lowest
+    rows["letta"].reference_recall, rows["letta"].cost_usd = 0.5, 3.0
+    c = compare(rows)
+    assert c is not None and c.default_recall_highest and c.default_cost_lowest
+    assert compare({"default": rows["default"]}) is None
+    assert runner.policy is get_policy("default")
+
+
+def test_unknown_policy_and_bad_window_are_one_line_errors(transcripts: Path) -> None:
+    res = run(str(SWE), "--policies", "default,cursor")
+    assert res.exit_code == 2
+    assert "unknown policy 'cursor'" in res.stderr and "langchain-trim" in res.stderr
+    res = run(str(SWE), "--window", "0")
+    assert res.exit_code == 2 and "--window" in res.stderr
+    res = run(str(SWE), "--window", "8000")
+    assert res.exit_code == 2 and "16,000" in res.stderr.replace("16000", "16,000")
+    res = run(str(SWE.parent / "nowhere.traj"))
+    assert res.exit_code == 2 and "no such file" in res.stderr
+
+
+def test_peers_without_langchain_are_reported_unavailable(
+    transcripts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peers, "available", lambda: f"LangChain is not installed: {peers.INSTALL_HINT}")
+    res = run(str(SWE), "--policies", "default,langchain-trim", "--json", str(tmp_path / "b.json"))
+    assert res.exit_code == 0, res.stderr
+    row = json.loads((tmp_path / "b.json").read_text())["policies"]["langchain-trim"]
+    assert row["sessions"] == 0 and "pip install 'ctxengine[peers]'" in row["unavailable"]
+    assert "unavailable" in res.stdout and "ctxengine[peers]" in res.stderr
+
+
+def test_jobs_give_the_same_figures(transcripts: Path) -> None:
+    paths = [OPUS, SWE]
+    sessions = [s for p in paths for s in load(p)]
+    runners = resolve(["default", "letta"])
+    one = run_bench(sessions, runners, window=64_000)
+    two = run_bench(sessions, runners, window=64_000, jobs=2, paths=paths)
+    for name in ("default", "letta"):
+        a, b = one.policies[name], two.policies[name]
+        assert (a.cost_usd, a.reference_recall, a.compactions) == (
+            b.cost_usd,
+            b.reference_recall,
+            b.compactions,
+        )
