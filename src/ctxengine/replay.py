@@ -45,6 +45,7 @@ COMPACTION_LAYERS = frozenset(
     {
         "idle_clear",
         "cache_clear",
+        "cache_ttl_prune",
         "session_memory_compact",
         "summary_compact",
         "overflow_guard",
