@@ -41,11 +41,10 @@ from ctxengine.audit import quality, span_identifiers
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.cut_plans import CutPlan, all_plan, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
-from ctxengine.layers.pairing import tool_groups
 from ctxengine.layers.session_memory_compact import session_memory_compact
 from ctxengine.layers.summary_compact import choose_cut, summary_compact
 from ctxengine.llm_summary import CONTINUATION as CONTINUATION
-from ctxengine.llm_summary import MAX_PTL_RETRIES, SYSTEM, LLMSummarizer, Spend, SummaryError
+from ctxengine.llm_summary import LLMSummarizer, Spend, SummaryError
 from ctxengine.messages import Block, Message, Text, ToolResult
 from ctxengine.models import ModelInfo
 from ctxengine.notes import (
@@ -61,7 +60,6 @@ from ctxengine.notes import (
     parse_sections,
     render_sections,
     sections_of,
-    serialize,
 )
 from ctxengine.policy import Policy
 
@@ -946,62 +944,5 @@ TURN_PREFIX_PROMPT = (
 
 class StyledSummarizer(LLMSummarizer):
     """The LLM summarizer with a preset's prompt and headings (``summarize.STYLE_PROMPTS``,
-    audited against ``required_sections``); chunking, prompt-too-long retries and the audit are
-    the base class's. ``prompt`` takes ``{where}`` and ``{extra}``."""
-
-    def __init__(
-        self,
-        client: LLMClient,
-        count: Callable[[Message], int],
-        *,
-        window: int,
-        max_output: int,
-        required_sections: Sequence[str],
-        prompt: str,
-    ) -> None:
-        super().__init__(
-            client, count, window=window, max_output=max_output, required_sections=required_sections
-        )
-        self.prompt = prompt
-
-    def _request_prefix(
-        self, prefix: Sequence[Message], system: str, instructions: str, extra: str, spent: Spend
-    ) -> tuple[str, int]:
-        from ctxengine.llm import LLMError
-
-        prompt = self.prompt.format(where="so far", extra=self._focus(instructions) + extra)
-        messages = [*prefix, Message(role="user", blocks=(Text(prompt),), id="summary-request")]
-        try:
-            return self._call(system or SYSTEM, messages, spent, cache_prefix=True), 0
-        except LLMError as exc:
-            raise SummaryError(f"summary request failed: {exc}", spent) from exc
-
-    def _request_span(
-        self, span: Sequence[Message], previous: str, instructions: str, extra: str, spent: Spend
-    ) -> tuple[str, int]:
-        from ctxengine.llm import LLMError, PromptTooLongError
-
-        groups = tool_groups(span)
-        first_group = 0
-        retries = 0
-        while True:
-            start = groups[first_group][0] if groups else 0
-            body = serialize(span[start:])
-            if start:
-                body = f"[{start} older messages were dropped to fit the summarizer]\n" + body
-            prev = f"\n\n<previous-summary>\n{previous}\n</previous-summary>" if previous else ""
-            prompt = (
-                self.prompt.format(where="below", extra=self._focus(instructions) + extra)
-                + prev
-                + f"\n\n<conversation>\n{body}\n</conversation>"
-            )
-            try:
-                msg = Message(role="user", blocks=(Text(prompt),), id="summary-request")
-                return self._call(SYSTEM, [msg], spent, cache_prefix=False), retries
-            except PromptTooLongError as exc:
-                retries += 1
-                if retries > MAX_PTL_RETRIES or len(groups) - first_group <= 1:
-                    raise SummaryError(f"prompt too long after {retries - 1} retries: {exc}", spent) from exc
-                first_group += self._groups_to_drop(span, groups, first_group, exc.gap_tokens)
-            except LLMError as exc:
-                raise SummaryError(f"summary request failed: {exc}", spent) from exc
+    audited against ``required_sections``): ``LLMSummarizer`` with ``prompt`` given; chunking,
+    prompt-too-long retries and the audit are the base class's."""

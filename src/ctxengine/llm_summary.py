@@ -170,8 +170,10 @@ class LLMSummarizer:
         window: int,
         max_output: int = 8_192,
         required_sections: Sequence[str] = NINE_SECTIONS,
+        prompt: str = PROMPT,
     ) -> None:
         self.client = client
+        self.prompt = prompt  # takes {where} and {extra}: a preset passes its own headings
         self.count = count
         self.window = window
         self.max_output = max_output
@@ -293,7 +295,7 @@ class LLMSummarizer:
     ) -> tuple[str, int]:
         from ctxengine.llm import LLMError
 
-        prompt = PROMPT.format(where="so far", extra=self._focus(instructions) + extra)
+        prompt = self.prompt.format(where="so far", extra=self._focus(instructions) + extra)
         messages = [*prefix, Message(role="user", blocks=(Text(prompt),), id="summary-request")]
         try:
             return self._call(system or SYSTEM, messages, spent, cache_prefix=True), 0
@@ -315,7 +317,7 @@ class LLMSummarizer:
                 body = f"[{start} older messages were dropped to fit the summarizer]\n" + body
             prev = f"\n\n<previous-summary>\n{previous}\n</previous-summary>" if previous else ""
             prompt = (
-                PROMPT.format(where="below", extra=self._focus(instructions) + extra)
+                self.prompt.format(where="below", extra=self._focus(instructions) + extra)
                 + prev
                 + f"\n\n<conversation>\n{body}\n</conversation>"
             )
