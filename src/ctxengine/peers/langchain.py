@@ -260,7 +260,10 @@ class TrimMessagesEngine(_LangChainEngine):
 
     def apply(self, messages: list[BaseMessage], budget: int) -> list[BaseMessage]:
         counter: Callable[[list[BaseMessage]], int] = self.approx_tokens
-        return trim_messages(messages, max_tokens=budget, token_counter=counter, strategy="last")
+        trimmed: list[BaseMessage] = trim_messages(
+            messages, max_tokens=budget, token_counter=counter, strategy="last"
+        )
+        return trimmed
 
 
 class ClearToolUsesEngine(_LangChainEngine):
