@@ -429,9 +429,43 @@ def test_a_store_failure_while_committing_leaves_the_engine_unchanged(what: str)
     else:
         store.fail_kind = "compaction"  # the first call is over the threshold: it compacts
     before = state(engine)
+    facts = msgspec.to_builtins(engine.compactor.summary_state)
     engine.assemble(now=t)
     assert engine.failures == 1  # precondition: the layer did fail
     assert state(engine) == before
+    # the compactor keeps nothing of a compaction that was not committed
+    assert msgspec.to_builtins(engine.compactor.summary_state) == facts
+    assert engine.compactor.compactions == 0
+    if what == "cut":  # control: once the store works, the same compaction commits and is kept
+        store.fail_kind = None
+        assert "summary_compact" in [e.layer for e in engine.assemble(now=t).events]
+        assert engine.compactor.compactions == 1
+        assert engine.compactor.summary_state.messages_summarized > 0
+        assert msgspec.to_builtins(engine.compactor.summary_state) != facts
+
+
+def test_a_store_failure_keeps_the_identifier_index_segments_unchanged() -> None:
+    """Session-memory compaction with append-only index segments: a failed commit adds no
+    segment (the next compaction lists the same identifiers again)."""
+    policy = DEFAULT.with_(
+        idle_clear=False, cache_clear=False, sm_identifier_index=True, sm_index_segments=True
+    )
+    store = FailingStore()
+    engine = make_engine(policy, 40_000, store=store)
+    engine.bootstrap()
+    msgs = conversation(30)
+    for m in msgs:
+        engine.ingest(m)
+    engine.after_turn(None)  # the notes exist: a session-memory compaction can run
+    store.fail_kind = "compaction"
+    engine.assemble(now=msgs[-1].timestamp)
+    assert engine.failures == 1
+    assert engine.compactor._segments == () and engine.compactor._segment_ids == set()
+    store.fail_kind = None
+    proj = engine.assemble(now=msgs[-1].timestamp)
+    assert "session_memory_compact" in [e.layer for e in proj.events]
+    assert len(engine.compactor._segments) == 1 and engine.compactor._segment_ids
+    assert proj.messages[0] is engine.compactor._segments[0]
 
 
 # ================================================================ incremental projection

@@ -80,6 +80,43 @@ class CompactionFailed(Exception):
         self.event = event
 
 
+@dataclasses.dataclass
+class Compaction:
+    """A compaction ready to commit. The compactor's own state (the structured-summary facts,
+    the identifier-index segments, the failure count) changes only in ``Compactor.commit``,
+    after the caller has committed ``cut``: a commit that fails leaves both unchanged."""
+
+    cut: Cut
+    events: list[LayerEvent]
+    """Events made on the way (the pre-compaction notes flush)."""
+    state: summarize.SummaryState
+    """The structured-summary facts including what this compaction summarized."""
+    segments: tuple[Message, ...] | None = None
+    """The identifier-index segments after this compaction (None: unchanged)."""
+    segment_ids: frozenset[str] = frozenset()
+    closes_breaker: bool = False
+    """A summary succeeded: the consecutive-failure count restarts."""
+
+
+def _failed(exc: SummaryError, ctx: LayerContext, spent: Spend, **details: object) -> CompactionFailed:
+    """The failure of a summary compaction: what it spent (tokens, USD) and why; the context
+    is unchanged (``tokens_after == tokens_before``)."""
+    return CompactionFailed(
+        str(exc),
+        LayerEvent(
+            layer="summary_compact",
+            reason=f"failed: {exc}",
+            tokens_before=ctx.predicted,
+            tokens_after=ctx.predicted,
+            llm_calls=spent.llm_calls,
+            llm_input_tokens=spent.input_tokens,
+            llm_output_tokens=spent.output_tokens,
+            llm_cost_usd=round(spent.cost_usd, 6),
+            details={"error": str(exc), **details},
+        ),
+    )
+
+
 class Compactor:
     """Notes, summaries and the breaker for one session."""
 
@@ -259,33 +296,33 @@ class Compactor:
             self._derived[key] = derived
         return dataclasses.replace(ctx, policy=derived[1])
 
-    def _index_segments(self, span: Sequence[Message], budget: int) -> list[Message]:
+    def _index_segments(
+        self, state: summarize.SummaryState, span: Sequence[Message], budget: int
+    ) -> tuple[tuple[Message, ...], frozenset[str]]:
         """The identifier index as append-only segments (``sm_index_segments``): each compaction
         adds one message listing the identifiers that left the context and are not listed yet
         (newest first), and the earlier segments stay the same objects, so the provider's
         prompt cache keeps serving them; only when the segments would pass ``budget`` are they
         rewritten as one segment of the newest identifiers within ``REWRITE_SHARE`` of it (room
-        for the next appends). Updates the segments; returns them."""
-        state = self.summary_state
+        for the next appends). Returns the segments and the identifiers they list (the
+        compactor keeps them at ``commit``)."""
         pos = state.identifiers
         span_ids = span_identifiers(span)
         new = sorted((i for i in span_ids if i not in self._segment_ids), key=lambda k: (-pos.get(k, 0), k))
         if not new:
-            return list(self._segments)
+            return self._segments, frozenset(self._segment_ids)
         count = self.count_text
         used = sum(count(m.text()) for m in self._segments)
         text = _segment_text(new, len(self._segments) + 1)
         if used + count(text) <= budget:
-            self._segments = (*self._segments, _segment(text, len(self._segments)))
-            self._segment_ids.update(new)
-            return list(self._segments)
+            return (*self._segments, _segment(text, len(self._segments))), frozenset(
+                self._segment_ids.union(new)
+            )
         ids = sorted(pos, key=lambda k: (-pos[k], k))[: self.policy.summary_identifiers_max * 4]
         room = int(budget * REWRITE_SHARE)
         while ids and count(_segment_text(ids, 1)) > room:
             ids = ids[: len(ids) * 3 // 4]
-        self._segments = (_segment(_segment_text(ids, 1), self.compactions),) if ids else ()
-        self._segment_ids = set(ids)
-        return list(self._segments)
+        return ((_segment(_segment_text(ids, 1), self.compactions),) if ids else ()), frozenset(ids)
 
     def notes_within(self, max_tokens: int) -> str:
         """The notes cut to ``max_tokens`` (longest sections first, each keeping its valuable
@@ -325,17 +362,26 @@ class Compactor:
         reason: str = "",
         instructions: str = "",
         system: str = "",
-    ) -> tuple[Cut, list[LayerEvent], summarize.SummaryState] | None:
-        """Run the chain. Returns the cut to commit, the events made on the way (notes flush,
-        failures) and the new structured-summary state; None when nothing should or could be
+    ) -> Compaction | None:
+        """Run the chain. Returns the compaction to commit (then pass it to ``commit``); None
+        when nothing should or could be
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
-        result = self._chain(
+        return self._chain(
             ctx, history, force=force, reason=reason, instructions=instructions, system=system
         )
-        if result is not None:
-            self.compactions += 1
-        return result
+
+    def commit(self, done: Compaction) -> None:
+        """Keep the state of a compaction the caller has committed (the structured-summary facts,
+        the identifier-index segments, the breaker)."""
+        self.summary_state = done.state
+        if done.segments is not None:
+            self._segments = done.segments
+            self._segment_ids = set(done.segment_ids)
+        if done.closes_breaker:
+            self.failures = 0
+            self.breaker_open = False
+        self.compactions += 1
 
     def _chain(
         self,
@@ -346,7 +392,7 @@ class Compactor:
         reason: str,
         instructions: str,
         system: str,
-    ) -> tuple[Cut, list[LayerEvent], summarize.SummaryState] | None:
+    ) -> Compaction | None:
         p = ctx.policy  # resolved for the window (``Policy.for_window``)
         threshold = p.compact_threshold(ctx.window, ctx.max_output)
         sm_ctx = self._sm_context(ctx, cold=not force and cache_cold(ctx))
@@ -369,14 +415,14 @@ class Compactor:
                 ctx, self.notes_within(p.notes_max_tokens), self.count_text, force=force, reason=reason
             )
             if sm is not None:
-                self.summary_state = summarize.update(
+                state = summarize.update(
                     _copy(self.summary_state), sm.summarized, user_message_chars=p.summary_user_message_chars
                 )
                 # the notes cover the whole session; the exact identifiers of what left the
                 # context are listed after them (newest first), as the structured summary does
                 index = (
                     summarize.identifier_index(
-                        self.summary_state,
+                        state,
                         p.index_budget(ctx.window),
                         self.count_text,
                         limit=p.summary_identifiers_max,
@@ -384,8 +430,12 @@ class Compactor:
                     if p.sm_identifier_index and not p.sm_index_segments
                     else ""
                 )
+                done = Compaction(sm, events, state)
                 if p.sm_identifier_index and p.sm_index_segments:
-                    segments = self._index_segments(sm.summarized, p.index_budget(ctx.window))
+                    segments, done.segment_ids = self._index_segments(
+                        state, sm.summarized, p.index_budget(ctx.window)
+                    )
+                    done.segments = segments
                     sm.prefix = [*segments, *sm.prefix]
                     sm.event.tokens_after += sum(self.count_text(m.text()) for m in segments)
                     sm.event.details["index_segments"] = len(segments)
@@ -394,8 +444,8 @@ class Compactor:
                     text = head.text() + "\n\n" + index
                     sm.prefix[0] = msgspec.structs.replace(head, blocks=(Text(text),))
                     sm.event.tokens_after += self.count_text(text) - self.count_text(head.text())
-                self._finish(sm, ctx)
-                return sm, events, self.summary_state
+                self._finish(sm, ctx, state)
+                return done
             ctx = outer
         if not force and ctx.predicted <= threshold:
             return None  # only the session-memory compaction runs below the threshold (cold cache)
@@ -403,35 +453,27 @@ class Compactor:
             return self._styled(ctx, events, force=force, reason=reason, instructions=instructions)
         if self.summarizer is not None:
             try:
-                cut = self._llm_summary(
+                made = self._llm_summary(
                     ctx, force=force, reason=reason, instructions=instructions, system=system
                 )
             except CompactionFailed as exc:
-                self.failures += 1
-                if self.failures >= p.breaker_failures and not self.breaker_open:
-                    self.breaker_open = True
-                    exc.event.details["breaker"] = (
-                        f"{self.failures} consecutive failures: automatic compaction stops for this session"
-                    )
-                exc.event.details["consecutive_failures"] = self.failures
-                exc.event.details["events_before"] = [msgspec.to_builtins(e) for e in events]
+                self._breaker(exc, events, p)
                 raise
-            if cut is None:
+            if made is None:
                 return None
-            self.failures = 0
-            self.breaker_open = False
-            self._finish(cut, ctx)
-            return cut, events, self.summary_state
+            cut, state = made
+            self._finish(cut, ctx, state)
+            return Compaction(cut, events, state, closes_breaker=True)
         result = summary_compact(ctx, self.summary_state, self.count_text, force=force, reason=reason)
         if result is None:
             return None
-        cut, self.summary_state = result
-        self._finish(cut, ctx)
-        return cut, events, self.summary_state
+        cut, state = result
+        self._finish(cut, ctx, state)
+        return Compaction(cut, events, state)
 
     def _llm_summary(
         self, ctx: LayerContext, *, force: bool, reason: str, instructions: str, system: str
-    ) -> Cut | None:
+    ) -> tuple[Cut, summarize.SummaryState] | None:
         assert self.summarizer is not None and self.llm is not None
         p = ctx.policy
         start = 0
@@ -459,21 +501,7 @@ class Compactor:
                 extra_audit_text=self.summary_state.todos,
             )
         except SummaryError as exc:
-            s = exc.spent
-            raise CompactionFailed(
-                str(exc),
-                LayerEvent(
-                    layer="summary_compact",
-                    reason=f"failed: {exc}",
-                    tokens_before=ctx.predicted,
-                    tokens_after=ctx.predicted,
-                    llm_calls=s.llm_calls,
-                    llm_input_tokens=s.input_tokens,
-                    llm_output_tokens=s.output_tokens,
-                    llm_cost_usd=s.cost_usd,
-                    details={"error": str(exc)},
-                ),
-            ) from exc
+            raise _failed(exc, ctx, exc.spent) from exc
         text = CONTINUATION + result.text
         summary = Message(
             role="user", blocks=(Text(text),), id=f"summary-llm-{cut}", timestamp=ctx.now, origin="summary"
@@ -521,12 +549,12 @@ class Compactor:
             details=details,
         )
         # keep the structured facts current too (restore uses the todo list)
-        self.summary_state = summarize.update(
+        state = summarize.update(
             _copy(self.summary_state),
             span,
             user_message_chars=p.summary_user_message_chars,
         )
-        return Cut(keep_from=cut, prefix=[summary], event=event, summarized=span)
+        return Cut(keep_from=cut, prefix=[summary], event=event, summarized=span), state
 
     # ------------------------------------------------------------ presets (styled compaction)
 
@@ -559,7 +587,7 @@ class Compactor:
 
     def _styled(
         self, ctx: LayerContext, events: list[LayerEvent], *, force: bool, reason: str, instructions: str
-    ) -> tuple[Cut, list[LayerEvent], summarize.SummaryState] | None:
+    ) -> Compaction | None:
         """A summary compaction with the policy's cut strategy and summary style (the presets):
         plan the cut, prune the span for OpenClaw's history share, summarize (LLM or $0
         structured, in the style's format), and for Letta redo it as summarize-all when the
@@ -582,11 +610,8 @@ class Compactor:
         except CompactionFailed as exc:
             self._breaker(exc, events, p)
             raise
-        self.failures = 0
-        self.breaker_open = False
-        self.summary_state = state
-        self._finish(cut, ctx)
-        return cut, events, state
+        self._finish(cut, ctx, state)
+        return Compaction(cut, events, state, closes_breaker=True)
 
     def _prune_for_share(self, ctx: LayerContext, plan: CutPlan) -> None:
         """OpenClaw: when the content that stays exceeds window x share x 1.2, prune the span to
@@ -759,23 +784,10 @@ class Compactor:
                 text += "\n\n---\n\n**Turn Context (split turn):**\n\n" + t.text
         except SummaryError as exc:
             _add(spent, exc.spent)
-            raise CompactionFailed(
-                str(exc),
-                LayerEvent(
-                    layer="summary_compact",
-                    reason=f"failed: {exc}",
-                    tokens_before=ctx.predicted,
-                    tokens_after=ctx.predicted,
-                    llm_calls=spent.llm_calls,
-                    llm_input_tokens=spent.input_tokens,
-                    llm_output_tokens=spent.output_tokens,
-                    llm_cost_usd=round(spent.cost_usd, 6),
-                    details={"error": str(exc), "strategy": plan.mode, "style": style},
-                ),
-            ) from exc
+            raise _failed(exc, ctx, spent, strategy=plan.mode, style=style) from exc
         return text
 
-    def _finish(self, cut: Cut, ctx: LayerContext) -> None:
+    def _finish(self, cut: Cut, ctx: LayerContext, state: summarize.SummaryState) -> None:
         """Add the restore messages and the quality figures to a cut."""
         p = ctx.policy
         kept = list(ctx.view[cut.keep_from :])
@@ -793,7 +805,7 @@ class Compactor:
             )
         restored += restore.instruction_files(self.workspace, p.instruction_files)
         if p.restore_todos:
-            restored += restore.todo_message(self.notes.facts.todos or self.summary_state.todos)
+            restored += restore.todo_message(self.notes.facts.todos or state.todos)
         # a file restored again with the same content is the same message: the prompt cache
         # (compared by identity, as for every unchanged message) keeps serving it
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]

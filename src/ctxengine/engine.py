@@ -285,9 +285,9 @@ class ContextEngine:
             raise CompactionError(f"compaction failed: {exc}") from exc
         if result is None:
             return None
-        cut, events, _state = result
-        self.events.extend(events)
-        event = self._commit_cut(cut)
+        self.events.extend(result.events)
+        event = self._commit_cut(result.cut)
+        self.compactor.commit(result)
         self.events.append(event)
         return event
 
@@ -474,9 +474,10 @@ class ContextEngine:
             return exc.event  # the session is unchanged; the overflow guard still runs
         if result is None:
             return None
-        cut, events, _state = result
-        self._pending_events.extend(events)
-        return self._commit_cut(cut)
+        self._pending_events.extend(result.events)
+        event = self._commit_cut(result.cut)
+        self.compactor.commit(result)
+        return event
 
     def _overflow(self, ctx: LayerContext) -> LayerEvent | None:
         d = overflow_guard(ctx)
