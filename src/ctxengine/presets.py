@@ -94,7 +94,7 @@ prompt-too-long retry of the summarizer only where it runs with an LLM (the LLM 
 the warning/error buffers (they inform the user, they change nothing sent).
 """
 
-# ---------------------------------------------------------------- OpenClaw (on pi)
+# ---------------------------------------------------------------- pi, and OpenClaw (which embeds pi)
 
 PI_RESERVE_TOKENS = 16_384  # pi DEFAULT_COMPACTION_SETTINGS.reserveTokens
 PI_KEEP_RECENT_TOKENS = 20_000  # pi keepRecentTokens
@@ -114,74 +114,6 @@ OPENCLAW_PRUNE_MIN_PRUNABLE_CHARS = 50_000
 OPENCLAW_SOFT_TRIM_MAX_CHARS = 4_000
 OPENCLAW_SOFT_TRIM_HEAD_CHARS = 1_500
 OPENCLAW_SOFT_TRIM_TAIL_CHARS = 1_500
-
-OPENCLAW = Policy(
-    budget_exempt_tools=(),
-    name="openclaw",
-    description="OpenClaw: compact above window - max(16,384, 20,000), keep 20,000 tokens, "
-    "required headings and identifier audit; cache-TTL pruning; tool results capped at 16,000 chars.",
-    tool_result_max_chars=OPENCLAW_TOOL_RESULT_CHARS,
-    tool_result_window_share=OPENCLAW_TOOL_RESULT_SHARE,
-    message_results_max_chars=NO_LIMIT,
-    preview_chars=OPENCLAW_TOOL_RESULT_CHARS,
-    tail_chars=OPENCLAW_IMPORTANT_TAIL_CHARS,
-    idle_clear=False,
-    cache_clear=False,
-    keep_identifiers=False,
-    ttl_prune=True,
-    ttl_prune_ttl_s=OPENCLAW_PRUNE_TTL_S,
-    ttl_prune_keep_last_assistants=OPENCLAW_PRUNE_KEEP_LAST_ASSISTANTS,
-    ttl_prune_soft_ratio=OPENCLAW_PRUNE_SOFT_RATIO,
-    ttl_prune_hard_ratio=OPENCLAW_PRUNE_HARD_RATIO,
-    ttl_prune_min_prunable_chars=OPENCLAW_PRUNE_MIN_PRUNABLE_CHARS,
-    ttl_prune_soft_max_chars=OPENCLAW_SOFT_TRIM_MAX_CHARS,
-    ttl_prune_head_chars=OPENCLAW_SOFT_TRIM_HEAD_CHARS,
-    ttl_prune_tail_chars=OPENCLAW_SOFT_TRIM_TAIL_CHARS,
-    compact_reserve_output=0,
-    compact_buffer=OPENCLAW_RESERVE,
-    compact_at_share=1.0,
-    compact_cut="pi",
-    keep_recent_tokens=PI_KEEP_RECENT_TOKENS,
-    history_max_share=OPENCLAW_MAX_HISTORY_SHARE,
-    turn_prefix_max_tokens=PI_RESERVE_TOKENS // 2,
-    summary_style="openclaw",
-    summary_max_tokens=OPENCLAW_SUMMARY_MAX_TOKENS,
-    summary_max_share=1.0,
-    summary_llm_max_output=OPENCLAW_SUMMARY_MAX_TOKENS,
-    session_memory=False,
-    memory_flush=True,
-    memory_flush_soft_tokens=OPENCLAW_FLUSH_SOFT_TOKENS,
-    restore_files=0,
-    restore_todos=False,
-)
-"""OpenClaw (reference openclaw.md, sections 2, 4, 5).
-
-Follows: compaction when the context exceeds window - max(16,384, 20,000) (pi's trigger with
-OpenClaw's reserve floor: 180,000 of 200,000); pi's cut keeping the newest 20,000 tokens, only at a
-user or assistant message, the prefix of a split turn summarized apart; the span to summarize
-pruned to 50% of the window (``maxHistoryShare``) when the new content exceeds
-window x 0.5 x 1.2, by dropping the oldest of two token-share chunks with pairing repair, the
-dropped part summarized first; the safeguard summary with the required headings (Decisions, Open
-TODOs, Constraints/Rules, Pending user asks, Exact identifiers: at most 12, from the last 10
-messages), the tool failures (8, 240 chars each), the 3 preserved recent turns (600 chars per
-message) and the ``<read-files>`` / ``<modified-files>`` lists, within floor(0.8 x 20,000) tokens;
-with an LLM, the identifier audit and one retry; the live tool-result cap
-min(16,000 chars, floor(30% of the window) x 4) keeping head + the important tail (4,000 chars);
-the cache-TTL pruning extension (after 5 min without a call: soft-trim results over 4,000 chars
-to 1,500 head + 1,500 tail above 30% of the window, hard-clear oldest-first to the placeholder
-above 50% when the prunable results hold 50,000 chars or more; the 3 last assistant messages and
-everything before the first user message protected); the pre-compaction memory flush (notes
-brought up to date once per compaction, 4,000 tokens before the threshold; kept out of the context
-as OpenClaw's ``memory/`` files are).
-
-Leaves out: the staged two-part summary with a merge call (the LLM path summarizes an oversized
-span in rolling chunks, and the dropped history first), the pre-prompt precheck routes
-(truncate-only vs compact), bootstrap-file caps (the replay has no workspace), AGENTS.md excerpts,
-and pi's overflow retry (the overflow guard stands in). The pruned results are frozen per call id
-(principle 4), where OpenClaw prunes only the request in flight.
-"""
-
-# ---------------------------------------------------------------- pi
 
 PI_SUMMARY_MAX_TOKENS = int(0.8 * PI_RESERVE_TOKENS)  # 13,107
 PI_TURN_PREFIX_MAX_TOKENS = PI_RESERVE_TOKENS // 2  # 8,192
@@ -224,6 +156,64 @@ Leaves out: pi's read/bash/grep output limits (they live in pi's tools, outside 
 engine: the recorded results are taken as they were), the overflow auto-retry (the overflow guard
 stands in), branch summaries. No tool-result budget, no clearing, no restore: pi has none.
 """
+
+
+OPENCLAW = PI.with_(
+    budget_exempt_tools=(),
+    name="openclaw",
+    description="OpenClaw: compact above window - max(16,384, 20,000), keep 20,000 tokens, "
+    "required headings and identifier audit; cache-TTL pruning; tool results capped at 16,000 chars.",
+    tool_result_budget=True,
+    tool_result_max_chars=OPENCLAW_TOOL_RESULT_CHARS,
+    tool_result_window_share=OPENCLAW_TOOL_RESULT_SHARE,
+    message_results_max_chars=NO_LIMIT,
+    preview_chars=OPENCLAW_TOOL_RESULT_CHARS,
+    tail_chars=OPENCLAW_IMPORTANT_TAIL_CHARS,
+    ttl_prune=True,
+    ttl_prune_ttl_s=OPENCLAW_PRUNE_TTL_S,
+    ttl_prune_keep_last_assistants=OPENCLAW_PRUNE_KEEP_LAST_ASSISTANTS,
+    ttl_prune_soft_ratio=OPENCLAW_PRUNE_SOFT_RATIO,
+    ttl_prune_hard_ratio=OPENCLAW_PRUNE_HARD_RATIO,
+    ttl_prune_min_prunable_chars=OPENCLAW_PRUNE_MIN_PRUNABLE_CHARS,
+    ttl_prune_soft_max_chars=OPENCLAW_SOFT_TRIM_MAX_CHARS,
+    ttl_prune_head_chars=OPENCLAW_SOFT_TRIM_HEAD_CHARS,
+    ttl_prune_tail_chars=OPENCLAW_SOFT_TRIM_TAIL_CHARS,
+    compact_buffer=OPENCLAW_RESERVE,
+    history_max_share=OPENCLAW_MAX_HISTORY_SHARE,
+    summary_style="openclaw",
+    summary_max_tokens=OPENCLAW_SUMMARY_MAX_TOKENS,
+    summary_llm_max_output=OPENCLAW_SUMMARY_MAX_TOKENS,
+    memory_flush=True,
+    memory_flush_soft_tokens=OPENCLAW_FLUSH_SOFT_TOKENS,
+)
+"""OpenClaw (reference openclaw.md, sections 2, 4, 5): pi, which OpenClaw embeds, with OpenClaw's
+settings and extensions.
+
+Follows: compaction when the context exceeds window - max(16,384, 20,000) (pi's trigger with
+OpenClaw's reserve floor: 180,000 of 200,000); pi's cut keeping the newest 20,000 tokens, only at a
+user or assistant message, the prefix of a split turn summarized apart; the span to summarize
+pruned to 50% of the window (``maxHistoryShare``) when the new content exceeds
+window x 0.5 x 1.2, by dropping the oldest of two token-share chunks with pairing repair, the
+dropped part summarized first; the safeguard summary with the required headings (Decisions, Open
+TODOs, Constraints/Rules, Pending user asks, Exact identifiers: at most 12, from the last 10
+messages), the tool failures (8, 240 chars each), the 3 preserved recent turns (600 chars per
+message) and the ``<read-files>`` / ``<modified-files>`` lists, within floor(0.8 x 20,000) tokens;
+with an LLM, the identifier audit and one retry; the live tool-result cap
+min(16,000 chars, floor(30% of the window) x 4) keeping head + the important tail (4,000 chars);
+the cache-TTL pruning extension (after 5 min without a call: soft-trim results over 4,000 chars
+to 1,500 head + 1,500 tail above 30% of the window, hard-clear oldest-first to the placeholder
+above 50% when the prunable results hold 50,000 chars or more; the 3 last assistant messages and
+everything before the first user message protected); the pre-compaction memory flush (notes
+brought up to date once per compaction, 4,000 tokens before the threshold; kept out of the context
+as OpenClaw's ``memory/`` files are).
+
+Leaves out: the staged two-part summary with a merge call (the LLM path summarizes an oversized
+span in rolling chunks, and the dropped history first), the pre-prompt precheck routes
+(truncate-only vs compact), bootstrap-file caps (the replay has no workspace), AGENTS.md excerpts,
+and pi's overflow retry (the overflow guard stands in). The pruned results are frozen per call id
+(principle 4), where OpenClaw prunes only the request in flight.
+"""
+
 
 # ---------------------------------------------------------------- Letta
 
