@@ -9,12 +9,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from llm_server import ScriptedLLMServer
+from llm_server import Recorded, Reply, ScriptedLLMServer
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 FILE_TEXT = "GREETING = 'hello from the ctxengine workspace 7d1e'\n"
@@ -86,25 +87,25 @@ def run_example(script: str, args: list[str], tmp_path: Path) -> subprocess.Comp
     )
 
 
-def test_anthropic_agent(workspace: Path, tmp_path: Path) -> None:
-    script = [("status", 200, ANTHROPIC_TOOL_USE, {}), ("ok", FINAL)]
-    with ScriptedLLMServer(script) as server:
-        proc = run_example(
-            "anthropic_agent.py",
-            [
-                "--base-url",
-                server.url,
-                "--workspace",
-                str(workspace),
-                "--max-turns",
-                "4",
-                "What is in hello?",
-            ],
-            tmp_path,
-        )
+def run_against_server(
+    script: str,
+    args: list[str],
+    workspace: Path,
+    tmp_path: Path,
+    *,
+    replies: list[Reply] | None = None,
+    default: Reply = ("ok", "ok"),
+) -> tuple[subprocess.CompletedProcess[str], list[Recorded]]:
+    """Run an example against a ``ScriptedLLMServer(replies, default)`` with ``--base-url`` (``/v1``
+    for the OpenAI-compatible one) and ``--workspace``; returns the process and the requests."""
+    with ScriptedLLMServer(replies or [], default) as server:
+        url = server.openai_url if script.startswith("openai") else server.url
+        proc = run_example(script, ["--base-url", url, "--workspace", str(workspace), *args], tmp_path)
         requests = list(server.requests)
-    assert proc.returncode == 0, proc.stderr
-    assert len(requests) == 2
+    return proc, requests
+
+
+def check_anthropic_requests(requests: list[Recorded]) -> None:
     first, second = (r.body for r in requests)
     # the tools are ctxengine's, in Anthropic's format
     names = {t["name"] for t in first["tools"]}
@@ -123,33 +124,9 @@ def test_anthropic_agent(workspace: Path, tmp_path: Path) -> None:
     assert len(results) == 1 and results[0]["tool_use_id"] == "toolu_01"
     assert "hello from the ctxengine workspace 7d1e" in json.dumps(results[0]["content"])
     assert not results[0].get("is_error")
-    # the final text and the per-turn figures are printed
-    out = proc.stdout
-    assert FINAL in out
-    assert "[turn 1]" in out and "[turn 2]" in out and "$" in out
-    assert "read(" in out
 
 
-def test_openai_compatible_agent(workspace: Path, tmp_path: Path) -> None:
-    script = [("status", 200, OPENAI_TOOL_CALLS, {}), ("ok", FINAL)]
-    with ScriptedLLMServer(script) as server:
-        proc = run_example(
-            "openai_compatible_agent.py",
-            [
-                "--base-url",
-                server.openai_url,
-                "--model",
-                "gpt-4o",
-                "--workspace",
-                str(workspace),
-                "--max-turns",
-                "4",
-                "What is in hello?",
-            ],
-            tmp_path,
-        )
-        requests = list(server.requests)
-    assert proc.returncode == 0, proc.stderr
+def check_openai_requests(requests: list[Recorded]) -> None:
     assert [r.path for r in requests] == ["/v1/chat/completions"] * 2
     first, second = (r.body for r in requests)
     assert {t["function"]["name"] for t in first["tools"]} >= {"read", "grep", "glob", "retrieve"}
@@ -160,19 +137,53 @@ def test_openai_compatible_agent(workspace: Path, tmp_path: Path) -> None:
     assert "hello from the ctxengine workspace 7d1e" in tool_msgs[0]["content"]
     calls = [m for m in second["messages"] if m.get("tool_calls")]
     assert calls and calls[0]["tool_calls"][0]["function"]["name"] == "read"
-    assert FINAL in proc.stdout
-    assert "[turn 1]" in proc.stdout and "[turn 2]" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "tool_reply", "extra_args", "check_requests"),
+    [
+        pytest.param("anthropic_agent.py", ANTHROPIC_TOOL_USE, [], check_anthropic_requests, id="anthropic"),
+        pytest.param(
+            "openai_compatible_agent.py",
+            OPENAI_TOOL_CALLS,
+            ["--model", "gpt-4o"],
+            check_openai_requests,
+            id="openai_compatible",
+        ),
+    ],
+)
+def test_agent_reads_a_file_and_answers(
+    script: str,
+    tool_reply: dict[str, Any],
+    extra_args: list[str],
+    check_requests: Callable[[list[Recorded]], None],
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """One tool call, then the answer: the provider-specific requests are checked by
+    ``check_requests``; the exit status and the printed output are the same for both scripts."""
+    args = [*extra_args, "--max-turns", "4", "What is in hello?"]
+    replies: list[Reply] = [("status", 200, tool_reply, {}), ("ok", FINAL)]
+    proc, requests = run_against_server(script, args, workspace, tmp_path, replies=replies)
+    assert proc.returncode == 0, proc.stderr
+    assert len(requests) == 2
+    check_requests(requests)
+    # the final text and the per-turn figures are printed
+    out = proc.stdout
+    assert FINAL in out
+    assert "[turn 1]" in out and "[turn 2]" in out and "$" in out
+    assert "read(" in out
 
 
 def test_agent_stops_after_max_turns(workspace: Path, tmp_path: Path) -> None:
     """A model that keeps calling tools is stopped after --max-turns calls."""
-    with ScriptedLLMServer(default=("status", 200, ANTHROPIC_TOOL_USE, {})) as server:
-        proc = run_example(
-            "anthropic_agent.py",
-            ["--base-url", server.url, "--workspace", str(workspace), "--max-turns", "3", "Loop"],
-            tmp_path,
-        )
-        requests = list(server.requests)
+    proc, requests = run_against_server(
+        "anthropic_agent.py",
+        ["--max-turns", "3", "Loop"],
+        workspace,
+        tmp_path,
+        default=("status", 200, ANTHROPIC_TOOL_USE, {}),
+    )
     assert len(requests) == 3
     assert "[stopped after 3 turns]" in proc.stdout
     assert proc.stdout.count("read(") == 3
@@ -183,16 +194,8 @@ def test_agent_stops_after_max_turns(workspace: Path, tmp_path: Path) -> None:
 
 def test_example_reports_a_server_error(workspace: Path, tmp_path: Path) -> None:
     body = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
-    with ScriptedLLMServer(default=("status", 401, body, {})) as server:
-        proc = run_example(
-            "anthropic_agent.py", ["--base-url", server.url, "--workspace", str(workspace), "Hi"], tmp_path
-        )
+    proc, _ = run_against_server(
+        "anthropic_agent.py", ["Hi"], workspace, tmp_path, default=("status", 401, body, {})
+    )
     assert proc.returncode != 0
     assert "invalid x-api-key" in proc.stderr
-
-
-def _read_call(path: str, n: int) -> tuple[Any, ...]:
-    body = json.loads(json.dumps(ANTHROPIC_TOOL_USE))
-    body["id"] = f"msg_{n}"
-    body["content"][1].update(id=f"toolu_{n}", input={"path": path})
-    return ("status", 200, body, {})

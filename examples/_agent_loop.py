@@ -1,0 +1,128 @@
+"""The provider-neutral half of the example agents: the engine, the tools and the turn loop.
+
+``anthropic_agent.py`` and ``openai_compatible_agent.py`` keep only what depends on the provider
+(the SDK client, how a projection is encoded and sent, how the reply becomes a neutral
+``Message``) and hand it to ``run_agent`` as one ``complete`` function. The scripts import this
+file as a sibling module: ``python examples/<script>.py`` puts ``examples/`` on ``sys.path``, so
+copy it along with the script you start from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ctxengine.engine import ContextEngine, Projection
+from ctxengine.llm import make_client
+from ctxengine.messages import Message, Text, Usage
+from ctxengine.models import usage_cost_usd
+from ctxengine.policy import get_policy
+from ctxengine.store import SQLiteStore
+from ctxengine.tools.registry import build_tools
+
+SYSTEM = (
+    "You are a coding assistant working in a repository. Look at the files with the tools before "
+    "you answer; quote paths exactly. Answer concisely."
+)
+
+# (projection, tool definitions in the provider's format, turn number) -> the model's reply
+Complete = Callable[[Projection, list[dict[str, Any]], int], Message]
+
+
+def agent_parser(
+    doc: str, *, model: str, base_url_env: str, base_url_help: str = "API base URL"
+) -> argparse.ArgumentParser:
+    """The command line both scripts share; ``doc`` is the script's docstring, ``--base-url``
+    defaults to the environment variable ``base_url_env``."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("prompt", help="what to ask the agent")
+    p.add_argument("--model", default=model)
+    p.add_argument("--base-url", default=os.environ.get(base_url_env), help=base_url_help)
+    p.add_argument("--workspace", default=".", help="directory the tools may read (default: .)")
+    p.add_argument("--max-turns", type=int, default=20)
+    p.add_argument("--max-tokens", type=int, default=4_096, help="output cap per call")
+    p.add_argument("--window", type=int, default=None, help="context window override (tokens)")
+    p.add_argument("--policy", default="default", help="built-in ctxengine policy")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--summarize-with-model", action="store_true", help="LLM notes and summaries")
+    return p
+
+
+def report(turn: int, predicted: int, usage: Usage, cost: float) -> None:
+    print(
+        f"[turn {turn}] predicted {predicted:,} input tokens; provider: {usage.total_input:,} in "
+        f"({usage.cache_read_tokens:,} cache read, {usage.cache_write_tokens:,} cache write), "
+        f"{usage.output_tokens:,} out; ${cost:.4f}",
+        flush=True,
+    )
+
+
+def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, api_key: str | None) -> int:
+    """Drive ``complete`` until the model answers without a tool call (exit 0 if it said anything).
+
+    ``provider`` (``"anthropic"`` or ``"openai"``) picks the tool-definition format and, with
+    ``--summarize-with-model``, the ``ctxengine.llm`` client that writes notes and summaries.
+    """
+    workspace = Path(args.workspace).resolve()
+    summarizer = None
+    if args.summarize_with_model:
+        summarizer = make_client(f"{provider}:{args.model}", base_url=args.base_url, api_key=api_key)
+
+    store = SQLiteStore()  # shared: the retrieve tool finds what the engine offloaded
+    engine = ContextEngine(
+        get_policy(args.policy),
+        model=args.model,
+        window=args.window,
+        store=store,
+        session_id="agent",
+        llm=summarizer,
+        workspace=workspace,
+    )
+    toolbox = build_tools(workspace, store, "agent", window=engine.window, counter=engine.counter)
+    engine.compaction_listeners.append(toolbox.read_state.reset)  # stubs may point at dropped text
+    engine.compaction_listeners.append(toolbox.working_set.invalidate)  # the block may have been dropped
+    tools = toolbox.executor.definitions(provider)
+    engine.bootstrap(system=SYSTEM, fixed_prefix_tokens=engine.counter.count_text(SYSTEM + json.dumps(tools)))
+    engine.ingest(Message("user", (Text(args.prompt),), id="user-prompt", timestamp=time.time()))
+
+    total = 0.0
+    answer = ""
+    try:
+        for turn in range(1, args.max_turns + 1):
+            proj = engine.assemble(now=time.time())
+            for e in proj.events:
+                print(f"[ctxengine] {e.layer}: {e.tokens_before:,} -> {e.tokens_after:,} tokens ({e.reason})")
+            reply = complete(proj, tools, turn)
+            engine.ingest(reply)
+            engine.after_turn(reply.usage)
+            usage = reply.usage or Usage()
+            cost = usage_cost_usd(engine.model, usage)
+            total += cost
+            report(turn, proj.tokens, usage, cost)
+            if reply.text():
+                answer = reply.text()
+                print(answer, flush=True)
+            if not reply.tool_calls:
+                break
+            results = []
+            for call in reply.tool_calls:
+                result = toolbox.executor.execute(call)
+                size = sum(len(p.text) for p in result.content if isinstance(p, Text))
+                flag = " (error)" if result.is_error else ""
+                print(f"  -> {call.name}({json.dumps(call.input)[:120]}): {size:,} chars{flag}", flush=True)
+                results.append(result)
+            engine.ingest(Message("user", tuple(results), id=f"tool-results-{turn}", timestamp=time.time()))
+            if toolbox.working_set.changed:  # open files ride with the newest turn, moved only on change
+                engine.set_block(toolbox.working_set.block_text())
+        else:
+            print(f"[stopped after {args.max_turns} turns]")
+    finally:
+        toolbox.close()
+        engine.dispose()
+    print(f"[total] ${total:.4f} for the conversation" + (" (summaries extra)" if summarizer else ""))
+    return 0 if answer else 1
