@@ -6,23 +6,25 @@ and are imported only when a client is constructed, so importing this package is
 
 from ctxengine.llm.anthropic_client import AnthropicClient
 from ctxengine.llm.base import (
-    AuthError,
-    BadRequestError,
     CallRecord,
     CallStats,
     LLMClient,
-    LLMConnectionError,
-    LLMError,
     LLMRequest,
     LLMResponse,
+    ProviderClient,
+    ToolDefinition,
+    call_stats,
+)
+from ctxengine.llm.errors import (
+    AuthError,
+    BadRequestError,
+    LLMConnectionError,
+    LLMError,
     LLMTimeoutError,
     PromptTooLongError,
-    ProviderClient,
     RateLimitError,
     SDKNotInstalledError,
     ServerError,
-    ToolDefinition,
-    call_stats,
     parse_prompt_too_long,
     redact,
 )

@@ -21,32 +21,26 @@ from typing import TYPE_CHECKING, Any
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.llm.base import (
     NO_KEY_PLACEHOLDER,
-    AuthError,
-    LLMConnectionError,
-    LLMError,
     LLMRequest,
-    LLMTimeoutError,
     ProviderClient,
     Reply,
-    SDKNotInstalledError,
+    SDKErrors,
 )
+from ctxengine.llm.errors import AuthError
 from ctxengine.messages import Usage
-from ctxengine.models import Registry
 
 if TYPE_CHECKING:
     import anthropic
-
-INSTALL_HINT = "the anthropic SDK is not installed: pip install 'ctxengine[anthropic]'"
 
 
 class AnthropicClient(ProviderClient):
     """Calls ``POST /v1/messages`` through ``anthropic.Anthropic``.
 
-    ``api_key`` defaults to ``ANTHROPIC_API_KEY`` (the SDK also accepts ``ANTHROPIC_AUTH_TOKEN``
-    and its profiles); with a ``base_url`` (or ``ANTHROPIC_BASE_URL``) and no credential at all a
-    placeholder key is sent, for local Anthropic-compatible servers. ``timeout`` is in seconds per
-    attempt; ``max_retries`` is the SDK's retry count. ``registry`` prices the calls (default:
-    the built-in model table; unknown models price at the fallback rates).
+    Arguments as for ``ProviderClient``: ``AnthropicClient(model, *, api_key=None, base_url=None,
+    timeout=60.0, max_retries=2, registry=None)``. ``api_key`` defaults to ``ANTHROPIC_API_KEY``
+    (the SDK also accepts ``ANTHROPIC_AUTH_TOKEN`` and its profiles); with a ``base_url`` (or
+    ``ANTHROPIC_BASE_URL``) and no credential at all a placeholder key is sent, for local
+    Anthropic-compatible servers. Without any credential the constructor raises ``AuthError``.
 
     ``LLMRequest.temperature`` is not sent: the API version the SDK 2.x sends
     (``anthropic-version: 2026-10-21``) rejects ``temperature``/``top_p``/``top_k`` with a 400,
@@ -54,56 +48,34 @@ class AnthropicClient(ProviderClient):
     """
 
     provider = "anthropic"
+    api_key_env = "ANTHROPIC_API_KEY"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    request_id_header = "request-id"
+    _client: anthropic.Anthropic
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        registry: Registry | None = None,
-    ) -> None:
-        super().__init__(model, timeout=timeout, max_retries=max_retries, registry=registry)
-        try:
-            import anthropic
-        except ImportError as err:
-            raise SDKNotInstalledError(INSTALL_HINT, provider=self.provider, model=model) from err
-        if api_key is None:
-            api_key = os.environ.get("ANTHROPIC_API_KEY") or None
-        no_credential = api_key is None and not os.environ.get("ANTHROPIC_AUTH_TOKEN")
-        if no_credential and (base_url or os.environ.get("ANTHROPIC_BASE_URL")):
+    def _connect(self, api_key: str | None, base_url: str | None) -> anthropic.Anthropic:
+        import anthropic
+
+        if api_key is None and self.custom_server and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
             api_key = NO_KEY_PLACEHOLDER
-        if api_key is not None and api_key != NO_KEY_PLACEHOLDER:
-            self._secrets = (api_key,)
+        self._keep_secrets(api_key)
         try:
-            self._client: anthropic.Anthropic = anthropic.Anthropic(
-                api_key=api_key,
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=max_retries,
-                http_client=anthropic.DefaultHttpxClient(event_hooks=self._event_hooks()),
-            )
+            client = anthropic.Anthropic(**self._sdk_options(anthropic.DefaultHttpxClient, api_key, base_url))
         except anthropic.AnthropicError as err:  # the SDK's credential chain (profiles) failed
             raise AuthError(
                 f"anthropic: no API key: set ANTHROPIC_API_KEY or pass api_key ({self._redact(str(err))})",
                 provider=self.provider,
-                model=model,
+                model=self.model,
             ) from None
-        secrets = (self._client.api_key, self._client.auth_token)
-        self._secrets = tuple(s for s in secrets if s and s != NO_KEY_PLACEHOLDER)
-        if (
-            self._client.api_key is None
-            and self._client.auth_token is None
-            and self._client.credentials is None
-        ):
-            self._client.close()
+        self._keep_secrets(client.api_key, client.auth_token)
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            client.close()
             raise AuthError(
                 "anthropic: no API key: set ANTHROPIC_API_KEY or pass api_key",
                 provider=self.provider,
-                model=model,
+                model=self.model,
             )
+        return client
 
     def _send(self, request: LLMRequest) -> Reply:
         body = to_anthropic(
@@ -127,24 +99,10 @@ class AnthropicClient(ProviderClient):
             stop_reason=message.stop_reason,
         )
 
-    def _map_error(self, exc: Exception) -> LLMError | None:
+    def _sdk_errors(self) -> SDKErrors:
         import anthropic as sdk
 
-        if isinstance(exc, sdk.APITimeoutError):
-            return self._generic_error(LLMTimeoutError, f"no response within {self.timeout:g} s")
-        if isinstance(exc, sdk.APIConnectionError):
-            return self._generic_error(LLMConnectionError, f"connection failed: {exc.message}")
-        if isinstance(exc, sdk.APIStatusError):
-            return self._status_error(
-                exc.status_code, exc.body, exc.response.headers, exc.response.headers.get("request-id")
-            )
-        if isinstance(exc, sdk.AnthropicError):
-            return self._generic_error(LLMError, f"{type(exc).__name__}: {exc}")
-        return None
-
-    def close(self) -> None:
-        """Release the SDK client's connections."""
-        self._client.close()
+        return SDKErrors(sdk.APITimeoutError, sdk.APIConnectionError, sdk.APIStatusError, sdk.AnthropicError)
 
 
 def anthropic_usage(usage: Any) -> Usage:

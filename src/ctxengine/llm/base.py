@@ -5,27 +5,42 @@ of every call (``calls``). Requests carry neutral ``Message`` lists; each adapte
 the package's own writers (``formats.anthropic_writer`` / ``formats.openai_writer``), so a summary
 request is built exactly like the main conversation's requests and can share its cached prefix.
 
-Failures are specific ``LLMError`` subclasses a caller can catch (``PromptTooLongError`` carries the
-token gap parsed from the provider's message when it states one). Error messages and logs never
-contain an API key: adapters pass their secrets to ``redact``, and errors are raised ``from None``
-so that the SDK's exception (whose request holds the auth headers) is not chained.
+Failures are specific ``LLMError`` subclasses a caller can catch (``llm.errors``;
+``PromptTooLongError`` carries the token gap parsed from the provider's message when it states
+one). Error messages and logs never contain an API key: adapters register their secrets
+(``ProviderClient._keep_secrets``) and every message goes through ``redact``; errors are raised
+``from None`` so that the SDK's exception (whose request holds the auth headers) is not chained.
 
-``ProviderClient`` is the shared machinery of the SDK adapters: timing, attempt counting, the cap on
-server-requested retry waits, usage and cost recording, debug logging. Units: tokens, USD, seconds.
+``ProviderClient`` is the shared machinery of the SDK adapters: the lazy SDK import, the key from
+the environment, the SDK client's options, timing, attempt counting, the cap on server-requested
+retry waits, the mapping of the SDK's exceptions onto ``LLMError``s, usage and cost recording,
+debug logging. An adapter supplies the SDK client (``_connect``), one call (``_send``: build the
+request, read the reply and its usage) and its exception classes (``_sdk_errors``). Units:
+tokens, USD, seconds.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import logging
-import re
+import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, NamedTuple, Protocol, TypedDict, runtime_checkable
 
 import msgspec
 
+from ctxengine.llm.errors import (
+    LLMConnectionError,
+    LLMError,
+    LLMTimeoutError,
+    Outcome,
+    SDKNotInstalledError,
+    redact,
+    retry_after_seconds,
+    status_error,
+)
 from ctxengine.messages import Message, Usage
 from ctxengine.models import ModelInfo, Registry, usage_cost_usd
 
@@ -39,18 +54,6 @@ MAX_RETRY_WAIT_S = 60.0
 
 # When a local OpenAI-compatible server needs no key, this placeholder is sent instead.
 NO_KEY_PLACEHOLDER = "not-needed"
-
-Outcome = Literal[
-    "ok",
-    "prompt_too_long",
-    "rate_limit",
-    "server_error",
-    "timeout",
-    "connection",
-    "auth",
-    "bad_request",
-    "error",
-]
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,246 +196,6 @@ class LLMClient(Protocol):
 
 
 # --------------------------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------------------------
-
-
-class LLMError(Exception):
-    """A model call failed. ``status`` is the HTTP status when there was a response;
-    ``retry_after_s`` the server's requested wait (seconds) when it sent one. The message names
-    provider and model and quotes the provider's error message, never an API key."""
-
-    kind: ClassVar[Outcome] = "error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str = "",
-        model: str = "",
-        status: int | None = None,
-        request_id: str | None = None,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.provider = provider
-        self.model = model
-        self.status = status
-        self.request_id = request_id
-        self.retry_after_s = retry_after_s
-
-
-class PromptTooLongError(LLMError):
-    """The request does not fit the model's context window. ``actual`` and ``limit`` (tokens)
-    are parsed from the provider's message when it states them, and ``gap_tokens = actual -
-    limit`` is how many tokens must go at least; each is None when unknown."""
-
-    kind: ClassVar[Outcome] = "prompt_too_long"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        gap_tokens: int | None = None,
-        actual: int | None = None,
-        limit: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(message, **kwargs)
-        self.gap_tokens = gap_tokens
-        self.actual = actual
-        self.limit = limit
-
-
-class RateLimitError(LLMError):
-    """429 after the retries: the provider's rate limit (or a retry wait above the cap)."""
-
-    kind: ClassVar[Outcome] = "rate_limit"
-
-
-class ServerError(LLMError):
-    """5xx (including Anthropic's 529 overloaded) after the retries."""
-
-    kind: ClassVar[Outcome] = "server_error"
-
-
-class LLMTimeoutError(LLMError):
-    """No response within the timeout, on every attempt (or a 408 from the server)."""
-
-    kind: ClassVar[Outcome] = "timeout"
-
-
-class LLMConnectionError(LLMError):
-    """The server could not be reached (refused, DNS, TLS, dropped connection) on every attempt."""
-
-    kind: ClassVar[Outcome] = "connection"
-
-
-class AuthError(LLMError):
-    """401/403, or no API key configured."""
-
-    kind: ClassVar[Outcome] = "auth"
-
-
-class BadRequestError(LLMError):
-    """Any other 4xx: the request is invalid (unknown model, bad parameter, ...). Not retried."""
-
-    kind: ClassVar[Outcome] = "bad_request"
-
-
-class SDKNotInstalledError(LLMError, ImportError):
-    """The provider's SDK is not installed; the message says which extra to install."""
-
-
-# Prompt-too-long messages, by provider:
-#   Anthropic  "prompt is too long: 208380 tokens > 200000 maximum"
-#              "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, ..."
-#   OpenAI     "This model's maximum context length is 128000 tokens. However, your messages
-#              resulted in 130000 tokens." (code context_length_exceeded); "... However, you
-#              requested 5000 tokens (4000 in the messages, 1000 in the completion)." (also vLLM,
-#              OpenRouter: "requested about 250000 tokens"); "Input tokens exceed the configured
-#              limit of 272000 tokens. Your messages resulted in 300000 tokens."
-#   llama.cpp  "the request exceeds the available context size" (type exceed_context_size_error)
-_TOO_LONG_MARKERS = re.compile(
-    r"prompt is too long|exceed(?:s|ed)? (?:the )?context (?:limit|window|size)|maximum context length"
-    r"|context[_ ]length[_ ]exceeded|exceed(?:s)? the configured limit|exceeds? the available context"
-    r"|context window of this model|too many (?:input )?tokens",
-    re.IGNORECASE,
-)
-_TOO_LONG_CODES = frozenset(
-    {"context_length_exceeded", "exceed_context_size_error", "string_above_max_length"}
-)
-_NUM = r"(\d[\d,]*)"
-_ANTHROPIC_GT = re.compile(_NUM + r"\s*tokens?\s*>\s*" + _NUM)
-_ANTHROPIC_SUM = re.compile(_NUM + r"\s*\+\s*" + _NUM + r"\s*>\s*" + _NUM)
-_LIMIT = re.compile(
-    r"(?:maximum context length|configured limit|context (?:limit|window|size)) (?:is |of )?" + _NUM,
-    re.IGNORECASE,
-)
-_ACTUAL = re.compile(
-    r"(?:resulted in|requested(?: about)?|request has|you sent|prompt has|contains?) "
-    + _NUM
-    + r"\s*(?:input )?tokens",
-    re.IGNORECASE,
-)
-
-
-def _int(text: str) -> int:
-    return int(text.replace(",", ""))
-
-
-def parse_prompt_too_long(message: str, code: str | None = None) -> tuple[int | None, int | None] | None:
-    """``(actual, limit)`` in tokens when ``message`` (or the error ``code``) says the prompt is
-    too long for the context window, each None when the message does not state it; None when the
-    error is something else."""
-    if not (_TOO_LONG_MARKERS.search(message) or (code or "") in _TOO_LONG_CODES):
-        return None
-    if m := _ANTHROPIC_SUM.search(message):
-        return _int(m[1]) + _int(m[2]), _int(m[3])
-    if m := _ANTHROPIC_GT.search(message):
-        return _int(m[1]), _int(m[2])
-    limit = _LIMIT.search(message)
-    actual = _ACTUAL.search(message)
-    return (_int(actual[1]) if actual else None), (_int(limit[1]) if limit else None)
-
-
-def prompt_too_long_error(message: str, code: str | None = None, **kwargs: Any) -> PromptTooLongError | None:
-    """A ``PromptTooLongError`` for a provider message (``parse_prompt_too_long``), else None.
-    ``kwargs`` go to ``LLMError`` (provider, model, status, ...)."""
-    parsed = parse_prompt_too_long(message, code)
-    if parsed is None:
-        return None
-    actual, limit = parsed
-    gap = actual - limit if actual is not None and limit is not None and actual > limit else None
-    return PromptTooLongError(message, gap_tokens=gap, actual=actual, limit=limit, **kwargs)
-
-
-_KEYLIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-*.]{6,}|\bBearer\s+\S+", re.IGNORECASE)
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` without any of ``secrets`` and without anything shaped like an API key
-    (``sk-...``, ``Bearer ...``): a provider may quote a (partly masked) key in a 401 message."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, "[redacted]")
-    return _KEYLIKE.sub("[redacted]", text)
-
-
-def error_details(body: object) -> tuple[str, str | None]:
-    """``(message, code)`` from an error response body: ``{"error": {"message", "code"|"type"}}``
-    (Anthropic, OpenAI), ``{"error": "text"}`` (Ollama), ``{"message": ...}``, or raw text."""
-    if isinstance(body, (bytes, str)):
-        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-        try:
-            body = json.loads(text)
-        except ValueError:
-            return text.strip()[:2000], None
-    if isinstance(body, Mapping):
-        err = body.get("error", body)
-        if isinstance(err, str):
-            return err, None
-        if isinstance(err, Mapping):
-            code = err.get("code") or err.get("type")
-            msg = err.get("message")
-            if not isinstance(msg, str):
-                msg = json.dumps(err, default=str)[:2000]
-            return msg, str(code) if code is not None else None
-    return (str(body)[:2000] if body is not None else ""), None
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The wait a response asks for: ``retry-after-ms`` (milliseconds) or ``retry-after``
-    (seconds; the HTTP-date form is not parsed). None when absent or malformed."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) * scale
-        except ValueError:
-            continue
-    return None
-
-
-def status_error(
-    status: int,
-    body: object,
-    *,
-    provider: str,
-    model: str,
-    headers: Mapping[str, str] | None = None,
-    request_id: str | None = None,
-    secrets: Sequence[str] = (),
-) -> LLMError:
-    """The ``LLMError`` for an HTTP error ``status`` with response ``body``."""
-    raw, code = error_details(body)
-    detail = redact(raw, secrets)
-    message = (
-        f"{provider} {model}: HTTP {status}: {detail}" if detail else f"{provider} {model}: HTTP {status}"
-    )
-    kw: dict[str, Any] = {"provider": provider, "model": model, "status": status, "request_id": request_id}
-    if headers is not None:
-        kw["retry_after_s"] = retry_after_seconds(headers)
-    if status in (400, 413, 422) or (status == 404 and code in _TOO_LONG_CODES):
-        too_long = prompt_too_long_error(message, code, **kw)
-        if too_long is not None:
-            return too_long
-        if status == 413:  # request too large (bytes): the remedy is the same, drop content
-            return PromptTooLongError(message, **kw)
-    if status in (401, 403):
-        return AuthError(message, **kw)
-    if status == 408:
-        return LLMTimeoutError(message, **kw)
-    if status == 429:
-        return RateLimitError(message, **kw)
-    if status >= 500:
-        return ServerError(message, **kw)
-    return BadRequestError(message, **kw)
-
-
-# --------------------------------------------------------------------------------------------
 # Shared adapter machinery
 # --------------------------------------------------------------------------------------------
 
@@ -447,9 +210,66 @@ class Reply(msgspec.Struct, frozen=True):
     stop_reason: str | None
 
 
+class ClientOptions(TypedDict, total=False):
+    """The keyword arguments of every ``ProviderClient`` constructor (see ``ProviderClient``)."""
+
+    api_key: str | None
+    base_url: str | None
+    timeout: float
+    max_retries: int
+    registry: Registry | None
+
+
+class _APIError(Protocol):
+    @property
+    def message(self) -> str: ...
+
+
+class _Response(Protocol):
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+class _APIStatusError(_APIError, Protocol):
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def body(self) -> object: ...
+
+    @property
+    def response(self) -> _Response: ...
+
+
+class _SDKClient(Protocol):
+    def close(self) -> None: ...
+
+
+class SDKErrors(NamedTuple):
+    """An SDK's exception classes, as ``ProviderClient._map_error`` maps them: ``timeout`` ->
+    ``LLMTimeoutError``; ``connection`` (checked after ``timeout``, its base class in both SDKs)
+    -> ``LLMConnectionError``; ``status`` (an HTTP error response) -> the ``LLMError`` for its
+    status (``status_error``); ``base`` (anything else the SDK raises) ->
+    ``ProviderClient.other_error``."""
+
+    timeout: type[Exception]
+    connection: type[_APIError]
+    status: type[_APIStatusError]
+    base: type[Exception]
+
+
 class ProviderClient:
-    """Base of the SDK adapters: implements ``LLMClient.complete`` around ``_send`` (one SDK
-    call, retries included) and ``_map_error`` (SDK exception -> ``LLMError``).
+    """Base of the SDK adapters: builds the SDK client and implements ``LLMClient.complete``;
+    an adapter supplies only what is provider-specific (the hooks at the end).
+
+    ``model`` is the model name sent to the provider. ``api_key`` defaults to the environment
+    variable ``api_key_env``; ``base_url`` (or the environment variable ``base_url_env``) points
+    the client at another server than the provider's (``custom_server`` is then true).
+    ``timeout`` is in seconds per attempt; ``max_retries`` is the SDK's retry count. ``registry``
+    prices the calls (default: the built-in model table; unknown models price at the fallback
+    rates). Raises ``ValueError`` for an empty model, a non-positive timeout or a negative retry
+    count, ``SDKNotInstalledError`` when the SDK (the module named ``provider``) is missing, and
+    ``AuthError`` (from ``_connect``) when no credential is configured.
 
     The SDK's HTTP client is built with two event hooks: one counts attempts (per thread), one
     stops a retry whose server-requested wait exceeds ``max_retry_wait_s``. Usable as a context
@@ -457,9 +277,24 @@ class ProviderClient:
     """
 
     provider: str = ""
+    api_key_env: ClassVar[str] = ""
+    base_url_env: ClassVar[str] = ""
+    # The response header that carries the provider's request id (``LLMError.request_id``).
+    request_id_header: ClassVar[str] = "x-request-id"
+    # What an SDK error that is neither an HTTP error nor a timeout or connection failure becomes.
+    other_error: ClassVar[type[LLMError]] = LLMError
     max_retry_wait_s: float = MAX_RETRY_WAIT_S
 
-    def __init__(self, model: str, *, timeout: float, max_retries: int, registry: Registry | None) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        registry: Registry | None = None,
+    ) -> None:
         if not model:
             raise ValueError("model name is empty")
         if timeout <= 0:
@@ -473,11 +308,35 @@ class ProviderClient:
         self.calls: list[CallRecord] = []
         self._secrets: tuple[str, ...] = ()
         self._local = threading.local()
+        try:
+            importlib.import_module(self.provider)  # imported here, not with this package: it is slow
+        except ImportError as err:
+            hint = f"the {self.provider} SDK is not installed: pip install 'ctxengine[{self.provider}]'"
+            raise SDKNotInstalledError(hint, provider=self.provider, model=model) from err
+        if api_key is None:
+            api_key = os.environ.get(self.api_key_env) or None
+        self.custom_server = bool(base_url or os.environ.get(self.base_url_env))
+        self._client = self._connect(api_key, base_url)
 
-    # -- hooks for the SDK's httpx client -------------------------------------------------
+    # -- the SDK client and its httpx hooks -------------------------------------------------
 
-    def _event_hooks(self) -> dict[str, list[Any]]:
-        return {"request": [self._on_request], "response": [self._on_response]}
+    def _sdk_options(
+        self, httpx_client: Callable[..., object], api_key: str | None, base_url: str | None
+    ) -> dict[str, Any]:
+        """The SDK client's constructor arguments: ``api_key``, ``base_url``, the timeout and
+        retry count, and an ``httpx_client`` (the SDK's ``DefaultHttpxClient``) with the hooks."""
+        hooks = {"request": [self._on_request], "response": [self._on_response]}
+        return {
+            "api_key": api_key,
+            "base_url": base_url,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "http_client": httpx_client(event_hooks=hooks),
+        }
+
+    def _keep_secrets(self, *values: str | None) -> None:
+        """Redact ``values`` (the credentials in use) from every error message and log line."""
+        self._secrets = tuple(v for v in values if v and v != NO_KEY_PLACEHOLDER)
 
     def _on_request(self, request: Any) -> None:
         self._local.attempts = getattr(self._local, "attempts", 0) + 1
@@ -581,21 +440,31 @@ class ProviderClient:
             error.message,
         )
 
+    def _map_error(self, exc: Exception) -> LLMError | None:
+        """The ``LLMError`` for an exception the SDK raised (classified by ``_sdk_errors``);
+        None for any other exception."""
+        errors = self._sdk_errors()
+        if isinstance(exc, errors.timeout):
+            return self._generic_error(LLMTimeoutError, f"no response within {self.timeout:g} s")
+        if isinstance(exc, errors.connection):
+            return self._generic_error(LLMConnectionError, f"connection failed: {exc.message}")
+        if isinstance(exc, errors.status):
+            headers = exc.response.headers
+            return status_error(
+                exc.status_code,
+                exc.body,
+                provider=self.provider,
+                model=self.model,
+                headers=headers,
+                request_id=headers.get(self.request_id_header),
+                secrets=self._secrets,
+            )
+        if isinstance(exc, errors.base):
+            return self._generic_error(self.other_error, f"{type(exc).__name__}: {exc}")
+        return None
+
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
-
-    def _status_error(
-        self, status: int, body: object, headers: Mapping[str, str], request_id: str | None
-    ) -> LLMError:
-        return status_error(
-            status,
-            body,
-            provider=self.provider,
-            model=self.model,
-            headers=headers,
-            request_id=request_id,
-            secrets=self._secrets,
-        )
 
     def _generic_error(self, cls: type[LLMError], what: str) -> LLMError:
         message = f"{self.provider} {self.model}: {self._redact(what)}"
@@ -603,14 +472,23 @@ class ProviderClient:
 
     # -- to implement ----------------------------------------------------------------------
 
+    def _connect(self, api_key: str | None, base_url: str | None) -> _SDKClient:  # pragma: no cover
+        """The SDK client (built with ``_sdk_options``), its credentials passed to
+        ``_keep_secrets``; ``AuthError`` when there is none. ``api_key`` is the argument or the
+        environment's; a custom server may accept ``NO_KEY_PLACEHOLDER``."""
+        raise NotImplementedError
+
     def _send(self, request: LLMRequest) -> Reply:  # pragma: no cover - abstract
+        """One SDK call for ``request`` (the SDK retries inside it); the reply, usage read."""
         raise NotImplementedError
 
-    def _map_error(self, exc: Exception) -> LLMError | None:  # pragma: no cover - abstract
+    def _sdk_errors(self) -> SDKErrors:  # pragma: no cover - abstract
+        """The SDK's exception classes (the SDK is imported by then)."""
         raise NotImplementedError
 
-    def close(self) -> None:  # pragma: no cover - overridden
+    def close(self) -> None:
         """Release the SDK client's connections."""
+        self._client.close()
 
     def __enter__(self) -> ProviderClient:
         return self

@@ -24,32 +24,25 @@ constructor raises ``SDKNotInstalledError``.
 
 from __future__ import annotations
 
-import os
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from ctxengine.formats.openai_chat import openai_usage
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.llm.base import (
     NO_KEY_PLACEHOLDER,
-    AuthError,
-    BadRequestError,
-    LLMConnectionError,
-    LLMError,
+    ClientOptions,
     LLMRequest,
-    LLMTimeoutError,
     ProviderClient,
     Reply,
-    SDKNotInstalledError,
+    SDKErrors,
     log,
 )
+from ctxengine.llm.errors import AuthError, BadRequestError
 from ctxengine.messages import Usage
-from ctxengine.models import Registry
 
 if TYPE_CHECKING:
     import openai
-
-INSTALL_HINT = "the openai SDK is not installed: pip install 'ctxengine[openai]'"
 
 TokenParam = Literal["max_tokens", "max_completion_tokens"]
 
@@ -61,54 +54,43 @@ _UNSUPPORTED = re.compile(
 class OpenAIClient(ProviderClient):
     """Calls ``POST {base_url}/chat/completions`` through ``openai.OpenAI``.
 
-    ``api_key`` defaults to ``OPENAI_API_KEY``; with a ``base_url`` (or ``OPENAI_BASE_URL``) and no
-    key, the placeholder ``"not-needed"`` is sent (local servers ignore it). Without a key and
-    without a base URL the constructor raises ``AuthError``. ``timeout`` is in seconds per
-    attempt; ``max_retries`` is the SDK's retry count. ``token_param`` forces the name of the
-    output cap parameter (default: see the module docstring). ``registry`` prices the calls.
+    Arguments as for ``ProviderClient`` (``api_key``, ``base_url``, ``timeout``, ``max_retries``,
+    ``registry``), plus ``token_param``, which forces the name of the output cap parameter
+    (default: see the module docstring). ``api_key`` defaults to ``OPENAI_API_KEY``; with a
+    ``base_url`` (or ``OPENAI_BASE_URL``) and no key, the placeholder ``"not-needed"`` is sent
+    (local servers ignore it). Without a key and without a base URL the constructor raises
+    ``AuthError``. An SDK error that is not an HTTP error, a timeout or a connection failure
+    becomes a ``BadRequestError``.
     """
 
     provider = "openai"
+    api_key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    other_error = BadRequestError
+    _client: openai.OpenAI
 
     def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        registry: Registry | None = None,
-        token_param: TokenParam | None = None,
+        self, model: str, *, token_param: TokenParam | None = None, **options: Unpack[ClientOptions]
     ) -> None:
-        super().__init__(model, timeout=timeout, max_retries=max_retries, registry=registry)
-        try:
-            import openai
-        except ImportError as err:
-            raise SDKNotInstalledError(INSTALL_HINT, provider=self.provider, model=model) from err
+        super().__init__(model, **options)
+        self.token_param: TokenParam = token_param or (
+            "max_tokens" if self.custom_server else "max_completion_tokens"
+        )
+        self.send_temperature = True
+
+    def _connect(self, api_key: str | None, base_url: str | None) -> openai.OpenAI:
+        import openai
+
         if api_key is None:
-            api_key = os.environ.get("OPENAI_API_KEY") or None
-        custom_server = bool(base_url or os.environ.get("OPENAI_BASE_URL"))
-        if api_key is None:
-            if not custom_server:
+            if not self.custom_server:
                 raise AuthError(
                     "openai: no API key: set OPENAI_API_KEY, pass api_key, or give a base_url",
                     provider=self.provider,
-                    model=model,
+                    model=self.model,
                 )
             api_key = NO_KEY_PLACEHOLDER
-        self._secrets = (api_key,) if api_key != NO_KEY_PLACEHOLDER else ()
-        self.token_param: TokenParam = token_param or (
-            "max_tokens" if custom_server else "max_completion_tokens"
-        )
-        self.send_temperature = True
-        self._client: openai.OpenAI = openai.OpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=openai.DefaultHttpxClient(event_hooks=self._event_hooks()),
-        )
+        self._keep_secrets(api_key)
+        return openai.OpenAI(**self._sdk_options(openai.DefaultHttpxClient, api_key, base_url))
 
     def _send(self, request: LLMRequest) -> Reply:
         body = to_openai_chat(
@@ -181,24 +163,10 @@ class OpenAIClient(ProviderClient):
             return "no temperature"
         return None
 
-    def _map_error(self, exc: Exception) -> LLMError | None:
+    def _sdk_errors(self) -> SDKErrors:
         import openai as sdk
 
-        if isinstance(exc, sdk.APITimeoutError):
-            return self._generic_error(LLMTimeoutError, f"no response within {self.timeout:g} s")
-        if isinstance(exc, sdk.APIConnectionError):
-            return self._generic_error(LLMConnectionError, f"connection failed: {exc.message}")
-        if isinstance(exc, sdk.APIStatusError):
-            return self._status_error(
-                exc.status_code, exc.body, exc.response.headers, exc.response.headers.get("x-request-id")
-            )
-        if isinstance(exc, sdk.OpenAIError):
-            return self._generic_error(BadRequestError, f"{type(exc).__name__}: {exc}")
-        return None
-
-    def close(self) -> None:
-        """Release the SDK client's connections."""
-        self._client.close()
+        return SDKErrors(sdk.APITimeoutError, sdk.APIConnectionError, sdk.APIStatusError, sdk.OpenAIError)
 
 
 def normalise_usage(raw: dict[str, Any] | None) -> Usage:
