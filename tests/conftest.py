@@ -21,3 +21,31 @@ def transcripts() -> Path:
     if not TRANSCRIPTS.is_dir():
         pytest.fail(f"real transcripts not found at {TRANSCRIPTS}: ../shared must sit beside the checkout")
     return TRANSCRIPTS
+
+
+# environment variables through which real credentials, base URLs, profiles or logging could
+# reach the LLM clients' SDKs
+LLM_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "ANTHROPIC_LOG",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "OPENAI_ADMIN_KEY",
+    "OPENAI_LOG",
+)
+
+
+@pytest.fixture
+def clean_llm_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No real credentials, base URLs or profiles leak into the tests (``LLM_ENV`` unset, the
+    Anthropic config directory an empty one under ``tmp_path``). Use it with
+    ``pytestmark = pytest.mark.usefixtures("clean_llm_env")`` or as a test's argument."""
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))

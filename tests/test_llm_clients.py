@@ -58,26 +58,8 @@ PROVIDERS = ["anthropic", "openai"]
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o"}
 STUB = Path(__file__).resolve().parents[1].parent / "shared" / "acceptance" / "llm_stub.py"
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No real credentials, base URLs or profiles leak into the tests."""
-    for name in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_PROFILE",
-        "ANTHROPIC_CUSTOM_HEADERS",
-        "ANTHROPIC_LOG",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OPENAI_ORG_ID",
-        "OPENAI_PROJECT_ID",
-        "OPENAI_ADMIN_KEY",
-        "OPENAI_LOG",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+# no real credentials, base URLs or profiles leak into the tests
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
 
 
 def conversation() -> list[Message]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,19 +67,8 @@ ANALYSIS = "PRIVATE-DRAFT-7f3a: thinking out loud about the conversation"
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No real credentials or base URLs reach the clients."""
-    for name in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_PROFILE",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+# no real credentials or base URLs reach the clients
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
 
 
 @pytest.fixture(scope="module")

@@ -53,11 +53,7 @@ DEFAULT = get_policy("default")
 HEADING = re.compile(r"(?m)^# (" + "|".join(re.escape(s) for s in SECTIONS) + r")$")
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
 
 
 @pytest.fixture(scope="module")

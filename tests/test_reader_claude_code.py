@@ -21,6 +21,7 @@ from conftest import CLAUDE_CODE
 from ctxengine.formats import detect, load
 from ctxengine.formats.claude_code import MalformedRecordWarning, image_size, read
 from ctxengine.messages import Image, Message, Session, Text, Thinking, ToolCall, Usage
+from readers_common import read_damaged, tool_calls
 
 MIMO_VSCODE = CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
 MIMO_SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
@@ -115,7 +116,7 @@ def test_session_ids(path: Path) -> None:
 @pytest.mark.parametrize("path", ALL, ids=IDS)
 def test_tool_calls_match_sources(path: Path) -> None:
     s = session(path)
-    calls = [c for m in s.messages for c in m.tool_calls]
+    calls = tool_calls(s)
     assert len(calls) == len({c.id for c in calls}), "tool calls are deduplicated"
     assert len(calls) == DISTINCT_TOOL_CALLS[path]
     results = [r for m in s.messages for r in m.tool_results]
@@ -419,14 +420,9 @@ def test_malformed_lines_are_recorded_and_warned(tmp_path: Path) -> None:
     lines.insert(30, '{"type": "assistant", "uuid": "x"}')  # line 31: no message
     bad = tmp_path / "damaged.jsonl"
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.warns(MalformedRecordWarning) as caught:
-        [s] = read(bad)
-    assert [m.line for m in s.malformed] == [11, 21, 31]
-    assert all(m.path == str(bad) for m in s.malformed)
+    s = read_damaged(read, bad, [11, 21, 31], MalformedRecordWarning)
     assert "invalid JSON" in s.malformed[0].error
     assert "not an object" in s.malformed[1].error
-    messages = [str(w.message) for w in caught]
-    assert any(f"{bad}:11:" in t for t in messages) and any(f"{bad}:21:" in t for t in messages)
     good = session(MIMO_SIDECHAIN)
     assert len(s.messages) == len(good.messages)
     assert [m.id for m in s.messages] == [m.id for m in good.messages]

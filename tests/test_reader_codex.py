@@ -3,48 +3,21 @@
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from conftest import CODEX
 from ctxengine.formats import codex, detect, load
-from ctxengine.messages import Session, Thinking, ToolCall, TranscriptError, Usage
+from ctxengine.messages import Session, Thinking, Usage
+from readers_common import assert_unreadable, pairing_problems, read_damaged, session_fixture, tool_calls
 
 GPT54 = CODEX / "codex_gpt-5.4_cli-0.104_rollout-2026-03-09T18-28-04-019cd524.jsonl"
 GPT52 = CODEX / "codex_gpt-5.2-codex_cli-0.98_rollout-2026-02-09T16-41-33-019c44c8.jsonl"
 
 
-def pairing_problems(session: Session) -> list[str]:
-    """Tool calls whose results are not in the next message, and results without their call in
-    the previous message."""
-    problems: list[str] = []
-    msgs = session.messages
-    for i, m in enumerate(msgs):
-        following = {r.call_id for r in msgs[i + 1].tool_results} if i + 1 < len(msgs) else set()
-        problems += [f"call {c.id} at {i} unanswered" for c in m.tool_calls if c.id not in following]
-        previous = {c.id for c in msgs[i - 1].tool_calls} if i > 0 else set()
-        problems += [
-            f"result {r.call_id} at {i} without call" for r in m.tool_results if r.call_id not in previous
-        ]
-    return problems
-
-
-def tool_calls(session: Session) -> list[ToolCall]:
-    return [c for m in session.messages for c in m.tool_calls]
-
-
-@pytest.fixture(scope="module")
-def s54(transcripts: Path) -> Session:
-    [session] = codex.read(GPT54)
-    return session
-
-
-@pytest.fixture(scope="module")
-def s52(transcripts: Path) -> Session:
-    [session] = codex.read(GPT52)
-    return session
+s54 = session_fixture(codex.read, GPT54)
+s52 = session_fixture(codex.read, GPT52)
 
 
 @pytest.mark.parametrize(
@@ -128,11 +101,7 @@ def test_malformed_lines(tmp_path: Path, transcripts: Path) -> None:
     lines[19] = "[1, 2, 3]"  # line 20: valid JSON, wrong shape
     bad = tmp_path / "rollout.jsonl"
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.warns(UserWarning) as caught:
-        [s] = codex.read(bad)
-    assert [(m.path, m.line) for m in s.malformed] == [(str(bad), 13), (str(bad), 20)]
-    assert f"{bad}:13:" in str(caught[0].message)
-    assert f"{bad}:20:" in str(caught[1].message)
+    s = read_damaged(codex.read, bad, [13, 20])
     assert len(tool_calls(s)) == 60
     assert pairing_problems(s) == []
     # the repeated token_count (line 16) still gives the first call its usage
@@ -216,20 +185,12 @@ def test_detect_and_load(transcripts: Path) -> None:
 
 @pytest.mark.parametrize("content", [b"", b"\n  \n", b"\x00\x01\x02binary\x00", b'{"a": 1}\n{"b": 2}\n'])
 def test_unreadable_files_raise(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "x.jsonl"
-    path.write_bytes(content)
-    warns = pytest.warns(UserWarning) if content.startswith(b"{") else nullcontext()
-    with warns, pytest.raises(TranscriptError, match=str(path)):
-        codex.read(path)
-    with pytest.raises(TranscriptError, match=str(path)):
-        load(path)
+    warns = pytest.warns(UserWarning) if content.startswith(b"{") else None
+    assert_unreadable(codex.read, tmp_path / "x.jsonl", content, warns=warns)
 
 
 def test_missing_path_raises(tmp_path: Path) -> None:
-    with pytest.raises(TranscriptError, match="no such file"):
-        codex.read(tmp_path / "nope.jsonl")
-    with pytest.raises(TranscriptError, match="no such file"):
-        load(tmp_path / "nope.jsonl")
+    assert_unreadable(codex.read, tmp_path / "nope.jsonl")
 
 
 def test_many_malformed_lines_warn_once_each_up_to_a_cap(tmp_path: Path, transcripts: Path) -> None:

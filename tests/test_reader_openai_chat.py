@@ -10,35 +10,14 @@ import pytest
 
 from conftest import OPENAI_CHAT
 from ctxengine.formats import detect, load, openai_chat
-from ctxengine.messages import Image, Session, Thinking, ToolCall, TranscriptError, Usage
+from ctxengine.messages import Image, Session, Thinking, Usage
+from readers_common import assert_unreadable, pairing_problems, read_damaged, session_fixture, tool_calls
 
 MINI = OPENAI_CHAT / "mini-swe-agent-2.2.7_deepseek-chat_tool_calls_django__django-13265.traj.json"
 TAU = OPENAI_CHAT / "tau-bench_gpt-4o_airline_200-trajectories_tool_calls.json"
 
 
-def pairing_problems(session: Session) -> list[str]:
-    """Tool calls whose results are not in the next message, and results without their call in
-    the previous message."""
-    problems: list[str] = []
-    msgs = session.messages
-    for i, m in enumerate(msgs):
-        following = {r.call_id for r in msgs[i + 1].tool_results} if i + 1 < len(msgs) else set()
-        problems += [f"call {c.id} at {i} unanswered" for c in m.tool_calls if c.id not in following]
-        previous = {c.id for c in msgs[i - 1].tool_calls} if i > 0 else set()
-        problems += [
-            f"result {r.call_id} at {i} without call" for r in m.tool_results if r.call_id not in previous
-        ]
-    return problems
-
-
-def tool_calls(session: Session) -> list[ToolCall]:
-    return [c for m in session.messages for c in m.tool_calls]
-
-
-@pytest.fixture(scope="module")
-def mini(transcripts: Path) -> Session:
-    [session] = openai_chat.read(MINI)
-    return session
+mini = session_fixture(openai_chat.read, MINI)
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +77,7 @@ def test_malformed_mini_message(tmp_path: Path, transcripts: Path) -> None:
     doc["messages"][6]["content"] = {"not": "a list"}
     bad = tmp_path / "bad.traj.json"
     bad.write_text(json.dumps(doc), encoding="utf-8")
-    with pytest.warns(UserWarning) as caught:
-        [s] = openai_chat.read(bad)
-    assert [(m.path, m.line) for m in s.malformed] == [(str(bad), 6), (str(bad), 7)]
-    assert f"{bad}:6:" in str(caught[0].message)
+    s = read_damaged(openai_chat.read, bad, [6, 7])
     assert len(s.messages) == 310
     assert len(tool_calls(s)) == 155  # message 7 was an assistant call
 
@@ -173,16 +149,8 @@ def test_detect_and_load(transcripts: Path) -> None:
     "content", [b"", b"\n\n", b"\x00\x00binary", b'[{"role": ', b'{"foo": 1}', b"[1, 2, 3]", b"[]"]
 )
 def test_unreadable_files_raise(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "x.json"
-    path.write_bytes(content)
-    with pytest.raises(TranscriptError, match=str(path)):
-        openai_chat.read(path)
-    with pytest.raises(TranscriptError, match=str(path)):
-        load(path)
+    assert_unreadable(openai_chat.read, tmp_path / "x.json", content)
 
 
 def test_missing_path_raises(tmp_path: Path) -> None:
-    with pytest.raises(TranscriptError, match="no such file"):
-        openai_chat.read(tmp_path / "nope.json")
-    with pytest.raises(TranscriptError, match="no such file"):
-        load(tmp_path / "nope.json")
+    assert_unreadable(openai_chat.read, tmp_path / "nope.json")

@@ -10,41 +10,15 @@ import pytest
 
 from conftest import SWE_AGENT
 from ctxengine.formats import detect, load, swe_agent
-from ctxengine.messages import Session, Text, ToolCall, TranscriptError
+from ctxengine.messages import Session, Text
+from readers_common import assert_unreadable, pairing_problems, read_damaged, session_fixture, tool_calls
 
 V1 = SWE_AGENT / "sweagent-1.0_claude-4-sonnet_exit-context_sympy__sympy-13877.traj"
 V0 = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
 
 
-def pairing_problems(session: Session) -> list[str]:
-    """Tool calls whose results are not in the next message, and results without their call in
-    the previous message."""
-    problems: list[str] = []
-    msgs = session.messages
-    for i, m in enumerate(msgs):
-        following = {r.call_id for r in msgs[i + 1].tool_results} if i + 1 < len(msgs) else set()
-        problems += [f"call {c.id} at {i} unanswered" for c in m.tool_calls if c.id not in following]
-        previous = {c.id for c in msgs[i - 1].tool_calls} if i > 0 else set()
-        problems += [
-            f"result {r.call_id} at {i} without call" for r in m.tool_results if r.call_id not in previous
-        ]
-    return problems
-
-
-def tool_calls(session: Session) -> list[ToolCall]:
-    return [c for m in session.messages for c in m.tool_calls]
-
-
-@pytest.fixture(scope="module")
-def v1(transcripts: Path) -> Session:
-    [session] = swe_agent.read(V1)
-    return session
-
-
-@pytest.fixture(scope="module")
-def v0(transcripts: Path) -> Session:
-    [session] = swe_agent.read(V0)
-    return session
+v1 = session_fixture(swe_agent.read, V1)
+v0 = session_fixture(swe_agent.read, V0)
 
 
 def test_v1_real_file(v1: Session) -> None:
@@ -122,10 +96,7 @@ def test_malformed_history_message(tmp_path: Path, transcripts: Path) -> None:
     doc["history"][5] = 42  # its observation
     bad = tmp_path / "bad.traj"
     bad.write_text(json.dumps(doc), encoding="utf-8")
-    with pytest.warns(UserWarning) as caught:
-        [s] = swe_agent.read(bad)
-    assert [(m.path, m.line) for m in s.malformed] == [(str(bad), 5), (str(bad), 6)]
-    assert f"{bad}:5:" in str(caught[0].message)
+    s = read_damaged(swe_agent.read, bad, [5, 6])
     assert len(s.messages) == 47
     assert len(tool_calls(s)) == 22
     assert pairing_problems(s) == []
@@ -143,16 +114,8 @@ def test_detect_and_load(transcripts: Path) -> None:
     [b"", b"   \n", b"\x89PNG\r\n\x1a\n\x00\x00\x00", b'{"trajectory": [', b'{"info": {}}', b"[1, 2]"],
 )
 def test_unreadable_files_raise(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "x.traj"
-    path.write_bytes(content)
-    with pytest.raises(TranscriptError, match=str(path)):
-        swe_agent.read(path)
-    with pytest.raises(TranscriptError, match=str(path)):
-        load(path)
+    assert_unreadable(swe_agent.read, tmp_path / "x.traj", content)
 
 
 def test_missing_path_raises(tmp_path: Path) -> None:
-    with pytest.raises(TranscriptError, match="no such file"):
-        swe_agent.read(tmp_path / "nope.traj")
-    with pytest.raises(TranscriptError, match="no such file"):
-        load(tmp_path / "nope.traj")
+    assert_unreadable(swe_agent.read, tmp_path / "nope.traj")

@@ -12,6 +12,7 @@ On the real mimo transcript the replay's compaction events list what was restore
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,13 @@ class Session:
             )
         )
         self.messages.append(Message("user", (ToolResult(cid, (Text(content),), error),), f"r{self.n}"))
+
+    def read_files(self, files: dict[str, str]) -> list[Path]:
+        """Writes ``files`` (name: content), then reads each, in order."""
+        paths = [self.file(name, content) for name, content in files.items()]
+        for path in paths:
+            self.read(path)
+        return paths
 
     def todo(self, items: list[tuple[str, str]]) -> None:
         self.n += 1
@@ -179,10 +187,7 @@ def test_relative_paths_resolve_in_the_workspace(session: Session) -> None:
 
 
 def test_files_read_in_the_kept_tail_are_skipped(session: Session) -> None:
-    a = session.file("a.py", "A = 1\n")
-    b = session.file("b.py", "B = 2\n")
-    session.read(a)
-    session.read(b)
+    a, b = session.read_files({"a.py": "A = 1\n", "b.py": "B = 2\n"})
     session.chat()
     session.read(b)  # b is in the context anyway
     session.chat(2)
@@ -195,10 +200,7 @@ def test_files_read_in_the_kept_tail_are_skipped(session: Session) -> None:
 
 
 def test_files_gone_from_disk(session: Session) -> None:
-    keep = session.file("keep.py", "KEEP = True\n")
-    gone = session.file("gone.py", "GONE = 'last content read'\n")
-    session.read(keep)
-    session.read(gone)
+    keep, gone = session.read_files({"keep.py": "KEEP = True\n", "gone.py": "GONE = 'last content read'\n"})
     session.chat()
     gone.unlink()
     _, event = session.compact()
@@ -224,8 +226,9 @@ def test_each_file_is_capped(session: Session) -> None:
     assert big.read_text().startswith(body_of(msg))  # the head of the file
 
 
-def test_total_file_budget(session: Session) -> None:
-    # more files than the default five, each over the per-file cap: the 50,000 total binds
+def compact_over_budget(session: Session) -> tuple[list[Path], list[Message], Callable[[str], int]]:
+    """More files than the default five, each over the per-file cap, compacted with room for 20:
+    the 50,000 total binds. The paths in read order, the restored file messages, the counter."""
     paths = [
         session.file(f"big{i}.py", "\n".join(f"x{i}_{j} = '{words(12, f'k{j}_')}'" for j in range(2_500)))
         for i in range(14)
@@ -234,8 +237,12 @@ def test_total_file_budget(session: Session) -> None:
         session.read(p, "(read)")
     session.chat()
     engine, event = session.compact(POLICY.with_(restore_files=20))
-    count = engine.counter.count_text
     msgs = [m for m in restored(engine) if m.id in file_ids(event)]
+    return paths, msgs, engine.counter.count_text
+
+
+def test_total_file_budget(session: Session) -> None:
+    paths, msgs, count = compact_over_budget(session)
     assert 10 <= len(msgs) < 14
     assert [m.id for m in msgs] == [rid(p) for p in reversed(paths)][: len(msgs)]
     assert all(count(body_of(m)) <= 5_000 for m in msgs)
@@ -243,16 +250,7 @@ def test_total_file_budget(session: Session) -> None:
 
 
 def test_total_file_budget_includes_the_headers(session: Session) -> None:
-    paths = [
-        session.file(f"big{i}.py", "\n".join(f"x{i}_{j} = '{words(12, f'k{j}_')}'" for j in range(2_500)))
-        for i in range(14)
-    ]
-    for p in paths:
-        session.read(p, "(read)")
-    session.chat()
-    engine, event = session.compact(POLICY.with_(restore_files=20))
-    count = engine.counter.count_text
-    msgs = [m for m in restored(engine) if m.id in file_ids(event)]
+    _, msgs, count = compact_over_budget(session)
     assert sum(count(m.text()) for m in msgs) <= 50_000
 
 
@@ -321,9 +319,8 @@ def test_todo_list_is_restored(session: Session) -> None:
     assert "- [completed] Write the migration" in msg.text()
 
 
-def test_restore_after_an_llm_summary(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+@pytest.mark.usefixtures("clean_llm_env")
+def test_restore_after_an_llm_summary(session: Session) -> None:
     path = session.file("db/migrate.py", "def up():\n    pass\n")
     session.read(path)
     session.chat()
