@@ -17,10 +17,12 @@ from typer.testing import CliRunner
 from conftest import CLAUDE_CODE, CODEX, SWE_AGENT
 from ctxengine import bench, peers
 from ctxengine.bench import bench_command, compare, resolve, run_bench
+from ctxengine.cli import app as ctxengine_app
 from ctxengine.formats import load
 from ctxengine.policy import get_policy
 
 OPUS = CLAUDE_CODE / "cc_opus-4.5_thinking_redacted_43391f62.jsonl"
+SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
 CODEX_52 = CODEX / "codex_gpt-5.2-codex_cli-0.98_rollout-2026-02-09T16-41-33-019c44c8.jsonl"
 SWE = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
 POLICIES = ["default", "claude-code", "openclaw", "pi", "letta", "none"]
@@ -173,3 +175,84 @@ def test_jobs_give_the_same_figures(transcripts: Path) -> None:
             b.reference_recall,
             b.compactions,
         )
+
+
+# ------------------------------------------------------------------ input handling shared with replay
+
+
+def _write(content: bytes) -> Any:
+    def make(p: Path) -> Path:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content)
+        return p
+
+    return make
+
+
+def _sidechain_copy(p: Path) -> Path:
+    p.write_bytes(SIDECHAIN.read_bytes())  # read here, not at import: the transcripts fixture checks first
+    return p
+
+
+def _folder_without_transcripts(p: Path) -> Path:
+    p.mkdir()
+    (p / "README.txt").write_text("nothing to replay here\n", encoding="utf-8")
+    return p
+
+
+BAD_INPUTS = {
+    "missing": (lambda p: p, []),
+    "unknown-format": (_write(b"These are my notes, not a transcript.\n"), []),
+    "empty": (_write(b""), []),
+    "binary": (_write(bytes(range(256)) * 8), []),
+    "no-transcripts-in-folder": (_folder_without_transcripts, []),
+    "bad-llm-spec": (_sidechain_copy, ["--llm", "nosuch:model"]),
+    "llm-without-model": (_sidechain_copy, ["--llm", "anthropic:"]),
+    "bad-models-file": (_sidechain_copy, ["--models", "{tmp}/models.toml"]),
+    "missing-models-file": (_sidechain_copy, ["--models", "{tmp}/nowhere.toml"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_gives_the_same_lines_and_exit_2_as_replay(
+    transcripts: Path, tmp_path: Path, case: str
+) -> None:
+    """bench and replay read paths, --llm and --models through the same code: same stderr, exit 2."""
+    make, extra = BAD_INPUTS[case]
+    (tmp_path / "models.toml").write_text("x = = 1\n", encoding="utf-8")
+    path = make(tmp_path / "some-session-file.jsonl")
+    args = [str(path), *(a.format(tmp=tmp_path) for a in extra)]
+    ours = run(*args, "--policies", "none")
+    theirs = CliRunner().invoke(ctxengine_app, ["replay", *args])
+    assert (ours.exit_code, theirs.exit_code) == (2, 2), (ours.stderr, theirs.stderr)
+    assert ours.stdout == "" and theirs.stdout == ""
+    assert ours.stderr == theirs.stderr
+    assert ours.stderr.splitlines()[-1].startswith("error: ")
+
+
+def test_no_transcripts_under_several_paths_names_them_all(tmp_path: Path) -> None:
+    a, b = _folder_without_transcripts(tmp_path / "a"), _folder_without_transcripts(tmp_path / "b")
+    res = run(str(a), str(b), "--policies", "none")
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [
+        f"note: skipped {a / 'README.txt'}: unknown transcript format",
+        f"note: skipped {b / 'README.txt'}: unknown transcript format",
+        f"error: {a}, {b}: no transcripts found",
+    ]
+
+
+def test_malformed_record_warns_with_file_and_line_and_the_rest_is_benched(
+    transcripts: Path, tmp_path: Path
+) -> None:
+    lines = SIDECHAIN.read_bytes().splitlines(keepends=True)
+    json.loads(lines[56])  # line 57 was a valid record: cut it in half (a torn write)
+    lines[56] = lines[56][: len(lines[56]) // 2] + b"\n"
+    path = tmp_path / "a-folder-with-a-rather-long-name-as-real-ones-have" / SIDECHAIN.name
+    path.parent.mkdir()
+    path.write_bytes(b"".join(lines))
+    res = run(str(path), "--policies", "none", "--window", "64000", "--json", str(tmp_path / "b.json"))
+    assert res.exit_code == 0, res.stderr
+    warning = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1 and f"{path}:57:" in warning[0]
+    assert "note: 1 malformed record(s) skipped in all; the rest loaded" in res.stderr  # as replay says
+    assert json.loads((tmp_path / "b.json").read_text())["policies"]["none"]["sessions"] == 1

@@ -15,9 +15,7 @@ A peer that cannot run (LangChain not installed) is reported as unavailable with
 
 from __future__ import annotations
 
-import sys
 import time
-import warnings
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -25,12 +23,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
+from ctxengine import cli_common as common
 from ctxengine import peers
-from ctxengine.messages import Session, TranscriptError
+from ctxengine.messages import Session
 from ctxengine.models import Registry, WindowTooSmallError
 from ctxengine.policy import Policy, get_policy, presets
 from ctxengine.replay import COMPACTION_LAYERS, SessionReport, replay_session
@@ -43,8 +41,6 @@ PRESETS = ("claude-code", "openclaw", "pi", "letta")
 DEFAULT_POLICIES = ("default", *PRESETS, "none", "recorded", *peers.PEERS)
 BENCH_COMPACTION_LAYERS = COMPACTION_LAYERS | {"cache_ttl_prune"} | peers.PEER_LAYERS
 """Events that change what is already in the context (the peers' trims and clears included)."""
-TABLE_WIDTH = 200
-err = Console(stderr=True)
 
 
 class SessionRow(msgspec.Struct, kw_only=True):
@@ -295,7 +291,7 @@ _W: dict[str, Any] = {}
 
 
 def _worker_init(paths: list[str], window: int | None, models: str | None) -> None:
-    sessions, _ = load_sessions([Path(p) for p in paths])
+    sessions, _ = common.collect_all(Path(p) for p in paths)
     registry = Registry.default().with_overrides(Path(models)) if models else Registry.default()
     _W.update(sessions=sessions, window=window, registry=registry, engines=engine_registry())
 
@@ -491,29 +487,7 @@ def plot(result: BenchResult, path: Path) -> None:
     plt.close(fig)
 
 
-def load_sessions(paths: list[Path]) -> tuple[list[Session], list[str]]:
-    """Every session under ``paths`` (files, or folders read recursively, sidechains linked)."""
-    from ctxengine.cli import collect
-
-    sessions: list[Session] = []
-    notes: list[str] = []
-    for p in paths:
-        found, more = collect(p)
-        sessions.extend(found)
-        notes.extend(more)
-    return sessions, notes
-
-
 # ------------------------------------------------------------------ the command
-
-
-def _say(prefix: str, message: str) -> None:
-    err.print(prefix, message, markup=False, emoji=False, highlight=False, soft_wrap=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    _say("error:", message)
-    return typer.Exit(2)
 
 
 def bench_command(
@@ -528,72 +502,38 @@ def bench_command(
     window: Annotated[
         int | None, typer.Option(help="Context window in tokens (default: each model's).")
     ] = None,
-    llm: Annotated[
-        str | None, typer.Option(help="PROVIDER:MODEL for notes and summaries (anthropic or openai).")
-    ] = None,
-    llm_base_url: Annotated[
-        str | None, typer.Option(help="Base URL of the LLM server (OpenAI-compatible servers too).")
-    ] = None,
-    llm_timeout: Annotated[float, typer.Option(help="Seconds per LLM request.")] = 120.0,
+    llm: common.LlmOption = None,
+    llm_base_url: common.LlmBaseUrlOption = None,
+    llm_timeout: common.LlmTimeoutOption = 120.0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every figure as JSON.")] = None,
     plot_out: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG of recall against cost per policy.")
     ] = None,
-    models: Annotated[Path | None, typer.Option(help="TOML file overriding model prices/windows.")] = None,
+    models: common.ModelsOption = None,
     jobs: Annotated[int, typer.Option(help="Processes to replay in (1: this one; ignored with --llm).")] = 1,
 ) -> None:
     """Replay every session under every policy and compare them in one table."""
     names = [n.strip() for n in policies.split(",") if n.strip()]
     if not names:
-        raise _fail("--policies names no policy")
+        raise common.fail("--policies names no policy")
     if window is not None and window <= 0:
-        raise _fail(f"--window must be a positive number of tokens, not {window}")
+        raise common.fail(f"--window must be a positive number of tokens, not {window}")
     if jobs < 1:
-        raise _fail(f"--jobs must be at least 1, not {jobs}")
+        raise common.fail(f"--jobs must be at least 1, not {jobs}")
     try:
         runners = resolve(names)
     except KeyError as exc:
-        raise _fail(str(exc.args[0])) from None
+        raise common.fail(str(exc.args[0])) from None
     for r in runners:
         if r.unavailable:
-            _say("note:", f"{r.name} unavailable: {r.unavailable}")
-    client = None
-    if llm:
-        from ctxengine.llm import LLMError, make_client
-
-        try:
-            client = make_client(llm, base_url=llm_base_url, timeout=llm_timeout)
-        except (ValueError, LLMError, ImportError) as exc:
-            raise _fail(f"--llm {llm}: {exc}") from None
-    for p in paths:
-        if not p.exists():
-            raise _fail(f"{p}: no such file or directory")
-    try:
-        registry = Registry.default().with_overrides(models) if models else Registry.default()
-    except (OSError, ValueError) as exc:
-        raise _fail(f"{models}: {exc}") from None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            sessions, notes = load_sessions(paths)
-        except TranscriptError as exc:
-            raise _fail(str(exc)) from None
-    for w in caught:
-        _say("warning:", str(w.message))
-    for n in notes:
-        _say("note:", n)
-    if not sessions:
-        raise _fail(f"{', '.join(map(str, paths))}: no transcripts found")
+            common.say("note:", f"{r.name} unavailable: {r.unavailable}")
+    client = common.make_llm(llm, llm_base_url, llm_timeout)
+    common.require_paths(paths)
+    registry = common.load_registry(models)
+    sessions = common.load_transcripts(paths)
     started = time.perf_counter()
     try:
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as progress:
+        with common.progress_bar() as progress:
             result = run_bench(
                 sessions,
                 runners,
@@ -606,9 +546,9 @@ def bench_command(
                 progress=progress,
             )
     except WindowTooSmallError as exc:
-        raise _fail(str(exc)) from None
+        raise common.fail(str(exc)) from None
     elapsed = time.perf_counter() - started
-    out = Console() if sys.stdout.isatty() else Console(width=TABLE_WIDTH)
+    out = common.stdout_console()
     where = f"window {window:,} tokens" if window else "each model's window"
     out.print(bench_table(result, f"ctxengine bench — {len(sessions)} sessions, {where}"))
     out.print(
@@ -626,14 +566,14 @@ def bench_command(
     )
     for row in result.policies.values():
         for e in row.errors[:5]:
-            _say("error:", f"{row.policy}: {e}")
+            common.say("error:", f"{row.policy}: {e}")
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=1))
-        _say("wrote", str(json_out))
+        common.say("wrote", str(json_out))
     if plot_out:
         try:
             plot(result, plot_out)
         except RuntimeError as exc:
-            raise _fail(str(exc)) from None
-        _say("wrote", str(plot_out))
+            raise common.fail(str(exc)) from None
+        common.say("wrote", str(plot_out))

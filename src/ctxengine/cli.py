@@ -8,24 +8,34 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ctxengine.formats import link_sidechains, load
-from ctxengine.messages import Session, TranscriptError
-from ctxengine.models import Registry, WindowTooSmallError
+from ctxengine.cli_common import (
+    LlmBaseUrlOption,
+    LlmOption,
+    LlmTimeoutOption,
+    ModelsOption,
+    fail,
+    load_registry,
+    load_transcripts,
+    make_llm,
+    progress_bar,
+    require_paths,
+    say,
+    stdout_console,
+)
+from ctxengine.cli_common import (
+    collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
+)
+from ctxengine.models import WindowTooSmallError
 from ctxengine.policy import Policy, get_policy
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Context-window management for LLM agents."
 )
-err = Console(stderr=True)
-TABLE_WIDTH = 200  # columns when stdout is not a terminal (a log, a pipe)
 
 USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
@@ -50,17 +60,6 @@ def _mount_tools() -> None:
 _mount_tools()
 
 
-def say(prefix: str, message: str) -> None:
-    """One line to stderr, printed literally (no markup, no emoji codes, no wrapping)."""
-    err.print(prefix, message, markup=False, emoji=False, highlight=False, soft_wrap=True)
-
-
-def fail(message: str) -> typer.Exit:
-    """Print one line to stderr; return the exit (code 2) to raise."""
-    say("error:", message)
-    return typer.Exit(2)
-
-
 def newest_user_session() -> Path | None:
     """The newest session file under ``~/.claude/projects`` or ``~/.codex/sessions``."""
     best: tuple[float, Path] | None = None
@@ -76,24 +75,6 @@ def newest_user_session() -> Path | None:
             if best is None or mtime > best[0]:
                 best = (mtime, p)
     return best[1] if best else None
-
-
-def collect(path: Path) -> tuple[list[Session], list[str]]:
-    """Sessions under ``path`` (a file or a folder, recursively) and notes on skipped files.
-
-    Raises ``TranscriptError`` when ``path`` is a single file that cannot be read.
-    """
-    notes: list[str] = []
-    if path.is_dir():
-        sessions: list[Session] = []
-        for f in sorted(p for p in path.rglob("*") if p.is_file()):
-            try:
-                sessions.extend(load(f))
-            except TranscriptError as exc:
-                notes.append(f"skipped {exc}")
-        link_sidechains(sessions)
-        return sessions, notes
-    return load(path), notes
 
 
 def _load_policy(name: str, policy_file: Path | None) -> Policy:
@@ -117,17 +98,13 @@ def replay(
     plot_out: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG of tokens sent per call.")
     ] = None,
-    models: Annotated[Path | None, typer.Option(help="TOML file overriding model prices/windows.")] = None,
+    models: ModelsOption = None,
     engine: Annotated[
         str, typer.Option(help="Engine id (core: ctxengine; plugins by entry point).")
     ] = "ctxengine",
-    llm: Annotated[
-        str | None, typer.Option(help="PROVIDER:MODEL for notes and summaries (anthropic or openai).")
-    ] = None,
-    llm_base_url: Annotated[
-        str | None, typer.Option(help="Base URL of the LLM server (OpenAI-compatible servers too).")
-    ] = None,
-    llm_timeout: Annotated[float, typer.Option(help="Seconds per LLM request.")] = 120.0,
+    llm: LlmOption = None,
+    llm_base_url: LlmBaseUrlOption = None,
+    llm_timeout: LlmTimeoutOption = 120.0,
     quiet: Annotated[bool, typer.Option(help="No table.")] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
@@ -142,54 +119,21 @@ def replay(
     engines.load_entry_points()
     if engine not in engines.ids():
         raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
-    client = None
-    if llm:
-        from ctxengine.llm import LLMError, make_client
-
-        try:
-            client = make_client(llm, base_url=llm_base_url, timeout=llm_timeout)
-        except (ValueError, LLMError, ImportError) as exc:
-            raise fail(f"--llm {llm}: {exc}") from None
+    client = make_llm(llm, llm_base_url, llm_timeout)
     if path is None:
         path = newest_user_session()
         if path is None:
             raise fail("no transcript given and no session found in " + " or ".join(USER_SESSION_DIRS))
         say("replaying your newest session:", str(path))
-    if not path.exists():
-        raise fail(f"{path}: no such file or directory")
-    try:
-        registry = Registry.default().with_overrides(models) if models else Registry.default()
-    except (OSError, ValueError) as exc:
-        raise fail(f"{models}: {exc}") from None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            sessions, notes = collect(path)
-        except TranscriptError as exc:
-            raise fail(str(exc)) from None
-    for w in caught:
-        say("warning:", str(w.message))
-    for n in notes:
-        say("note:", n)
-    if not sessions:
-        raise fail(f"{path}: no transcripts found")
-    malformed = sum(len(s.malformed) for s in sessions)
-    if malformed:
-        say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
+    require_paths([path])
+    registry = load_registry(models)
+    sessions = load_transcripts([path])
 
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if plot_out else None
     rec_policy = get_policy("recorded")
     try:
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=len(sessions) < 2,
-        ) as progress:
+        with progress_bar(disable=len(sessions) < 2) as progress:
             task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
             for s in sessions:
                 reports.append(
@@ -214,8 +158,7 @@ def replay(
         raise fail(str(exc)) from None
 
     if not quiet:
-        out = Console() if sys.stdout.isatty() else Console(width=TABLE_WIDTH)
-        report.print_table(reports, f"ctxengine replay — policy {pol.name}", out)
+        report.print_table(reports, f"ctxengine replay — policy {pol.name}", stdout_console())
     if json_out:
         report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
         say("wrote", str(json_out))

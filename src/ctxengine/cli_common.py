@@ -1,0 +1,167 @@
+"""What the ``ctxengine replay`` and ``ctxengine bench`` commands share: reading transcripts from the
+paths given, the ``--llm`` client and the ``--models`` registry (the options and what they build),
+and how they talk on stderr.
+
+Errors a user can fix (a missing path, an unknown format, an empty or binary file, a bad ``--llm``
+or ``--models``) print one line and raise ``typer.Exit(2)`` (see ``fail``); a malformed record is a
+warning naming file and line, and the rest still loads. Depends on no command module, so both
+``cli`` and ``bench`` import it without a cycle.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeAlias
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ctxengine.formats import link_sidechains, load
+from ctxengine.messages import Session, TranscriptError
+from ctxengine.models import Registry
+
+if TYPE_CHECKING:
+    from ctxengine.llm import LLMClient
+
+err = Console(stderr=True)
+TABLE_WIDTH = 200  # columns when stdout is not a terminal (a log, a pipe)
+
+# the options both commands take (the default stays with each command: ``= None``, ``= 120.0``)
+LlmOption: TypeAlias = Annotated[
+    str | None, typer.Option(help="PROVIDER:MODEL for notes and summaries (anthropic or openai).")
+]
+LlmBaseUrlOption: TypeAlias = Annotated[
+    str | None, typer.Option(help="Base URL of the LLM server (OpenAI-compatible servers too).")
+]
+LlmTimeoutOption: TypeAlias = Annotated[float, typer.Option(help="Seconds per LLM request.")]
+ModelsOption: TypeAlias = Annotated[
+    Path | None, typer.Option(help="TOML file overriding model prices/windows.")
+]
+
+
+def say(prefix: str, message: str) -> None:
+    """One line to stderr, printed literally (no markup, no emoji codes, no wrapping)."""
+    err.print(prefix, message, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` as one line to stderr; return the exit (code 2) to raise."""
+    say("error:", message)
+    return typer.Exit(2)
+
+
+def stdout_console() -> Console:
+    """The console for tables: the terminal's width, or ``TABLE_WIDTH`` columns in a log or pipe."""
+    return Console() if sys.stdout.isatty() else Console(width=TABLE_WIDTH)
+
+
+def progress_bar(*, disable: bool = False) -> Progress:
+    """A transient progress bar on stderr (description, bar, done/total, elapsed time)."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=disable,
+    )
+
+
+def make_llm(llm: str | None, base_url: str | None, timeout: float) -> LLMClient | None:
+    """The client for ``--llm PROVIDER:MODEL`` (``anthropic`` or ``openai``), or ``None`` without one.
+
+    ``base_url`` is ``--llm-base-url`` (OpenAI-compatible servers too); ``timeout`` is seconds per
+    request. A bad spec, an unknown provider or a missing SDK prints ``error: --llm SPEC: why`` and
+    raises ``typer.Exit(2)``.
+    """
+    if not llm:
+        return None
+    from ctxengine.llm import LLMError, make_client
+
+    try:
+        return make_client(llm, base_url=base_url, timeout=timeout)
+    except (ValueError, LLMError, ImportError) as exc:
+        raise fail(f"--llm {llm}: {exc}") from None
+
+
+def require_paths(paths: Iterable[Path]) -> None:
+    """Raise ``typer.Exit(2)`` (after ``error: PATH: no such file or directory``) at the first
+    path that does not exist."""
+    for p in paths:
+        if not p.exists():
+            raise fail(f"{p}: no such file or directory")
+
+
+def load_registry(models: Path | None) -> Registry:
+    """The model registry (prices, windows), overridden by the ``--models`` TOML file if given.
+
+    An unreadable or invalid file prints ``error: FILE: why`` and raises ``typer.Exit(2)``.
+    """
+    try:
+        return Registry.default().with_overrides(models) if models else Registry.default()
+    except (OSError, ValueError) as exc:
+        raise fail(f"{models}: {exc}") from None
+
+
+def collect(path: Path) -> tuple[list[Session], list[str]]:
+    """Sessions under ``path`` (a file or a folder, recursively) and notes on skipped files.
+
+    Raises ``TranscriptError`` when ``path`` is a single file that cannot be read.
+    """
+    notes: list[str] = []
+    if path.is_dir():
+        sessions: list[Session] = []
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            try:
+                sessions.extend(load(f))
+            except TranscriptError as exc:
+                notes.append(f"skipped {exc}")
+        link_sidechains(sessions)
+        return sessions, notes
+    return load(path), notes
+
+
+def collect_all(paths: Iterable[Path]) -> tuple[list[Session], list[str]]:
+    """``collect`` over each of ``paths`` in turn: all the sessions, and all the notes.
+
+    Raises ``TranscriptError`` at the first path that is a single file that cannot be read.
+    """
+    sessions: list[Session] = []
+    notes: list[str] = []
+    for p in paths:
+        found, more = collect(p)
+        sessions.extend(found)
+        notes.extend(more)
+    return sessions, notes
+
+
+def load_transcripts(paths: Sequence[Path]) -> list[Session]:
+    """Every session under ``paths`` (files, or folders read recursively), for a command.
+
+    Warnings raised while loading (a malformed record: file and line) are printed as
+    ``warning: ...`` lines, then the notes on skipped files and the count of malformed records as
+``note: ...``. A single file that
+    cannot be read (unknown format, empty, binary), or no session at all, prints one ``error:``
+    line and raises ``typer.Exit(2)``. Check the paths exist first (``require_paths``).
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            sessions, notes = collect_all(paths)
+        except TranscriptError as exc:
+            raise fail(str(exc)) from None
+    for w in caught:
+        say("warning:", str(w.message))
+    for n in notes:
+        say("note:", n)
+    if not sessions:
+        raise fail(f"{', '.join(map(str, paths))}: no transcripts found")
+    malformed = sum(len(s.malformed) for s in sessions)
+    if malformed:
+        say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
+    return sessions
