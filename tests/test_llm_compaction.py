@@ -6,8 +6,8 @@ Every path of issue 3 is asserted: a good summary (analysis stripped, continuati
 quality figures), a summary missing sections or identifiers (one retry with the reasons; the better
 one kept), prompt too long with and without the token gap, 429 then success, 500s until the
 circuit breaker opens (and a manual success closing it), a timeout, manual instructions, prefix
-reuse with the session's own model, and chunking with a partial summary. After every failure the
-session is exactly as it was.
+reuse with the session's own model, chunking with a partial summary, and OpenClaw's staged summary
+(parts summarized apart, then merged). After every failure the session is exactly as it was.
 
 Sizes: the session model is ``claude-sonnet-4-5`` at a 60,000-token window, so summary compaction
 runs above 24,000 tokens (``compact_at_share`` 0.4) and keeps the newest 10,000.
@@ -29,13 +29,22 @@ from ctxengine.engine import CompactionError, ContextEngine
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.layers.base import LayerEvent
-from ctxengine.layers.pairing import tool_groups
+from ctxengine.layers.pairing import find_violations, tool_groups
 from ctxengine.llm import AnthropicClient, OpenAIClient, ProviderClient
-from ctxengine.llm_summary import CONTINUATION, NINE_SECTIONS, LLMSummarizer, SummaryError
+from ctxengine.llm_summary import (
+    CONTINUATION,
+    MERGE_INSTRUCTIONS,
+    NINE_SECTIONS,
+    LLMSummarizer,
+    SummaryError,
+    split_by_token_share,
+    strip_analysis,
+)
 from ctxengine.messages import Message
 from ctxengine.models import Registry, WindowWarning
 from ctxengine.notes import serialize
 from ctxengine.policy import get_policy
+from ctxengine.summarize import STYLE_SECTIONS
 from ctxengine.tokens.counter import counter_for
 from llm_server import (
     Recorded,
@@ -725,3 +734,148 @@ def test_engine_records_a_partial_chunked_summary(server: ScriptedLLMServer, con
     assert text.startswith(CONTINUATION + made[0])
     assert "[Partial summary: chunks 1-1 of" in text
     assert event.llm_calls == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Staged summary with merge (OpenClaw summarizeInStages)
+# --------------------------------------------------------------------------------------------
+
+
+def staged_replies(
+    latest: str, sections: tuple[str, ...] = NINE_SECTIONS
+) -> tuple[Callable[[dict[str, Any]], str], list[str]]:
+    """Summaries that pass the audit (every identifier of the request echoed, ``latest``
+    restated), marked ``PART-k`` or, for the merge request, ``MERGED``; ``made`` records each
+    summary as it enters the context (analysis stripped)."""
+    made: list[str] = []
+
+    def reply(body: dict[str, Any]) -> str:
+        texts = list(strings(body))
+        found: set[str] = set()
+        for t in texts:
+            found |= identifiers.extract(t)
+        mark = "MERGED" if "<partial-summaries>" in "".join(texts) else f"PART-{len(made) + 1}"
+        text = summary_text(found, latest, sections=sections, mark=mark)
+        made.append(strip_analysis(text))
+        return text
+
+    return reply, made
+
+
+def test_split_by_token_share_halves_a_real_span_on_tool_group_boundaries(sonnet: list[Message]) -> None:
+    span = head(sonnet, 60_000)
+    tokens = [COUNTER.count_message(m) for m in span]
+    parts = split_by_token_share(span, tokens, 2)
+    assert len(parts) == 2 and [m for p in parts for m in p] == span  # in order, nothing lost
+    first = len(parts[0])
+    assert any(s == first for s, _ in tool_groups(span))  # the cut is a tool-group boundary
+    share = sum(tokens[:first]) / sum(tokens)
+    assert 0.3 < share <= 0.5  # the first part stops before passing half of the tokens
+    assert (
+        split_by_token_share(span[:3], tokens[:3], 5)
+        and len(split_by_token_share(span[:3], tokens[:3], 5)) <= 3
+    )
+
+
+def test_staged_summary_summarizes_the_parts_apart_then_merges(
+    server: ScriptedLLMServer, sonnet: list[Message]
+) -> None:
+    span = head(sonnet, 60_000)
+    reply, made = staged_replies(latest_user_request(span))
+    server.default = reply
+    summarizer = LLMSummarizer(
+        make_client("anthropic", server), COUNTER.count_message, window=200_000, max_output=8_000, stages=2
+    )
+    # the chunk budget comes from the session's window: 64,000 x 0.4 - 4,096 = 21,504 < 60,000
+    result = summarizer.summarize(span, stage_window=64_000)
+    prompts = [prompt_of(r) for r in server.requests]
+    assert len(prompts) == 3 and result.stages == 2 and result.chunks == 2 and not result.partial
+    assert result.text == made[-1] and made[-1].startswith("MERGED")
+    assert result.spent.llm_calls == 3
+    parts = split_by_token_share(span, [COUNTER.count_message(m) for m in span], 2)
+    for prompt, part in zip(prompts[:2], parts, strict=True):  # each part alone, no previous summary
+        assert "<previous-summary>" not in prompt
+        assert re.search(r"(?s)<conversation>\n(.*)\n</conversation>", prompt).group(1) == serialize(part)  # type: ignore[union-attr]
+    merge = prompts[2]
+    assert "<conversation>" not in merge and MERGE_INSTRUCTIONS.strip() in merge
+    one, two = merge.index("[Chunk 1/2 - oldest messages"), merge.index("[Chunk 2/2 - most recent messages")
+    assert one < merge.index(made[0]) < two < merge.index(made[1])
+    assert "UTC" in merge  # the parts carry their time ranges
+    assert result.audit is not None
+
+
+def test_staged_summary_of_a_small_span_is_one_call(server: ScriptedLLMServer, convo: list[Message]) -> None:
+    reply, _ = staged_replies(latest_user_request(convo[:30]))
+    server.default = reply
+    summarizer = LLMSummarizer(
+        make_client("anthropic", server), COUNTER.count_message, window=200_000, max_output=8_000, stages=2
+    )
+    result = summarizer.summarize(convo[:30], stage_window=200_000)  # far under 75,904 tokens
+    assert len(server.requests) == 1 and result.stages == 1
+    assert "<conversation>" in prompt_of(server.requests[0])
+
+
+def test_staged_summary_keeps_the_parts_done_when_a_later_part_fails(
+    server: ScriptedLLMServer, sonnet: list[Message]
+) -> None:
+    span = head(sonnet, 60_000)
+    reply, _ = staged_replies(latest_user_request(span))
+    server.script = [reply, server_error("anthropic"), server_error("anthropic")]
+    server.default = reply
+    summarizer = LLMSummarizer(
+        make_client("anthropic", server, max_retries=0),
+        COUNTER.count_message,
+        window=200_000,
+        max_output=8_000,
+        stages=2,
+    )
+    result = summarizer.summarize(span, stage_window=64_000)
+    assert len(server.requests) == 4  # part 1, part 2 twice (failed), the merge of part 1
+    merge = prompt_of(server.requests[-1])
+    assert "[Chunk 1/2 - oldest messages" in merge and "[Chunk 2/2" not in merge
+    assert result.partial and result.text.endswith("[Partial summary: parts 1-1 of 2 were summarized]")
+    assert result.spent.llm_calls == 2
+
+
+def test_staged_summary_fails_when_the_merge_fails(server: ScriptedLLMServer, sonnet: list[Message]) -> None:
+    reply, _ = staged_replies("")
+    server.script = [reply, reply]
+    server.default = server_error("anthropic")
+    summarizer = LLMSummarizer(
+        make_client("anthropic", server, max_retries=0),
+        COUNTER.count_message,
+        window=200_000,
+        max_output=8_000,
+        stages=2,
+    )
+    with pytest.raises(SummaryError, match="merge"):
+        summarizer.summarize(head(sonnet, 60_000), stage_window=64_000)
+
+
+def test_openclaw_preset_compacts_with_a_staged_summary(
+    provider: str, server: ScriptedLLMServer, sonnet: list[Message]
+) -> None:
+    """The OpenClaw preset, at a 64,000-token window, with an LLM: its compaction summarizes the
+    span in two parts and a merge, under OpenClaw's required headings."""
+    convo = head(sonnet, 70_000)
+    reply, made = staged_replies(latest_user_request(convo), STYLE_SECTIONS["openclaw"])
+    server.default = reply
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        engine = ContextEngine(
+            get_policy("openclaw"), model=SESSION_MODEL, window=64_000, llm=make_client(provider, server)
+        )
+    engine.bootstrap(system=SYSTEM_PROMPT)
+    for m in convo:
+        engine.ingest(m)
+    proj = engine.assemble()
+    event = only_summary_event(proj.events)
+    assert event.details["stages"] == 2 and event.details["style"] == "openclaw"
+    merges = [r for r in server.requests if "<partial-summaries>" in prompt_of(r)]
+    assert len(merges) == 1 and server.requests[-1] is merges[0]
+    flush = [e for e in proj.events if e.layer == "memory_flush"]  # the notes: one call before
+    assert len(flush) == 1 and flush[0].llm_calls == 1
+    assert event.llm_calls == len(server.requests) - 1 == 3  # two parts and the merge
+    assert made[-1].startswith("MERGED") and made[-1] in proj.messages[0].text()
+    assert event.details["audit"]["passed"]
+    assert find_violations(proj.messages) == []

@@ -214,6 +214,8 @@ def test_openclaw_constants() -> None:
     assert OPENCLAW.keep_recent_tokens == 20_000 and OPENCLAW.compact_cut == "pi"
     assert OPENCLAW.history_max_share == 0.5 and OPENCLAW.history_share_margin == 1.2
     assert OPENCLAW.summary_budget(200_000) == 16_000  # floor(0.8 x 20,000)
+    assert OPENCLAW.summary_stages == 2  # summarizeInStages DEFAULT_PARTS, then a merge call
+    assert PI.summary_stages == 1 and CC.summary_stages == 1 and LETTA.summary_stages == 1
     assert (
         OPENCLAW.ttl_prune,
         OPENCLAW.ttl_prune_ttl_s,

@@ -157,6 +157,7 @@ class Compactor:
                 count_message,
                 window=llm_model.input_window if llm_model else 200_000,
                 max_output=policy.summary_llm_max_output,
+                stages=policy.summary_stages,
             )
             if self.llm
             else None
@@ -173,6 +174,7 @@ class Compactor:
                 max_output=policy.summary_llm_max_output,
                 required_sections=summarize.STYLE_SECTIONS[style],
                 prompt=summarize.STYLE_PROMPTS[style].replace("{words}", str(words)),
+                stages=policy.summary_stages,
             )
             if style == "pi":  # the prefix of a split turn gets its own summary
                 self.turn_summarizer = StyledSummarizer(
@@ -739,7 +741,9 @@ class Compactor:
             else:
                 main, turn = plan.span, plan.turn_prefix
                 if plan.dropped:
-                    r = self.summarizer.summarize(plan.dropped, previous=previous, instructions=instructions)
+                    r = self.summarizer.summarize(
+                        plan.dropped, previous=previous, instructions=instructions, stage_window=ctx.window
+                    )
                     _add(spent, r.spent)
                     previous = r.text
             reuse = (
@@ -756,6 +760,7 @@ class Compactor:
                     instructions=instructions,
                     prefix=list(ctx.view) if reuse else None,
                     extra_audit_text=self.summary_state.todos,
+                    stage_window=ctx.window,
                 )
                 if r.prefix_reused and r.spent.cache_read_tokens == 0:
                     # the conversation prefix was just sent: priced as a cache read
@@ -768,7 +773,9 @@ class Compactor:
                     r.spent.cache_read_tokens = cache_read
                 _add(spent, r.spent)
                 text = r.text
-                details.update(chunks=r.chunks, partial=r.partial, prefix_reused=r.prefix_reused)
+                details.update(
+                    chunks=r.chunks, stages=r.stages, partial=r.partial, prefix_reused=r.prefix_reused
+                )
                 if r.audit is not None:
                     details["audit"] = {
                         "passed": r.audit.passed,

@@ -9,6 +9,13 @@ Follows the references (prompt wording is ours):
   chunk ratio 0.4 -> min 0.15, safety margin 1.2, 4,096 tokens of overhead), summarize chunks
   rolling (each chunk's summary is the next one's previous summary), and a chunk that fails after
   retries leaves a partial summary, not a lost one.
+- Staged summary with merge (OpenClaw ``summarizeInStages``, ``stages`` > 1): a span of at least
+  4 messages larger than the chunk budget (window x adaptive ratio - 4,096 tokens) is split into
+  ``stages`` parts by token share on tool-group boundaries; each part is summarized on its own
+  (rolling within the part when it is larger than the summarizer's window), then one merge call
+  turns the labelled partial summaries (oldest first, with their UTC time ranges) into the
+  summary, audited as any other. A part that fails after retries leaves the parts done so far
+  merged and the summary marked partial; a first part or a merge that fails is an error.
 - Prompt too long from the provider: drop the oldest 20% of API-round groups, or just enough when
   the error states the gap, and retry, at most 3 times (Claude Code ``truncateHeadForPTLRetry``).
 - Prefix reuse: when the summarizer is the session's own model on a provider that caches
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -53,6 +61,14 @@ SUMMARIZATION_OVERHEAD_TOKENS = 4_096
 PTL_DROP_SHARE = 0.2  # Claude Code: drop 20% of API-round groups when the gap is unknown
 MAX_PTL_RETRIES = 3
 CHUNK_ATTEMPTS = 2  # tries per chunk before the summary is left partial
+MIN_MESSAGES_FOR_SPLIT = 4  # OpenClaw summarizeInStages: fewer messages are summarized in one stage
+MERGE_INSTRUCTIONS = (
+    "\n\nThe conversation was summarized in parts, oldest first; the partial summaries are below. "
+    "Merge them into one cohesive summary. MUST PRESERVE: active tasks with their status (in "
+    "progress, blocked, pending), batch progress such as 5/17, the user's last request and what "
+    "was being done about it, decisions and their rationale, TODOs, open questions, constraints "
+    "and promised follow-ups. Favour recent context: the agent must know what it was doing."
+)
 CONTINUATION = (
     "This session is being continued from a previous conversation that ran out of context. "
     "The summary below covers the earlier portion of the conversation; continue from where it "
@@ -116,6 +132,7 @@ class SummaryResult(msgspec.Struct, kw_only=True):
     audit: Audit | None
     spent: Spend
     chunks: int = 1
+    stages: int = 1  # parts summarized apart and merged (OpenClaw summarizeInStages)
     partial: bool = False
     ptl_retries: int = 0
     prefix_reused: bool = False
@@ -158,9 +175,48 @@ def chunk_groups(messages: Sequence[Message], tokens: Sequence[int], max_tokens:
     return chunks
 
 
+def split_by_token_share(
+    messages: Sequence[Message], tokens: Sequence[int], parts: int
+) -> list[list[Message]]:
+    """OpenClaw ``splitMessagesByTokenShare`` on tool-group boundaries: at most ``parts`` chunks
+    of about total / parts tokens each, in order; a new chunk starts when the next tool group
+    would pass the target (the last chunk takes the rest). A call and its result stay together."""
+    parts = max(1, min(parts, len(messages)))
+    target = sum(tokens) / parts
+    chunks: list[list[Message]] = []
+    current: list[Message] = []
+    size = 0
+    for start, end in tool_groups(messages):
+        gt = sum(tokens[start:end])
+        if current and size + gt > target and len(chunks) < parts - 1:
+            chunks.append(current)
+            current, size = [], 0
+        current.extend(messages[start:end])
+        size += gt
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _time_range(messages: Sequence[Message]) -> str:
+    stamps = [m.timestamp for m in messages if m.timestamp is not None]
+    if not stamps:
+        return ""
+    fmt = "%Y-%m-%d %H:%M UTC"
+    first, last = (datetime.fromtimestamp(t, tz=UTC).strftime(fmt) for t in (min(stamps), max(stamps)))
+    return f" {first}" if first == last else f" {first} to {last}"
+
+
+def chunk_label(i: int, n: int, messages: Sequence[Message]) -> str:
+    """OpenClaw's label of a partial summary: ``[Chunk 1/N - oldest messages <UTC range>]``."""
+    where = "oldest messages" if i == 1 else "most recent messages" if i == n else "messages"
+    return f"[Chunk {i}/{n} - {where}{_time_range(messages)}]"
+
+
 class LLMSummarizer:
     """Summaries by the configured model. ``window``/``max_output``: the summarizer's own context
-    window and output budget (tokens); ``count`` the caller's token counter."""
+    window and output budget (tokens); ``count`` the caller's token counter; ``stages``: parts of
+    a staged summary with merge (1: off; OpenClaw: 2)."""
 
     def __init__(
         self,
@@ -171,8 +227,10 @@ class LLMSummarizer:
         max_output: int = 8_192,
         required_sections: Sequence[str] = NINE_SECTIONS,
         prompt: str = PROMPT,
+        stages: int = 1,
     ) -> None:
         self.client = client
+        self.stages = stages
         self.prompt = prompt  # takes {where} and {extra}: a preset passes its own headings
         self.count = count
         self.window = window
@@ -191,11 +249,14 @@ class LLMSummarizer:
         prefix: Sequence[Message] | None = None,
         system: str = "",
         extra_audit_text: str = "",
+        stage_window: int | None = None,
     ) -> SummaryResult:
         """Summarize ``span`` (the messages leaving the context; ``kept`` stay). ``previous`` is an
         earlier summary to extend; ``instructions`` the caller's focus (``/compact [text]``).
         With ``prefix`` (the projection as last sent, whose head is ``span``) the request reuses
-        it so the provider's prompt cache serves the conversation. Raises ``SummaryError``."""
+        it so the provider's prompt cache serves the conversation. ``stage_window``: the session's
+        context window (tokens) that sets the chunk budget of a staged summary (default: the
+        summarizer's). Raises ``SummaryError``."""
         spent = Spend()
         latest = latest_user_request([*span, *kept])
         if prefix is not None:
@@ -212,6 +273,15 @@ class LLMSummarizer:
             except SummaryError:
                 pass  # e.g. prompt too long with the whole projection: fall back to the span alone
         tokens = [self.count(m) for m in span]
+        if self.stages > 1 and len(span) >= MIN_MESSAGES_FOR_SPLIT:
+            w = stage_window or self.window
+            max_chunk = int(w * adaptive_chunk_ratio(tokens, w)) - SUMMARIZATION_OVERHEAD_TOKENS
+            if sum(tokens) > max_chunk:
+                parts = split_by_token_share(span, tokens, self.stages)
+                if len(parts) > 1:
+                    return self._staged(
+                        parts, span, kept, previous, instructions, latest, extra_audit_text, spent
+                    )
         budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
         if sum(tokens) * SAFETY_MARGIN <= budget:
             return self._with_audit(
@@ -348,6 +418,33 @@ class LLMSummarizer:
                 break
         return max(1, dropped)
 
+    def _rolling(
+        self, span: Sequence[Message], tokens: list[int], previous: str, instructions: str, spent: Spend
+    ) -> tuple[str, int, int]:
+        """Summarize ``span`` in chunks that fit the summarizer, rolling (each chunk's summary is
+        the next one's previous summary), each chunk tried ``CHUNK_ATTEMPTS`` times. Returns the
+        summary, the chunks done and the chunks in all (fewer done: the rest failed). Raises
+        ``SummaryError`` when the first chunk fails."""
+        budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
+        if sum(tokens) * SAFETY_MARGIN <= budget:
+            chunks = [list(span)]
+        else:
+            ratio = adaptive_chunk_ratio(tokens, self.window)
+            max_chunk = max(1_000, int(self.window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
+            chunks = chunk_groups(span, tokens, max_chunk)
+        rolling = previous
+        for done, chunk in enumerate(chunks):
+            for attempt in range(CHUNK_ATTEMPTS):
+                try:
+                    rolling, _ = self._request_span(chunk, rolling, instructions, "", spent)
+                    break
+                except SummaryError:
+                    if attempt == CHUNK_ATTEMPTS - 1:
+                        if done == 0:
+                            raise
+                        return rolling, done, len(chunks)
+        return rolling, len(chunks), len(chunks)
+
     def _chunked(
         self,
         span: Sequence[Message],
@@ -359,27 +456,10 @@ class LLMSummarizer:
         extra_audit_text: str,
         spent: Spend,
     ) -> SummaryResult:
-        ratio = adaptive_chunk_ratio(tokens, self.window)
-        max_chunk = max(1_000, int(self.window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
-        chunks = chunk_groups(span, tokens, max_chunk)
-        rolling = previous
-        done = 0
-        for chunk in chunks:
-            for attempt in range(CHUNK_ATTEMPTS):
-                try:
-                    rolling, _ = self._request_span(chunk, rolling, instructions, "", spent)
-                    done += 1
-                    break
-                except SummaryError:
-                    if attempt == CHUNK_ATTEMPTS - 1:
-                        if done == 0:
-                            raise
-                        note = f"\n\n[Partial summary: chunks 1-{done} of {len(chunks)} were summarized]"
-                        return SummaryResult(
-                            text=rolling + note, audit=None, spent=spent, chunks=len(chunks), partial=True
-                        )
-            else:  # pragma: no cover - loop always breaks or returns
-                continue
+        rolling, done, total = self._rolling(span, tokens, previous, instructions, spent)
+        if done < total:
+            note = f"\n\n[Partial summary: chunks 1-{done} of {total} were summarized]"
+            return SummaryResult(text=rolling + note, audit=None, spent=spent, chunks=total, partial=True)
         a = audit_summary(
             rolling,
             required_sections=self.required_sections,
@@ -388,7 +468,73 @@ class LLMSummarizer:
             latest_request=latest,
             extra_text=extra_audit_text,
         )
-        return SummaryResult(text=rolling, audit=a, spent=spent, chunks=len(chunks))
+        return SummaryResult(text=rolling, audit=a, spent=spent, chunks=total)
+
+    def _staged(
+        self,
+        parts: list[list[Message]],
+        span: Sequence[Message],
+        kept: Sequence[Message],
+        previous: str,
+        instructions: str,
+        latest: str,
+        extra_audit_text: str,
+        spent: Spend,
+    ) -> SummaryResult:
+        """OpenClaw ``summarizeInStages``: each part summarized with no previous summary, then one
+        merge call over the labelled partial summaries (and the earlier summary, if any)."""
+        partials: list[str] = []
+        chunks = 0
+        for part in parts:
+            try:
+                text, done, total = self._rolling(
+                    part, [self.count(m) for m in part], "", instructions, spent
+                )
+            except SummaryError:
+                if not partials:
+                    raise
+                break
+            if done < total:
+                text += f"\n\n[Partial summary: chunks 1-{done} of {total} of this part were summarized]"
+            partials.append(text)
+            chunks += total
+        labelled = "\n\n".join(
+            f"{chunk_label(i, len(parts), part)}\n{text}"
+            for i, (part, text) in enumerate(zip(parts, partials, strict=False), 1)
+        )
+        merged_span = [m for part in parts[: len(partials)] for m in part]
+        result = self._with_audit(
+            lambda extra: self._request_merge(labelled, previous, instructions, extra, spent),
+            merged_span,
+            kept,
+            latest,
+            extra_audit_text,
+            spent,
+        )
+        result.chunks = chunks
+        result.stages = len(parts)
+        if len(partials) < len(parts):
+            result.partial = True
+            result.text += f"\n\n[Partial summary: parts 1-{len(partials)} of {len(parts)} were summarized]"
+        return result
+
+    def _request_merge(
+        self, labelled: str, previous: str, instructions: str, extra: str, spent: Spend
+    ) -> tuple[str, int]:
+        from ctxengine.llm import LLMError
+
+        prev = f"\n\n<previous-summary>\n{previous}\n</previous-summary>" if previous else ""
+        prompt = (
+            self.prompt.format(where="from its partial summaries", extra=self._focus(instructions) + extra)
+            + MERGE_INSTRUCTIONS
+            + prev
+            + f"\n\n<partial-summaries>\n{labelled}\n</partial-summaries>"
+        )
+        msg = Message(role="user", blocks=(Text(prompt),), id="summary-merge-request")
+        try:
+            return self._call(SYSTEM, [msg], spent, cache_prefix=False), 0
+        except LLMError as exc:
+            raise SummaryError(f"summary merge request failed: {exc}", spent) from exc
 
     @staticmethod
     def _focus(instructions: str) -> str:

@@ -117,6 +117,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # (0: off)
     history_max_share: float = 0.0
     history_share_margin: float = 1.2  # OpenClaw SAFETY_MARGIN on the "new content" test
+    # OpenClaw summarizeInStages (LLM summaries only): a span over the chunk budget is split into
+    # this many parts by token share, summarized apart, then merged in one more call (1: off)
+    summary_stages: int = 1
     turn_prefix_max_tokens: int = 8_192  # pi: the split-turn prefix summary (0.5 x reserve)
     # Letta sliding window: evict round(share x N) messages, the share starting at
     # ``sliding_start_share`` and growing by ``sliding_step_share`` before each try, until the rest

@@ -106,6 +106,7 @@ OPENCLAW_TOOL_RESULT_SHARE = 0.3  # MAX_TOOL_RESULT_CONTEXT_SHARE: cap <= floor(
 OPENCLAW_IMPORTANT_TAIL_CHARS = 4_000  # tail = min(30% of the budget, 4,000) when it matters
 OPENCLAW_SUMMARY_MAX_TOKENS = int(0.8 * OPENCLAW_RESERVE)  # pi generateSummary: 0.8 x reserve
 OPENCLAW_FLUSH_SOFT_TOKENS = 4_000  # memory flush softThresholdTokens (docs)
+OPENCLAW_SUMMARY_PARTS = 2  # summarizeInStages DEFAULT_PARTS: summarized apart, then merged
 OPENCLAW_PRUNE_TTL_S = 300.0  # context pruning ttl "5m"
 OPENCLAW_PRUNE_KEEP_LAST_ASSISTANTS = 3
 OPENCLAW_PRUNE_SOFT_RATIO = 0.3
@@ -183,6 +184,7 @@ OPENCLAW = PI.with_(
     summary_style="openclaw",
     summary_max_tokens=OPENCLAW_SUMMARY_MAX_TOKENS,
     summary_llm_max_output=OPENCLAW_SUMMARY_MAX_TOKENS,
+    summary_stages=OPENCLAW_SUMMARY_PARTS,
     memory_flush=True,
     memory_flush_soft_tokens=OPENCLAW_FLUSH_SOFT_TOKENS,
 )
@@ -198,7 +200,11 @@ dropped part summarized first; the safeguard summary with the required headings 
 TODOs, Constraints/Rules, Pending user asks, Exact identifiers: at most 12, from the last 10
 messages), the tool failures (8, 240 chars each), the 3 preserved recent turns (600 chars per
 message) and the ``<read-files>`` / ``<modified-files>`` lists, within floor(0.8 x 20,000) tokens;
-with an LLM, the identifier audit and one retry; the live tool-result cap
+with an LLM, the staged summary (``summarizeInStages``: a span over window x adaptive ratio -
+4,096 tokens, of at least 4 messages, split into 2 parts by token share on tool-group boundaries,
+each summarized apart, then one merge call over the partial summaries labelled oldest to most
+recent with their UTC ranges; a part that fails keeps the parts done, marked partial), the
+identifier audit and one retry; the live tool-result cap
 min(16,000 chars, floor(30% of the window) x 4) keeping head + the important tail (4,000 chars);
 the cache-TTL pruning extension (after 5 min without a call: soft-trim results over 4,000 chars
 to 1,500 head + 1,500 tail above 30% of the window, hard-clear oldest-first to the placeholder
@@ -207,8 +213,8 @@ everything before the first user message protected); the pre-compaction memory f
 brought up to date once per compaction, 4,000 tokens before the threshold; kept out of the context
 as OpenClaw's ``memory/`` files are).
 
-Leaves out: the staged two-part summary with a merge call (the LLM path summarizes an oversized
-span in rolling chunks, and the dropped history first), the pre-prompt precheck routes
+Without an LLM the summary is the $0 structured one, which needs no stages. Leaves out: the
+pre-prompt precheck routes
 (truncate-only vs compact), bootstrap-file caps (the replay has no workspace), AGENTS.md excerpts,
 and pi's overflow retry (the overflow guard stands in). The pruned results are frozen per call id
 (principle 4), where OpenClaw prunes only the request in flight.
