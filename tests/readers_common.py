@@ -63,9 +63,9 @@ def assert_unreadable(
     path: Path,
     content: bytes | None = None,
     *,
-    warns: AbstractContextManager[object] | None = None,
+    warns: type[Warning] | None = None,
 ) -> None:
-    """The format's ``read`` (inside ``warns``, if given) and the generic ``load`` both raise a
+    """The format's ``read`` (warning ``warns``, if given) and the generic ``load`` both raise a
     TranscriptError: naming the path once ``content`` is written to it, or, with no ``content``
     (nothing at ``path``), saying there is no such file."""
     if content is None:
@@ -73,7 +73,8 @@ def assert_unreadable(
     else:
         path.write_bytes(content)
         match = str(path)
-    with warns or nullcontext(), pytest.raises(TranscriptError, match=match):
+    expect: AbstractContextManager[object] = pytest.warns(warns) if warns else nullcontext()
+    with expect, pytest.raises(TranscriptError, match=match):
         read(path)
     with pytest.raises(TranscriptError, match=match):
         load(path)

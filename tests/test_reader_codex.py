@@ -185,7 +185,7 @@ def test_detect_and_load(transcripts: Path) -> None:
 
 @pytest.mark.parametrize("content", [b"", b"\n  \n", b"\x00\x01\x02binary\x00", b'{"a": 1}\n{"b": 2}\n'])
 def test_unreadable_files_raise(tmp_path: Path, content: bytes) -> None:
-    warns = pytest.warns(UserWarning) if content.startswith(b"{") else None
+    warns = UserWarning if content.startswith(b"{") else None
     assert_unreadable(codex.read, tmp_path / "x.jsonl", content, warns=warns)
 
 
