@@ -658,13 +658,20 @@ def rolling_replies() -> tuple[Callable[[dict[str, Any]], str], list[str]]:
     return reply, made
 
 
+def summarizer_for(
+    server: ScriptedLLMServer, *, window: int, max_output: int, stages: int = 1, max_retries: int = 1
+) -> LLMSummarizer:
+    """An LLM summarizer on the Anthropic client against ``server``, counting with the session's
+    counter."""
+    client = make_client("anthropic", server, max_retries=max_retries)
+    return LLMSummarizer(client, COUNTER.count_message, window=window, max_output=max_output, stages=stages)
+
+
 def test_chunked_summary_is_rolling(server: ScriptedLLMServer, sonnet: list[Message]) -> None:
     span = head(sonnet, 60_000)
     reply, made = rolling_replies()
     server.default = reply
-    summarizer = LLMSummarizer(
-        make_client("anthropic", server), COUNTER.count_message, window=20_000, max_output=2_000
-    )
+    summarizer = summarizer_for(server, window=20_000, max_output=2_000)
     result = summarizer.summarize(span)
     n = len(server.requests)
     assert n > 1 and result.chunks == n and not result.partial
@@ -691,12 +698,7 @@ def test_chunk_failing_after_retries_leaves_a_partial_summary(
     reply, made = rolling_replies()
     server.script = [reply, reply, server_error("anthropic"), server_error("anthropic")]
     server.default = reply
-    summarizer = LLMSummarizer(
-        make_client("anthropic", server, max_retries=0),
-        COUNTER.count_message,
-        window=20_000,
-        max_output=2_000,
-    )
+    summarizer = summarizer_for(server, window=20_000, max_output=2_000, max_retries=0)
     result = summarizer.summarize(span)
     assert len(server.requests) == 4
     assert result.partial is True and result.chunks > 3
@@ -707,12 +709,7 @@ def test_chunk_failing_after_retries_leaves_a_partial_summary(
 
 def test_first_chunk_failing_is_an_error(server: ScriptedLLMServer, sonnet: list[Message]) -> None:
     server.default = server_error("anthropic")
-    summarizer = LLMSummarizer(
-        make_client("anthropic", server, max_retries=0),
-        COUNTER.count_message,
-        window=20_000,
-        max_output=2_000,
-    )
+    summarizer = summarizer_for(server, window=20_000, max_output=2_000, max_retries=0)
     with pytest.raises(SummaryError) as info:
         summarizer.summarize(head(sonnet, 60_000))
     assert info.value.spent.llm_calls == 0
@@ -783,9 +780,7 @@ def test_staged_summary_summarizes_the_parts_apart_then_merges(
     span = head(sonnet, 60_000)
     reply, made = staged_replies(latest_user_request(span))
     server.default = reply
-    summarizer = LLMSummarizer(
-        make_client("anthropic", server), COUNTER.count_message, window=200_000, max_output=8_000, stages=2
-    )
+    summarizer = summarizer_for(server, window=200_000, max_output=8_000, stages=2)
     # the chunk budget comes from the session's window: 64,000 x 0.4 - 4,096 = 21,504 < 60,000
     result = summarizer.summarize(span, stage_window=64_000)
     prompts = [prompt_of(r) for r in server.requests]
@@ -807,9 +802,7 @@ def test_staged_summary_summarizes_the_parts_apart_then_merges(
 def test_staged_summary_of_a_small_span_is_one_call(server: ScriptedLLMServer, convo: list[Message]) -> None:
     reply, _ = staged_replies(latest_user_request(convo[:30]))
     server.default = reply
-    summarizer = LLMSummarizer(
-        make_client("anthropic", server), COUNTER.count_message, window=200_000, max_output=8_000, stages=2
-    )
+    summarizer = summarizer_for(server, window=200_000, max_output=8_000, stages=2)
     result = summarizer.summarize(convo[:30], stage_window=200_000)  # far under 75,904 tokens
     assert len(server.requests) == 1 and result.stages == 1
     assert "<conversation>" in prompt_of(server.requests[0])
@@ -822,13 +815,7 @@ def test_staged_summary_keeps_the_parts_done_when_a_later_part_fails(
     reply, _ = staged_replies(latest_user_request(span))
     server.script = [reply, server_error("anthropic"), server_error("anthropic")]
     server.default = reply
-    summarizer = LLMSummarizer(
-        make_client("anthropic", server, max_retries=0),
-        COUNTER.count_message,
-        window=200_000,
-        max_output=8_000,
-        stages=2,
-    )
+    summarizer = summarizer_for(server, window=200_000, max_output=8_000, stages=2, max_retries=0)
     result = summarizer.summarize(span, stage_window=64_000)
     assert len(server.requests) == 4  # part 1, part 2 twice (failed), the merge of part 1
     merge = prompt_of(server.requests[-1])
@@ -841,13 +828,7 @@ def test_staged_summary_fails_when_the_merge_fails(server: ScriptedLLMServer, so
     reply, _ = staged_replies("")
     server.script = [reply, reply]
     server.default = server_error("anthropic")
-    summarizer = LLMSummarizer(
-        make_client("anthropic", server, max_retries=0),
-        COUNTER.count_message,
-        window=200_000,
-        max_output=8_000,
-        stages=2,
-    )
+    summarizer = summarizer_for(server, window=200_000, max_output=8_000, stages=2, max_retries=0)
     with pytest.raises(SummaryError, match="merge"):
         summarizer.summarize(head(sonnet, 60_000), stage_window=64_000)
 

@@ -279,9 +279,22 @@ class LLMSummarizer:
             if sum(tokens) > max_chunk:
                 parts = split_by_token_share(span, tokens, self.stages)
                 if len(parts) > 1:
-                    return self._staged(
-                        parts, span, kept, previous, instructions, latest, extra_audit_text, spent
+                    labelled, covered, chunks, done = self._stage_parts(parts, instructions, spent)
+                    result = self._with_audit(
+                        lambda extra: self._request_merge(labelled, previous, instructions, extra, spent),
+                        covered,
+                        kept,
+                        latest,
+                        extra_audit_text,
+                        spent,
                     )
+                    result.chunks, result.stages = chunks, len(parts)
+                    if done < len(parts):
+                        result.partial = True
+                        result.text += (
+                            f"\n\n[Partial summary: parts 1-{done} of {len(parts)} were summarized]"
+                        )
+                    return result
         budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
         if sum(tokens) * SAFETY_MARGIN <= budget:
             return self._with_audit(
@@ -292,9 +305,26 @@ class LLMSummarizer:
                 extra_audit_text,
                 spent,
             )
-        return self._chunked(span, tokens, kept, previous, instructions, latest, extra_audit_text, spent)
+        rolling, done, total = self._rolling(span, tokens, previous, instructions, spent)
+        if done < total:
+            note = f"\n\n[Partial summary: chunks 1-{done} of {total} were summarized]"
+            return SummaryResult(text=rolling + note, audit=None, spent=spent, chunks=total, partial=True)
+        a = self._audit(rolling, span, kept, latest, extra_audit_text)
+        return SummaryResult(text=rolling, audit=a, spent=spent, chunks=total)
 
     # ------------------------------------------------------------------ internals
+
+    def _audit(
+        self, text: str, span: Sequence[Message], kept: Sequence[Message], latest: str, extra: str
+    ) -> Audit:
+        return audit_summary(
+            text,
+            required_sections=self.required_sections,
+            span=span,
+            kept=kept,
+            latest_request=latest,
+            extra_text=extra,
+        )
 
     def _with_audit(
         self,
@@ -308,14 +338,7 @@ class LLMSummarizer:
         prefix_reused: bool = False,
     ) -> SummaryResult:
         text, ptl = ask("")
-        first = audit_summary(
-            text,
-            required_sections=self.required_sections,
-            span=span,
-            kept=kept,
-            latest_request=latest,
-            extra_text=extra_audit_text,
-        )
+        first = self._audit(text, span, kept, latest, extra_audit_text)
         if first.passed:
             return SummaryResult(
                 text=text, audit=first, spent=spent, ptl_retries=ptl, prefix_reused=prefix_reused
@@ -326,14 +349,7 @@ class LLMSummarizer:
             return SummaryResult(
                 text=text, audit=first, spent=spent, ptl_retries=ptl, prefix_reused=prefix_reused
             )
-        second = audit_summary(
-            text2,
-            required_sections=self.required_sections,
-            span=span,
-            kept=kept,
-            latest_request=latest,
-            extra_text=extra_audit_text,
-        )
+        second = self._audit(text2, span, kept, latest, extra_audit_text)
         best_text, best = (text2, second) if second.failures <= first.failures else (text, first)
         return SummaryResult(
             text=best_text, audit=best, spent=spent, ptl_retries=ptl + ptl2, prefix_reused=prefix_reused
@@ -445,44 +461,13 @@ class LLMSummarizer:
                         return rolling, done, len(chunks)
         return rolling, len(chunks), len(chunks)
 
-    def _chunked(
-        self,
-        span: Sequence[Message],
-        tokens: list[int],
-        kept: Sequence[Message],
-        previous: str,
-        instructions: str,
-        latest: str,
-        extra_audit_text: str,
-        spent: Spend,
-    ) -> SummaryResult:
-        rolling, done, total = self._rolling(span, tokens, previous, instructions, spent)
-        if done < total:
-            note = f"\n\n[Partial summary: chunks 1-{done} of {total} were summarized]"
-            return SummaryResult(text=rolling + note, audit=None, spent=spent, chunks=total, partial=True)
-        a = audit_summary(
-            rolling,
-            required_sections=self.required_sections,
-            span=span,
-            kept=kept,
-            latest_request=latest,
-            extra_text=extra_audit_text,
-        )
-        return SummaryResult(text=rolling, audit=a, spent=spent, chunks=total)
-
-    def _staged(
-        self,
-        parts: list[list[Message]],
-        span: Sequence[Message],
-        kept: Sequence[Message],
-        previous: str,
-        instructions: str,
-        latest: str,
-        extra_audit_text: str,
-        spent: Spend,
-    ) -> SummaryResult:
-        """OpenClaw ``summarizeInStages``: each part summarized with no previous summary, then one
-        merge call over the labelled partial summaries (and the earlier summary, if any)."""
+    def _stage_parts(
+        self, parts: list[list[Message]], instructions: str, spent: Spend
+    ) -> tuple[str, list[Message], int, int]:
+        """OpenClaw ``summarizeInStages``, first stage: each part summarized on its own (no
+        previous summary). Returns the partial summaries labelled for the merge, the messages
+        they cover, the chunks summarized and the parts done (a later part that fails stops
+        here). Raises ``SummaryError`` when the first part fails."""
         partials: list[str] = []
         chunks = 0
         for part in parts:
@@ -502,21 +487,8 @@ class LLMSummarizer:
             f"{chunk_label(i, len(parts), part)}\n{text}"
             for i, (part, text) in enumerate(zip(parts, partials, strict=False), 1)
         )
-        merged_span = [m for part in parts[: len(partials)] for m in part]
-        result = self._with_audit(
-            lambda extra: self._request_merge(labelled, previous, instructions, extra, spent),
-            merged_span,
-            kept,
-            latest,
-            extra_audit_text,
-            spent,
-        )
-        result.chunks = chunks
-        result.stages = len(parts)
-        if len(partials) < len(parts):
-            result.partial = True
-            result.text += f"\n\n[Partial summary: parts 1-{len(partials)} of {len(parts)} were summarized]"
-        return result
+        covered = [m for part in parts[: len(partials)] for m in part]
+        return labelled, covered, chunks, len(partials)
 
     def _request_merge(
         self, labelled: str, previous: str, instructions: str, extra: str, spent: Spend
