@@ -7,9 +7,14 @@ rules, and measures reference recall; then it ingests the recorded response and 
 compaction the real model would have said other things) and deterministic.
 
 Two tracks run side by side:
-- the *engine* track: what the policy sends. Its size at call k is the recorded usage corrected
-  by what differs: ``recorded_total + estimate(projection) - estimate(recorded context)``, so the
-  shared content is measured by the provider and only the difference is estimated;
+- the *engine* track: what the policy sends. Its size at call k is the fixed prefix plus the
+  projection's estimate in the recorded call's own units:
+  ``fixed + estimate(projection) x (recorded_total - fixed) / estimate(recorded context)``, so the
+  recorded context replays at exactly its recorded size and a smaller projection shrinks in
+  proportion (never below the fixed prefix). When the recorded total disagrees with the
+  transcript's estimate by more than ``ANCHOR_TOLERANCE`` of it (the harness cleared or added
+  content the transcript does not log, e.g. Claude Code's time-based clearing), the learned scale
+  is used instead: the policy does not inherit the recorded harness's unlogged trimming;
 - the *recorded* track: what the recorded session actually sent (the full history, restarting at
   each recorded compaction). The ledger's figures (``prediction_error``, ``delta_error``) and the
   cache model's error are measured here, online: at call k the ledger has seen calls before k.
@@ -55,6 +60,8 @@ COMPACTION_LAYERS = frozenset(
 CACHE_BREAK_SHARE = 0.5  # a warm request reading less than this share of the previous one broke
 DELTA_MIN_TOKENS = 200  # delta_error only on calls whose recorded growth exceeds this
 ONE_HOUR_TTL_S = 3600.0
+ANCHOR_TOLERANCE = 0.15  # the recorded call anchors the engine track when the transcript explains it
+# within this share of its total
 
 
 class CallRecord(msgspec.Struct, kw_only=True):
@@ -229,6 +236,18 @@ def infer_fixed_prefix(session: Session, count: _Counts) -> int:
 # ------------------------------------------------------------------ the replay
 
 
+def _units(recorded: int, fixed: int, estimated_content: int, scale: float) -> float:
+    """Reported tokens per estimated token of content for the engine track at one call: the
+    recorded call's own ratio, ``(recorded - fixed) / estimated_content``; or ``scale`` (the
+    ledger's learned ratio) when the recorded total is off ``fixed + estimated_content x scale``
+    by more than ``ANCHOR_TOLERANCE`` of it (the recorded context is not the transcript's:
+    something unlogged was cleared or added)."""
+    expected = fixed + estimated_content * scale
+    if estimated_content <= 0 or abs(recorded - expected) > ANCHOR_TOLERANCE * recorded:
+        return scale
+    return (recorded - fixed) / estimated_content
+
+
 def replay_session(
     session: Session,
     policy: Policy,
@@ -340,7 +359,7 @@ def replay_session(
         # what the policy sends
         p_tok = [count(m) for m in proj.messages]
         if recorded is not None:
-            sent = max(0, round(recorded + (sum(p_tok) - rec_est) * rec_ledger.scale))
+            sent = fixed + round(sum(p_tok) * _units(recorded, fixed, rec_est, rec_ledger.scale))
         else:
             sent = proj.tokens
         outcome = engine_cache.request(
