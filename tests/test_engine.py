@@ -317,7 +317,9 @@ LAYERS = {
     "cache_clear": DEFAULT.with_(
         idle_clear=False, compaction="none", cache_clear_trigger=0.3, cache_clear_target=0.1
     ),
-    "overflow_guard": DEFAULT.with_(idle_clear=False, cache_clear=False, compaction="none"),
+    "overflow_guard": DEFAULT.with_(
+        idle_clear=False, cache_clear=False, compaction="none", tool_result_budget=False
+    ),
 }
 
 

@@ -287,7 +287,7 @@ RECORDED = Policy(
 DEFAULT = Policy(
     name="default",
     shares_of_free_window=True,
-    compact_at_share=0.4,
+    compact_at_share=0.3,
     cold_compact_at_share=0.1,
     compact_min_gain=0.1,
     keep_recent_tokens=10_000,
@@ -300,7 +300,7 @@ DEFAULT = Policy(
     sm_index_max_share=0.12,
     sm_index_segments=True,
     tool_result_max_chars=20_000,
-    tool_result_window_share=0.04,
+    tool_result_window_share=0.02,
     budget_exempt_tools=(),
     restore_file_share=0.026,
     restore_total_share=0.26,
@@ -311,10 +311,10 @@ Every share is a share of the *free* window (the window minus system prompt and 
 definitions, which nothing can shrink; ``shares_of_free_window``), so the policy behaves alike
 whether the prefix takes an eighth of the window or two fifths of it:
 
-- tool results over min(20,000, 4% of the free window x 4) chars (about 6,000 at 64,000 with a
-  25,000-token prefix, 20,000 at 200,000; Read included) go to the artifact store behind a 2 KB
-  preview that lists their identifiers;
-- session notes are kept in the background ($0); above 40% of the free window (Claude Code's
+- tool results over min(20,000, 2% of the free window x 4) chars (about 3,000 at 64,000 with a
+  25,000-token prefix, 14,000 at 200,000; Read included) go to the artifact store behind a 2 KB
+  preview that lists their identifiers (the agent pages them back with ``retrieve``);
+- session notes are kept in the background ($0); above 30% of the free window (Claude Code's
   window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
   notes become the summary (session-memory compaction, $0), cut to 1% of the free window, preceded
   by the exact identifiers of everything that left the context (newest first, within 12% of the
