@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CLAUDE_CODE
 from ctxengine import identifiers, summarize
-from ctxengine.cache import AUTO_MIN_PREFIX, AUTO_STEP, CacheModel
+from ctxengine.cache import AUTO_MIN_PREFIX, AUTO_STEP, LOOKBACK_BLOCKS, CacheModel
 from ctxengine.formats import load
 from ctxengine.messages import Message, Session, Text, ToolCall
 from ctxengine.models import get_model
@@ -206,6 +206,37 @@ def test_explicit_cache_reads_the_previous_request() -> None:
     third = cache.request([edited, m2, m3], [100, 200, 50], fixed_prefix=50, total=400, now=120)
     assert third.cache_read == 50  # only system prompt + tools are still shared
     assert third.cache_write == 350
+
+
+def test_explicit_cache_reads_only_up_to_an_entry_written_at_a_breakpoint() -> None:
+    """A change in the middle of the history reads up to the newest entry before it (where an
+    earlier request had a breakpoint), not up to the change: Anthropic reads at breakpoints."""
+    cache = CacheModel("explicit", ttl_s=300)
+    ms = [msg(i) for i in range(6)]
+    tok = [100] * 6
+    cache.request(ms[:2], tok[:2], fixed_prefix=50, total=250, now=0)  # entry at 2
+    cache.request(ms[:4], tok[:4], fixed_prefix=50, total=450, now=10)  # reads 2, entry at 4
+    # message 3 changes: the longest common prefix is 3 messages, the newest entry within it is 2
+    edited = Message("user", (Text("message 3, cleared"),), "m3")
+    out = cache.request([*ms[:3], edited, ms[4]], tok[:5], fixed_prefix=50, total=550, now=20)
+    assert out.cache_read == 250 and out.cache_write == 300
+    # with the writer's second breakpoint (message 2) the next change after it reads through it
+    cache2 = CacheModel("explicit", ttl_s=300)
+    cache2.request(ms[:4], tok[:4], fixed_prefix=50, total=450, now=0, breakpoints=[2, 3])
+    out2 = cache2.request([*ms[:3], edited], tok[:4], fixed_prefix=50, total=450, now=10)
+    assert out2.cache_read == 350  # system + tools + messages 0-2
+
+
+def test_explicit_cache_looks_back_at_most_20_blocks_from_a_breakpoint() -> None:
+    assert LOOKBACK_BLOCKS == 20
+    ms = [msg(i) for i in range(30)]
+    tok = [10] * 30
+    for added, hit in ((20, True), (21, False)):
+        cache = CacheModel("explicit", ttl_s=300)
+        cache.request(ms[:5], tok[:5], fixed_prefix=0, total=50, now=0)
+        n = 5 + added
+        out = cache.request(ms[:n], tok[:n], fixed_prefix=0, total=10 * n, now=1)
+        assert out.cache_read == (50 if hit else 0), added
 
 
 @pytest.mark.parametrize(("gap", "warm"), [(300.0, True), (300.5, False)])

@@ -1,10 +1,16 @@
 """The prompt-cache model: which tokens of a request are cache reads, writes, or plain input.
 
 Two provider styles (``ModelInfo.cache_style``):
-- ``explicit`` (Anthropic ``cache_control``): Claude Code puts a breakpoint on the last message of
-  every request, so everything sent is written to the cache, and the next request reads the longest
-  prefix it shares with the previous one, if that request was within the TTL (5 min, or 1 h with
-  the 1-hour cache). Reads cost 0.1x input, 5-minute writes 1.25x, 1-hour writes 2x.
+- ``explicit`` (Anthropic ``cache_control``): a request writes a cache entry at each of its
+  breakpoints (system + tools, and the messages the writer marks: the last one and the
+  second-to-last user message, as Claude Code does; ``anthropic_writer.breakpoint_indices``), and
+  reads the longest entry written earlier, within the TTL (5 min, or 1 h with the 1-hour cache;
+  a read refreshes it), whose prefix is still identical and which lies at most
+  ``LOOKBACK_BLOCKS`` content blocks before one of its own breakpoints: the provider looks for
+  hits only there. So an append reads everything sent before, while a change in the middle of
+  the history (a cleared result) reads only up to the newest entry before the change, not up to
+  the change itself. Everything not read is written. Reads cost 0.1x input, 5-minute writes
+  1.25x, 1-hour writes 2x.
 - ``automatic`` (OpenAI, DeepSeek prefix caching): the shared prefix is read from the cache in
   128-token steps once it reaches 1,024 tokens; the rest is plain input; no write surcharge.
 
@@ -24,6 +30,7 @@ from ctxengine.messages import Message
 
 AUTO_MIN_PREFIX = 1_024  # OpenAI: caching starts at 1,024 tokens
 AUTO_STEP = 128  # and grows in 128-token increments
+LOOKBACK_BLOCKS = 20  # Anthropic checks for hits up to about 20 blocks before each breakpoint
 
 
 class CacheOutcome(msgspec.Struct, frozen=True):
@@ -45,6 +52,9 @@ class CacheModel:
         self._prev_total = 0
         self._prev_time: float | None = None
         self._has_prev = False
+        # explicit style: cache entries as prefix lengths (messages) of ``_prev`` -> when last
+        # written or read; the system + tools entry is refreshed by every request
+        self._entries: dict[int, float | None] = {}
         self.last_warm = False  # whether the latest request found the previous one within the TTL
 
     def reset(self) -> None:
@@ -52,6 +62,10 @@ class CacheModel:
         self._prev = []
         self._prev_total = 0
         self._has_prev = False
+        self._entries = {}
+
+    def _fresh(self, t: float | None, now: float | None) -> bool:
+        return now is None or t is None or now - t <= self.ttl_s
 
     def request(
         self,
@@ -61,25 +75,30 @@ class CacheModel:
         fixed_prefix: int,
         total: int,
         now: float | None,
+        breakpoints: Sequence[int] | None = None,
     ) -> CacheOutcome:
         """Split a request of ``total`` tokens. ``tokens[i]`` are (any-scale) estimates of
         ``messages[i]``, rescaled so the whole request sums to ``total``; ``fixed_prefix`` are the
-        tokens of system prompt and tools, identical on every request."""
+        tokens of system prompt and tools, identical on every request. ``breakpoints``
+        (explicit style): indices of the messages whose end carries a cache breakpoint (default:
+        the last message)."""
         total = max(total, 0)
-        warm = self._has_prev and (
-            now is None or self._prev_time is None or now - self._prev_time <= self.ttl_s
-        )
+        warm = self._has_prev and self._fresh(self._prev_time, now)
         shared = 0
         self.last_warm = warm
+        common = 0
         if warm:
-            common = 0
             prev = self._prev
             n = min(len(prev), len(messages))
             while common < n and messages[common] is prev[common]:
                 common += 1
+        read = common
+        if self.style == "explicit":
+            read = self._explicit(messages, common, now, warm, breakpoints)
+        if warm:
             content_total = sum(tokens)
             scale = (total - fixed_prefix) / content_total if content_total > 0 else 1.0
-            shared = fixed_prefix + round(sum(tokens[:common]) * scale)
+            shared = fixed_prefix + round(sum(tokens[:read]) * scale)
             shared = max(0, min(shared, self._prev_total, total))
         self._prev = list(messages)
         self._prev_total = total
@@ -89,3 +108,34 @@ class CacheModel:
             return CacheOutcome(total=total, cache_read=shared, cache_write=total - shared, uncached=0)
         cached = shared // AUTO_STEP * AUTO_STEP if shared >= AUTO_MIN_PREFIX else 0
         return CacheOutcome(total=total, cache_read=cached, cache_write=0, uncached=total - cached)
+
+    def _explicit(
+        self,
+        messages: Sequence[Message],
+        common: int,
+        now: float | None,
+        warm: bool,
+        breakpoints: Sequence[int] | None,
+    ) -> int:
+        """The prefix length (messages) read from the cache, and the entries updated: those still
+        valid for ``messages`` kept (the one read refreshed), this request's breakpoints added."""
+        marks = [len(messages) - 1] if breakpoints is None and messages else list(breakpoints or ())
+        ends = [b + 1 for b in marks if 0 <= b < len(messages)]
+        starts = [0]
+        for m in messages:
+            starts.append(starts[-1] + max(1, len(m.blocks)))
+        entries = {
+            n: t for n, t in self._entries.items() if warm and n <= common and self._fresh(t, now)
+        }
+        reachable = [
+            n
+            for n in entries
+            if any(starts[e] - LOOKBACK_BLOCKS <= starts[n] <= starts[e] for e in ends)
+        ]
+        read = max(reachable, default=0)
+        if read:
+            entries[read] = now
+        for e in ends:
+            entries[e] = now
+        self._entries = entries
+        return read

@@ -31,7 +31,7 @@ import msgspec
 
 from ctxengine import identifiers
 from ctxengine.cache import CacheModel
-from ctxengine.formats.anthropic_writer import to_anthropic
+from ctxengine.formats.anthropic_writer import breakpoint_indices, to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult, Usage
@@ -363,7 +363,12 @@ def replay_session(
         else:
             sent = proj.tokens
         outcome = engine_cache.request(
-            proj.messages, p_tok, fixed_prefix=fixed, total=sent, now=msg.timestamp
+            proj.messages,
+            p_tok,
+            fixed_prefix=fixed,
+            total=sent,
+            now=msg.timestamp,
+            breakpoints=breakpoint_indices(proj.messages) if style == "explicit" else None,
         )
         expected_miss = any(e.layer in COMPACTION_LAYERS for e in proj.events)
         cache_break = bool(
@@ -390,6 +395,7 @@ def replay_session(
             fixed_prefix=fixed,
             total=recorded if recorded is not None else fixed + rec_est,
             now=msg.timestamp,
+            breakpoints=breakpoint_indices(rec_msgs) if style == "explicit" else None,
         )
         if usage is not None and recorded:
             cache_errs.append(abs(r_out.cache_read - usage.cache_read_tokens) / recorded * 100)
