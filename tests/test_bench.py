@@ -256,3 +256,20 @@ def test_malformed_record_warns_with_file_and_line_and_the_rest_is_benched(
     assert len(warning) == 1 and f"{path}:57:" in warning[0]
     assert "note: 1 malformed record(s) skipped in all; the rest loaded" in res.stderr  # as replay says
     assert json.loads((tmp_path / "b.json").read_text())["policies"]["none"]["sessions"] == 1
+
+
+def test_model_reaches_the_worker_processes(transcripts: Path, tmp_path: Path) -> None:
+    """``--model`` names the model of the sessions whose transcript names none, in this process
+    and in the ``--jobs`` workers alike (same figures)."""
+    swe = transcripts / "swe-agent-traj" / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+    costs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"b{jobs}.json"
+        res = run(
+            str(swe), "--policies", "none,default", "--model", "gpt-4o", "--jobs", jobs, "--json", str(out)
+        )
+        assert res.exit_code == 0, res.stderr
+        data = json.loads(out.read_text())
+        assert {r["model"] for r in data["sessions"]} == {"gpt-4o"}
+        costs.append([r["cost_usd"] for r in data["sessions"]])
+    assert costs[0] == costs[1]

@@ -341,3 +341,43 @@ def test_console_script_replays_a_real_session(tmp_path: Path) -> None:
     assert missing.stderr.strip().splitlines() == [
         f"error: {tmp_path / 'missing.jsonl'}: no such file or directory"
     ]
+
+
+# ------------------------------------------------------------------ --model
+
+
+def test_model_fills_in_only_for_transcripts_that_name_none(transcripts: Path, tmp_path: Path) -> None:
+    """SWE-agent 0.x trajectories do not name their model (this one is gpt-4 by its source):
+    ``--model`` prices it as that model; a transcript that names its model keeps it."""
+    swe = transcripts / "swe-agent-traj" / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+    sidechain = next(CLAUDE_CODE.glob("*sidechain*.jsonl"))
+    out = tmp_path / "r.json"
+    plain = run(str(swe), "--json", str(out), "--quiet")
+    assert plain.exit_code == 0, plain.stderr
+    before = json.loads(out.read_text())
+    before = before[0] if isinstance(before, list) else before
+    assert before["session"]["model"] is None
+
+    res = run(str(swe), "--model", "gpt-4o", "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert "note: 1 session(s) name no model: replayed as gpt-4o" in res.stderr
+    after = json.loads(out.read_text())
+    after = after[0] if isinstance(after, list) else after
+    assert after["session"]["model"] == "gpt-4o"
+    assert not any("fallback" in w for w in after["warnings"])  # a known price now
+    assert after["summary"]["cost_usd"] != before["summary"]["cost_usd"]
+
+    named = run(str(sidechain), "--model", "gpt-4o", "--json", str(out), "--quiet")
+    assert named.exit_code == 0 and "name no model" not in named.stderr
+    kept = json.loads(out.read_text())
+    kept = kept[0] if isinstance(kept, list) else kept
+    assert kept["session"]["model"] == load(sidechain)[0].model != "gpt-4o"
+
+
+def test_unknown_model_is_refused_in_one_line(transcripts: Path) -> None:
+    swe = transcripts / "swe-agent-traj" / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+    res = run(str(swe), "--model", "gpt-9000")
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines() == [
+        "error: --model gpt-9000: unknown model (add it with --models FILE.toml)"
+    ]

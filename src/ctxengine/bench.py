@@ -290,8 +290,9 @@ def compare(rows: dict[str, PolicyRow]) -> Comparison | None:
 _W: dict[str, Any] = {}
 
 
-def _worker_init(paths: list[str], window: int | None, models: str | None) -> None:
+def _worker_init(paths: list[str], window: int | None, models: str | None, model: str | None) -> None:
     sessions, _ = common.collect_all(Path(p) for p in paths)
+    common.assume_model(sessions, model)
     registry = Registry.default().with_overrides(Path(models)) if models else Registry.default()
     _W.update(sessions=sessions, window=window, registry=registry, engines=engine_registry())
 
@@ -323,10 +324,12 @@ def run_bench(
     jobs: int = 1,
     paths: list[Path] | None = None,
     models: Path | None = None,
+    model: str | None = None,
     progress: Progress | None = None,
 ) -> BenchResult:
     """Replay every session under every runner. With ``jobs`` > 1 (and ``paths`` to reload the
-    sessions from) the replays run in that many processes. Raises ``WindowTooSmallError``."""
+    sessions from, and ``model`` for those that name none) the replays run in that many processes.
+    Raises ``WindowTooSmallError``."""
     registry = registry or Registry.default()
     engines = engine_registry()
     rows: dict[str, PolicyRow] = {}
@@ -336,7 +339,7 @@ def run_bench(
         ProcessPoolExecutor(
             jobs,
             initializer=_worker_init,
-            initargs=([str(p) for p in paths], window, str(models) if models else None),
+            initargs=([str(p) for p in paths], window, str(models) if models else None, model),
         )
         if jobs > 1 and paths and llm is None
         else None
@@ -510,6 +513,7 @@ def bench_command(
         Path | None, typer.Option("--plot", help="Write a PNG of recall against cost per policy.")
     ] = None,
     models: common.ModelsOption = None,
+    model: common.ModelOption = None,
     jobs: Annotated[int, typer.Option(help="Processes to replay in (1: this one; ignored with --llm).")] = 1,
 ) -> None:
     """Replay every session under every policy and compare them in one table."""
@@ -530,7 +534,8 @@ def bench_command(
     client = common.make_llm(llm, llm_base_url, llm_timeout)
     common.require_paths(paths)
     registry = common.load_registry(models)
-    sessions = common.load_transcripts(paths)
+    common.check_model(model, registry)
+    sessions = common.load_transcripts(paths, model)
     started = time.perf_counter()
     try:
         with common.progress_bar() as progress:
@@ -543,6 +548,7 @@ def bench_command(
                 jobs=jobs,
                 paths=paths,
                 models=models,
+                model=model,
                 progress=progress,
             )
     except WindowTooSmallError as exc:

@@ -17,7 +17,9 @@ from ctxengine.cli_common import (
     LlmBaseUrlOption,
     LlmOption,
     LlmTimeoutOption,
+    ModelOption,
     ModelsOption,
+    check_model,
     fail,
     load_registry,
     load_transcripts,
@@ -99,6 +101,7 @@ def replay(
         Path | None, typer.Option("--plot", help="Write a PNG of tokens sent per call.")
     ] = None,
     models: ModelsOption = None,
+    model: ModelOption = None,
     engine: Annotated[
         str, typer.Option(help="Engine id (core: ctxengine; plugins by entry point).")
     ] = "ctxengine",
@@ -127,7 +130,8 @@ def replay(
         say("replaying your newest session:", str(path))
     require_paths([path])
     registry = load_registry(models)
-    sessions = load_transcripts([path])
+    check_model(model, registry)
+    sessions = load_transcripts([path], model)
 
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if plot_out else None

@@ -41,6 +41,14 @@ LlmTimeoutOption: TypeAlias = Annotated[float, typer.Option(help="Seconds per LL
 ModelsOption: TypeAlias = Annotated[
     Path | None, typer.Option(help="TOML file overriding model prices/windows.")
 ]
+ModelOption: TypeAlias = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Model of the sessions whose transcript names none (e.g. tau-bench and SWE-agent 0.x "
+        "files: see their source); transcripts that name one keep it.",
+    ),
+]
 
 
 def say(prefix: str, message: str) -> None:
@@ -140,7 +148,24 @@ def collect_all(paths: Iterable[Path]) -> tuple[list[Session], list[str]]:
     return sessions, notes
 
 
-def load_transcripts(paths: Sequence[Path]) -> list[Session]:
+def assume_model(sessions: Sequence[Session], model: str | None) -> int:
+    """Give ``model`` to the sessions whose transcript names no model; returns how many."""
+    if not model:
+        return 0
+    unnamed = [s for s in sessions if not s.model]
+    for s in unnamed:
+        s.model = model
+    return len(unnamed)
+
+
+def check_model(model: str | None, registry: Registry) -> None:
+    """``--model`` must be in the registry (else its prices and window would be guesses): an
+    unknown name prints ``error: ...`` and raises ``typer.Exit(2)``."""
+    if model and model not in registry:
+        raise fail(f"--model {model}: unknown model (add it with --models FILE.toml)")
+
+
+def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Session]:
     """Every session under ``paths`` (files, or folders read recursively), for a command.
 
     Warnings raised while loading (a malformed record: file and line) are printed as
@@ -164,4 +189,7 @@ def load_transcripts(paths: Sequence[Path]) -> list[Session]:
     malformed = sum(len(s.malformed) for s in sessions)
     if malformed:
         say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
+    assumed = assume_model(sessions, model)
+    if assumed:
+        say("note:", f"{assumed} session(s) name no model: replayed as {model}")
     return sessions
