@@ -114,6 +114,18 @@ def test_window_below_the_minimum_is_one_line_and_exit_2() -> None:
     assert "16,000" in line
 
 
+def test_small_window_warns_once_in_one_line(transcripts: Path) -> None:
+    """Under 32,000 tokens: one warning line for the whole folder (6 sessions), not a Python
+    warning per session."""
+    res = run(str(CLAUDE_CODE), "--window", "20000", "--quiet")
+    assert res.exit_code == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "32,000" in ln]
+    assert lines == [
+        "warning: context window of 20,000 tokens is below 32,000 tokens: expect frequent compaction"
+    ]
+    assert "WindowWarning" not in res.stderr
+
+
 def test_non_positive_window_is_one_line_and_exit_2() -> None:
     line = one_error_line(run(str(SIDECHAIN), "--window", "0"))
     assert "window" in line

@@ -16,6 +16,7 @@ A peer that cannot run (LangChain not installed) is reported as unavailable with
 from __future__ import annotations
 
 import time
+import warnings
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -29,7 +30,7 @@ from rich.table import Table
 from ctxengine import cli_common as common
 from ctxengine import peers
 from ctxengine.messages import Session
-from ctxengine.models import Registry, WindowTooSmallError
+from ctxengine.models import Registry, WindowTooSmallError, WindowWarning
 from ctxengine.policy import Policy, get_policy, presets
 from ctxengine.replay import COMPACTION_LAYERS, SessionReport, replay_session
 
@@ -293,6 +294,7 @@ _W: dict[str, Any] = {}
 def _worker_init(paths: list[str], window: int | None, models: str | None, model: str | None) -> None:
     sessions, _ = common.collect_all(Path(p) for p in paths)
     common.assume_model(sessions, model)
+    warnings.filterwarnings("ignore", category=WindowWarning)  # the parent said it once
     registry = Registry.default().with_overrides(Path(models)) if models else Registry.default()
     _W.update(sessions=sessions, window=window, registry=registry, engines=engine_registry())
 
@@ -520,8 +522,7 @@ def bench_command(
     names = [n.strip() for n in policies.split(",") if n.strip()]
     if not names:
         raise common.fail("--policies names no policy")
-    if window is not None and window <= 0:
-        raise common.fail(f"--window must be a positive number of tokens, not {window}")
+    common.check_window_option(window)
     if jobs < 1:
         raise common.fail(f"--jobs must be at least 1, not {jobs}")
     try:

@@ -20,6 +20,7 @@ from ctxengine.cli_common import (
     ModelOption,
     ModelsOption,
     check_model,
+    check_window_option,
     fail,
     load_registry,
     load_transcripts,
@@ -116,8 +117,7 @@ def replay(
     from ctxengine.replay import SessionReport, replay_session
 
     pol = _load_policy(policy, policy_file)
-    if window is not None and window <= 0:
-        raise fail(f"--window must be a positive number of tokens, not {window}")
+    check_window_option(window)
     engines = EngineRegistry()
     engines.load_entry_points()
     if engine not in engines.ids():

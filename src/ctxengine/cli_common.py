@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ctxengine.formats import link_sidechains, load
 from ctxengine.messages import Session, TranscriptError
-from ctxengine.models import Registry
+from ctxengine.models import Registry, WindowTooSmallError, WindowWarning, check_window
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient
@@ -156,6 +156,26 @@ def assume_model(sessions: Sequence[Session], model: str | None) -> int:
     for s in unnamed:
         s.model = model
     return len(unnamed)
+
+
+def check_window_option(window: int | None) -> None:
+    """``--window``: not positive, or under 16,000 tokens (``WindowTooSmallError``), prints
+    ``error: ...`` and raises ``typer.Exit(2)``; under 32,000 prints one ``warning:`` line. The
+    per-session ``WindowWarning`` the engine emits is then silenced for this process (and the
+    bench workers, which call this too): it would repeat the same line for every session."""
+    if window is None:
+        return
+    if window <= 0:
+        raise fail(f"--window must be a positive number of tokens, not {window}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", WindowWarning)
+        try:
+            check_window(window)
+        except WindowTooSmallError as exc:
+            raise fail(str(exc)) from None
+    for w in caught:
+        say("warning:", str(w.message))
+    warnings.filterwarnings("ignore", category=WindowWarning)
 
 
 def check_model(model: str | None, registry: Registry) -> None:
