@@ -7,8 +7,9 @@ Follows the references (prompt wording is ours):
   reasons; if that fails too, keep the better of the two and record the audit.
 - When the span exceeds the summarizer's own window: chunk it on tool-group boundaries (adaptive
   chunk ratio 0.4 -> min 0.15, safety margin 1.2, 4,096 tokens of overhead), summarize chunks
-  rolling (each chunk's summary is the next one's previous summary), and a chunk that fails after
-  retries leaves a partial summary, not a lost one.
+  rolling (each chunk's summary is the next one's previous summary), each chunk tried 3 times
+  0.5-5 s apart (+-20%); a chunk that still fails leaves a partial summary, not a lost one; the
+  last chunk's summary is audited against the whole span and asked once more on a failed audit.
 - Staged summary with merge (OpenClaw ``summarizeInStages``, ``stages`` > 1): a span of at least
   4 messages larger than the chunk budget (window x adaptive ratio - 4,096 tokens) is split into
   ``stages`` parts by token share on tool-group boundaries; each part is summarized on its own
@@ -28,7 +29,10 @@ was. No placeholder summary is ever returned.
 
 from __future__ import annotations
 
+import functools
+import random
 import re
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -60,7 +64,9 @@ SAFETY_MARGIN = 1.2
 SUMMARIZATION_OVERHEAD_TOKENS = 4_096
 PTL_DROP_SHARE = 0.2  # Claude Code: drop 20% of API-round groups when the gap is unknown
 MAX_PTL_RETRIES = 3
-CHUNK_ATTEMPTS = 2  # tries per chunk before the summary is left partial
+CHUNK_ATTEMPTS = 3  # OpenClaw summarizeChunks: tries per chunk before the summary is left partial
+CHUNK_BACKOFF_S = (0.5, 5.0)  # ... waiting 0.5 s, doubling, at most 5 s between tries ...
+CHUNK_JITTER = 0.2  # ... +-20%
 MIN_MESSAGES_FOR_SPLIT = 4  # OpenClaw summarizeInStages: fewer messages are summarized in one stage
 MERGE_INSTRUCTIONS = (
     "\n\nThe conversation was summarized in parts, oldest first; the partial summaries are below. "
@@ -231,6 +237,8 @@ class LLMSummarizer:
     ) -> None:
         self.client = client
         self.stages = stages
+        self.sleep: Callable[[float], None] = time.sleep  # between chunk tries (tests: no wait)
+        self._jitter = random.Random(0)
         self.prompt = prompt  # takes {where} and {extra}: a preset passes its own headings
         self.count = count
         self.window = window
@@ -279,7 +287,7 @@ class LLMSummarizer:
             if sum(tokens) > max_chunk:
                 parts = split_by_token_share(span, tokens, self.stages)
                 if len(parts) > 1:
-                    labelled, covered, chunks, done = self._stage_parts(parts, instructions, spent)
+                    labelled, covered, n_chunks, done = self._stage_parts(parts, instructions, spent)
                     result = self._with_audit(
                         lambda extra: self._request_merge(labelled, previous, instructions, extra, spent),
                         covered,
@@ -288,7 +296,7 @@ class LLMSummarizer:
                         extra_audit_text,
                         spent,
                     )
-                    result.chunks, result.stages = chunks, len(parts)
+                    result.chunks, result.stages = n_chunks, len(parts)
                     if done < len(parts):
                         result.partial = True
                         result.text += (
@@ -305,12 +313,31 @@ class LLMSummarizer:
                 extra_audit_text,
                 spent,
             )
-        rolling, done, total = self._rolling(span, tokens, previous, instructions, spent)
-        if done < total:
-            note = f"\n\n[Partial summary: chunks 1-{done} of {total} were summarized]"
-            return SummaryResult(text=rolling + note, audit=None, spent=spent, chunks=total, partial=True)
-        a = self._audit(rolling, span, kept, latest, extra_audit_text)
-        return SummaryResult(text=rolling, audit=a, spent=spent, chunks=total)
+        # rolling over the chunks; the last one is audited against the whole span (and asked once
+        # more with the reasons when the audit fails), as a one-request summary is
+        chunks = self._chunks(span, tokens)
+        total = len(chunks)
+        rolling, done = self._roll(chunks[:-1], previous, instructions, spent)
+        if done == total - 1:
+            last = chunks[-1]
+            try:
+                result = self._with_audit(
+                    lambda extra: self._attempts(
+                        lambda: self._request_span(last, rolling, instructions, extra, spent)
+                    ),
+                    span,
+                    kept,
+                    latest,
+                    extra_audit_text,
+                    spent,
+                )
+                result.chunks = total
+                return result
+            except SummaryError:
+                if done == 0:
+                    raise
+        note = f"\n\n[Partial summary: chunks 1-{done} of {total} were summarized]"
+        return SummaryResult(text=rolling + note, audit=None, spent=spent, chunks=total, partial=True)
 
     # ------------------------------------------------------------------ internals
 
@@ -434,32 +461,47 @@ class LLMSummarizer:
                 break
         return max(1, dropped)
 
-    def _rolling(
-        self, span: Sequence[Message], tokens: list[int], previous: str, instructions: str, spent: Spend
-    ) -> tuple[str, int, int]:
-        """Summarize ``span`` in chunks that fit the summarizer, rolling (each chunk's summary is
-        the next one's previous summary), each chunk tried ``CHUNK_ATTEMPTS`` times. Returns the
-        summary, the chunks done and the chunks in all (fewer done: the rest failed). Raises
-        ``SummaryError`` when the first chunk fails."""
+    def _chunks(self, span: Sequence[Message], tokens: list[int]) -> list[list[Message]]:
+        """``span`` whole when it fits the summarizer, else in chunks on tool-group boundaries
+        (window x adaptive ratio - overhead tokens each)."""
         budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
         if sum(tokens) * SAFETY_MARGIN <= budget:
-            chunks = [list(span)]
-        else:
-            ratio = adaptive_chunk_ratio(tokens, self.window)
-            max_chunk = max(1_000, int(self.window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
-            chunks = chunk_groups(span, tokens, max_chunk)
+            return [list(span)]
+        ratio = adaptive_chunk_ratio(tokens, self.window)
+        max_chunk = max(1_000, int(self.window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
+        return chunk_groups(span, tokens, max_chunk)
+
+    def _attempts(self, ask: Callable[[], tuple[str, int]]) -> tuple[str, int]:
+        """``ask`` tried ``CHUNK_ATTEMPTS`` times, waiting 0.5 s, 1 s, ... (at most 5 s, +-20%)
+        between tries. Raises the last ``SummaryError``."""
+        for attempt in range(CHUNK_ATTEMPTS):
+            try:
+                return ask()
+            except SummaryError:
+                if attempt == CHUNK_ATTEMPTS - 1:
+                    raise
+                low, high = CHUNK_BACKOFF_S
+                delay = min(high, low * 2**attempt)
+                self.sleep(delay * self._jitter.uniform(1 - CHUNK_JITTER, 1 + CHUNK_JITTER))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _roll(
+        self, chunks: Sequence[Sequence[Message]], previous: str, instructions: str, spent: Spend
+    ) -> tuple[str, int]:
+        """Summarize ``chunks`` rolling (each chunk's summary is the next one's previous
+        summary), each tried ``CHUNK_ATTEMPTS`` times. Returns the summary and the chunks done
+        (fewer than all: the next one failed). Raises ``SummaryError`` when the first fails."""
         rolling = previous
         for done, chunk in enumerate(chunks):
-            for attempt in range(CHUNK_ATTEMPTS):
-                try:
-                    rolling, _ = self._request_span(chunk, rolling, instructions, "", spent)
-                    break
-                except SummaryError:
-                    if attempt == CHUNK_ATTEMPTS - 1:
-                        if done == 0:
-                            raise
-                        return rolling, done, len(chunks)
-        return rolling, len(chunks), len(chunks)
+            try:
+                rolling, _ = self._attempts(
+                    functools.partial(self._request_span, chunk, rolling, instructions, "", spent)
+                )
+            except SummaryError:
+                if done == 0:
+                    raise
+                return rolling, done
+        return rolling, len(chunks)
 
     def _stage_parts(
         self, parts: list[list[Message]], instructions: str, spent: Spend
@@ -471,10 +513,10 @@ class LLMSummarizer:
         partials: list[str] = []
         chunks = 0
         for part in parts:
+            chunks_of_part = self._chunks(part, [self.count(m) for m in part])
+            total = len(chunks_of_part)
             try:
-                text, done, total = self._rolling(
-                    part, [self.count(m) for m in part], "", instructions, spent
-                )
+                text, done = self._roll(chunks_of_part, "", instructions, spent)
             except SummaryError:
                 if not partials:
                     raise
