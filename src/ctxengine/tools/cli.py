@@ -6,6 +6,16 @@ error tool result) to stderr and exits 2.
     ctxengine tool grep --workspace DIR PATTERN [--path P] [--include GLOB] [--context N] [-i] [--offset N]
     ctxengine tool glob --workspace DIR PATTERN [--path P]
     ctxengine tool retrieve --store DB --session ID ARTIFACT [--offset N] [--limit N] [--query Q]
+    ctxengine tool search --workspace DIR QUERY [--limit N] [--path P] [--scope S] [--semantic]
+                          [--store DB --session ID] [--index FILE]
+    ctxengine tool open_files --workspace DIR PATH... [--offset N] [--length N] [--window N]
+
+``search`` and ``open_files`` run through the same ``ToolExecutor`` and ``call_tool`` as
+``ctxengine mcp``, so they print byte for byte what an MCP client gets: search's ranked windows
+(its index is the server's, ``DIR/.ctxengine/search.sqlite``, updated by mtime on every run;
+``--index :memory:`` leaves the workspace untouched), and open_files' result followed by the
+``<open_files>`` block. ``close_files`` has no command: a one-shot process starts with no file
+open, so it could only ever answer "not open".
 
 Mounted by the main CLI as ``app.add_typer(tool_app, name="tool")``.
 """
@@ -14,14 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ctxengine.tools.base import ToolError
 from ctxengine.tools.grep import glob, grep
+from ctxengine.tools.mcp_server import call_tool, semantic_or_exit
 from ctxengine.tools.read import read_file
+from ctxengine.tools.registry import Toolbox, build_tools
 from ctxengine.tools.retrieve import retrieve
+from ctxengine.tools.search import DEFAULT_K, MAX_K
 from ctxengine.tools.workspace import Workspace
 
 tool_app = typer.Typer(
@@ -103,3 +116,103 @@ def retrieve_command(
             db.close()
 
     _emit(run)
+
+
+def _emit_call(build: Callable[[], Toolbox], name: str, arguments: dict[str, Any]) -> None:
+    """Run tool ``name`` on the toolbox ``build()`` makes, exactly as ``ctxengine mcp`` answers a
+    ``tools/call`` (``call_tool``): print the text, or the ``Error: ...`` line to stderr and exit 2."""
+    try:
+        box = build()
+    except ToolError as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        text, error = call_tool(box, name, arguments)
+    finally:
+        box.close()
+    if error:
+        typer.echo(text, err=True)
+        raise typer.Exit(2)
+    typer.echo(text)
+
+
+@tool_app.command("search")
+def search_command(
+    query: Annotated[str, typer.Argument(help='Words or "a quoted phrase".')],
+    workspace: WorkspaceOption = Path("."),
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", "-k", help=f"Number of results (default {DEFAULT_K}, at most {MAX_K})."),
+    ] = None,
+    path: Annotated[
+        str | None, typer.Option(help="Restrict files to a directory or glob, e.g. 'src/'.")
+    ] = None,
+    scope: Annotated[str | None, typer.Option(help="all, files or artifacts (default all).")] = None,
+    semantic: Annotated[
+        bool,
+        typer.Option(
+            "--semantic",
+            help="Fuse offline embedding similarity into the BM25 ranking (needs the 'semantic' "
+            "extra; the model ships in the package, nothing is downloaded).",
+        ),
+    ] = False,
+    store: Annotated[
+        Path | None, typer.Option(help="SQLite session store whose artifacts are searched too.")
+    ] = None,
+    session: Annotated[str | None, typer.Option(help="Session id in the store.")] = None,
+    index: Annotated[
+        str | None,
+        typer.Option(
+            help="Search index file. Default: WORKSPACE/.ctxengine/search.sqlite, the one "
+            "'ctxengine mcp' uses (kept and updated by mtime, git-ignored); ':memory:' writes nothing."
+        ),
+    ] = None,
+) -> None:
+    """Ranked search (SQLite FTS5, BM25) over the workspace files and a session's artifacts; the
+    index is WORKSPACE/.ctxengine/search.sqlite, as for 'ctxengine mcp'."""
+    from ctxengine.store import SQLiteStore
+
+    embedder = semantic_or_exit() if semantic else None
+    db: list[SQLiteStore] = []
+
+    def build() -> Toolbox:
+        if store is not None:
+            if not store.is_file():
+                raise ToolError(f"no session store at {store}")
+            db.append(SQLiteStore(store))
+        return build_tools(workspace, db[0] if db else None, session, index_path=index, embedder=embedder)
+
+    arguments: dict[str, Any] = {"query": query}
+    for key, value in (("k", limit), ("scope", scope), ("path", path)):
+        if value is not None:
+            arguments[key] = value
+    try:
+        _emit_call(build, "search", arguments)
+    finally:
+        for d in db:
+            d.close()
+
+
+@tool_app.command("open_files")
+def open_files_command(
+    paths: Annotated[list[str], typer.Argument(help="Files to open, relative to the workspace root.")],
+    workspace: WorkspaceOption = Path("."),
+    offset: Annotated[int | None, typer.Option(help="1-based first line to show (default 1).")] = None,
+    length: Annotated[
+        int | None, typer.Option(help="Number of lines to show (default: to the end, within the char limit).")
+    ] = None,
+    window: Annotated[
+        int,
+        typer.Option(
+            help="Model context window in tokens; sets the open-files limits (200000: 10 files, "
+            "40,000 chars each; 8192: 3 files, 5,000 chars)."
+        ),
+    ] = 200_000,
+) -> None:
+    """Open files in a fresh working set: the tool's result, then the <open_files> block."""
+    arguments: dict[str, Any] = {"paths": list(paths)}
+    if offset is not None:
+        arguments["offset"] = offset
+    if length is not None:
+        arguments["length"] = length
+    _emit_call(lambda: build_tools(workspace, window=window), "open_files", arguments)

