@@ -6,7 +6,9 @@ first, each re-read from disk (the new content when the file changed), at most 5
 and 50,000 in all, files read again in the kept tail skipped, files gone from disk skipped unless
 ``restore_from_transcript`` (then the content last read), the instruction files (CLAUDE.md /
 AGENTS.md, 20,000 chars each and 60,000 in all, head and tail with a marker), and the todo list.
-On the real mimo transcript the replay's compaction events list what was restored.
+On the real mimo transcript the replay's compaction events list what was restored. On the two
+real sessions with ExitPlanMode calls, the latest plan is kept in the summary state (with whether
+the user approved it), rendered in the summary and restored with the todo list.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE
+from ctxengine import restore, summarize
 from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerEvent
@@ -366,3 +369,135 @@ def test_replay_shows_what_was_restored() -> None:
 
 def file_ids_of(event: dict[str, Any]) -> list[str]:
     return [r for r in event["details"]["restored"] if r not in ("restore:todos", "restore:instructions")]
+
+
+# --------------------------------------------------------------------------------------------
+# The current plan (Claude Code's ExitPlanMode) on the real sessions that have one
+# --------------------------------------------------------------------------------------------
+
+MIMO_VSCODE = CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
+OPUS_GENERAL = CLAUDE_CODE / "cc_opus-4.5_general-tool-calls_2-comment-header-lines.jsonl"
+PLAN_HEADING = "Current plan (latest plan from ExitPlanMode)"
+
+
+def plan_calls(messages: list[Message]) -> list[tuple[int, ToolCall]]:
+    """(index of the message, call) of every ExitPlanMode call, in order."""
+    return [(i, c) for i, m in enumerate(messages) for c in m.tool_calls if c.name == "ExitPlanMode"]
+
+
+def plan_of(call: ToolCall) -> str:
+    assert isinstance(call.input, dict)
+    return str(call.input["plan"]).strip()
+
+
+@pytest.fixture(scope="module")
+def vscode() -> list[Message]:
+    return load(MIMO_VSCODE)[0].messages
+
+
+@pytest.fixture(scope="module")
+def opus() -> list[Message]:
+    return load(OPUS_GENERAL)[0].messages
+
+
+def test_the_sessions_with_exit_plan_mode(vscode: list[Message], opus: list[Message]) -> None:
+    # six ExitPlanMode records in the files: the opus file repeats its two (a resumed session),
+    # which the reader keeps once, so two calls each; all approved but opus's first
+    assert [i for i, _ in plan_calls(vscode)] == [400, 632]
+    assert [i for i, _ in plan_calls(opus)] == [41, 53]
+    assert [len(plan_of(c)) for _, c in plan_calls(vscode) + plan_calls(opus)] == [3378, 2422, 5042, 5573]
+
+
+def test_summary_state_keeps_the_latest_plan_approved(vscode: list[Message]) -> None:
+    state = summarize.update(summarize.SummaryState(), vscode, user_message_chars=2_000)
+    (_, first), (_, latest) = plan_calls(vscode)
+    assert state.plan == plan_of(latest) != plan_of(first)
+    assert state.plan.startswith("# Context Freshness Hook — Session Heaviness Reminder")
+    assert state.plan_status == summarize.PLAN_APPROVED
+    assert state.plan_file == "C:\\Users\\Administrator\\.claude\\plans\\curried-marinating-pillow.md"
+    assert state.todos  # the todo list is kept beside it
+    plan = summarize.current_plan(state)
+    assert plan.startswith("Status: approved by the user\nPlan file: C:\\Users\\")
+    text = summarize.render(state, max_tokens=60_000, count=len, identifiers_max=10)
+    assert f"## {PLAN_HEADING}\n{plan}" in text
+    assert text.index(f"## {PLAN_HEADING}") < text.index("## Pending tasks (latest todo list)")
+    cc = summarize.render_style(
+        "claude-code", state, summarize.StyleInput(span=vscode), max_tokens=60_000, count=len
+    )
+    tasks = cc.split("7. Pending Tasks:\n", 1)[1].split("\n\n8. Current Work:", 1)[0]
+    assert tasks.startswith(state.todos) and f"{PLAN_HEADING}:\n{plan}" in tasks
+
+
+def test_a_plan_the_user_rejects_is_marked_and_the_next_one_replaces_it(opus: list[Message]) -> None:
+    (first_i, first), (_, second) = plan_calls(opus)
+    state = summarize.update(summarize.SummaryState(), opus[: first_i + 1], user_message_chars=2_000)
+    assert state.plan == plan_of(first) and state.plan_status == summarize.PLAN_PROPOSED
+    # its result: "User chose to stay in plan mode and continue planning" (an error result)
+    summarize.update(state, opus[first_i + 1 : first_i + 2], user_message_chars=2_000)
+    assert state.plan == plan_of(first)
+    assert state.plan_status == "not approved: User chose to stay in plan mode and continue planning"
+    summarize.update(state, opus[first_i + 2 :], user_message_chars=2_000)
+    assert state.plan == plan_of(second) and state.plan_status == summarize.PLAN_APPROVED
+    assert state.plan_file == "/Users/pete/.claude/plans/silly-wishing-narwhal.md"
+    text = summarize.render(state, max_tokens=60_000, count=len, identifiers_max=10)
+    assert plan_of(second) in text and "# Plan: Claude Code Session Share Plugin" in text
+
+
+def test_todo_message_with_a_plan() -> None:
+    assert restore.todo_message("", "") == [] == restore.todo_message("  ", "\n")
+    (only_todos,) = restore.todo_message("- [pending] Ship it")
+    assert only_todos.text() == "[Restored after compaction] Current todo list / plan:\n- [pending] Ship it"
+    (both,) = restore.todo_message("- [pending] Ship it", "Status: approved by the user\n\n# Plan")
+    assert both.id == "restore:todos" and both.origin == "restore"
+    assert both.text() == (
+        f"[Restored after compaction] {PLAN_HEADING}:\nStatus: approved by the user\n\n# Plan"
+        "\n\nCurrent todo list:\n- [pending] Ship it"
+    )
+    (only_plan,) = restore.todo_message("", "# Plan")
+    assert only_plan.text() == f"[Restored after compaction] {PLAN_HEADING}:\n# Plan"
+
+
+def compact_real(messages: list[Message], policy: Policy) -> tuple[ContextEngine, LayerEvent]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        engine = ContextEngine(policy, model="mimo-v2.5-pro", window=200_000)
+    engine.bootstrap(system="You are a coding agent.")
+    for m in messages:
+        engine.ingest(m)
+    event = engine.compact(force=True)
+    assert event is not None
+    return engine, event
+
+
+def test_the_plan_is_restored_after_a_summary_compaction(vscode: list[Message]) -> None:
+    # cut at the second plan's result: the first plan (approved at 401) is summarized, the second
+    # is still in the kept tail, so the restore brings back the first with the todo list
+    (_, first), (second_i, _) = plan_calls(vscode)
+    engine, event = compact_real(vscode[: second_i + 6], POLICY)
+    assert event.layer == "summary_compact"
+    assert "restore:todos" in event.details["restored"]
+    (msg,) = [m for m in restored(engine) if m.id == "restore:todos"]
+    text = msg.text()
+    assert text.startswith(f"[Restored after compaction] {PLAN_HEADING}:\nStatus: approved by the user\n")
+    assert plan_of(first) in text
+    assert "\n\nCurrent todo list:\n- [" in text
+    (summary,) = [m for m in engine.assemble().messages if m.origin == "summary"]
+    assert plan_of(first) in summary.text()
+
+
+def test_the_plan_is_restored_after_a_session_memory_compaction(opus: list[Message]) -> None:
+    # the notes hold everything up to the cut: the approved second plan is restored
+    (_, first), (second_i, second) = plan_calls(opus)
+    engine, event = compact_real(opus[: second_i + 6], get_policy("default"))
+    assert event.layer == "session_memory_compact"
+    (msg,) = [m for m in restored(engine) if m.id == "restore:todos"]
+    assert plan_of(second) in msg.text()
+    assert "Status: approved by the user\nPlan file: /Users/pete/.claude/plans/silly-wishing-narwhal.md" in (
+        msg.text()
+    )
+    assert plan_of(first) not in msg.text()
+
+
+def test_a_session_without_exit_plan_mode_has_no_plan() -> None:
+    state = summarize.update(summarize.SummaryState(), load(MIMO)[0].messages[:50], user_message_chars=2_000)
+    assert state.plan == "" and summarize.current_plan(state) == ""

@@ -58,6 +58,10 @@ MAX_WORKLOG = 60
 MAX_COMMANDS = 30
 MAX_RESULTS = 20
 MAX_LEARNINGS = 20
+# the current plan closes Current State, cut to this (head and tail): its status, plan file, title
+# and goal stay within the section's cap, which keeps the section's end; the restore after a
+# compaction re-attaches the whole plan
+NOTES_PLAN_CHARS = 1_000
 
 
 class NotesState(msgspec.Struct):
@@ -167,6 +171,10 @@ def sections_of(state: NotesState) -> dict[str, str]:
     current = f.current_work
     if f.todos:
         current += "\n\nTodo list:\n" + f.todos
+    plan = summarize.current_plan(f)
+    if plan:  # the latest ExitPlanMode plan, tracked with the todos (summarize.update)
+        plan = summarize._cut(plan, NOTES_PLAN_CHARS)
+        current += "\n\nCurrent plan (latest plan from ExitPlanMode):\n" + plan
     files = ""
     if f.files_modified:
         files += "Modified:\n" + _bullets(f.files_modified[-40:]) + "\n"

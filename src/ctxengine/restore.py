@@ -7,7 +7,7 @@ After the summary, re-attach:
   the latest content the session read of it;
 - the instruction files (CLAUDE.md / AGENTS.md / a configured list) through the bootstrap loader
   (20,000 chars per file, 60,000 in all, 75% head / 25% tail when cut);
-- the current plan / todo list.
+- the current plan (the latest ExitPlanMode plan, with its status) and todo list.
 Pure apart from reading the files: it returns messages; the engine places them after the summary.
 """
 
@@ -115,18 +115,21 @@ def _on_disk(path: str, workspace: Path | None) -> Path | None:
         return None
 
 
-def todo_message(todos: str) -> list[Message]:
-    """The current plan / todo list as a restore message (none when empty)."""
-    if not todos.strip():
+def todo_message(todos: str, plan: str = "") -> list[Message]:
+    """The current plan and todo list as one restore message (none when both are empty).
+
+    ``todos`` is the latest todo list (``SummaryState.todos``: TodoWrite, Codex's update_plan...),
+    ``plan`` the latest plan proposed with ExitPlanMode as ``summarize.current_plan`` renders it
+    (its status, plan file and text). With only a todo list the message is as it always was."""
+    parts = []
+    if plan.strip():
+        parts.append("[Restored after compaction] Current plan (latest plan from ExitPlanMode):\n" + plan)
+    if todos.strip():
+        head = "Current todo list:" if parts else "[Restored after compaction] Current todo list / plan:"
+        parts.append(f"{head}\n{todos}")
+    if not parts:
         return []
-    return [
-        Message(
-            role="user",
-            blocks=(Text("[Restored after compaction] Current todo list / plan:\n" + todos),),
-            id="restore:todos",
-            origin="restore",
-        )
-    ]
+    return [Message(role="user", blocks=(Text("\n\n".join(parts)),), id="restore:todos", origin="restore")]
 
 
 def instruction_files(workspace: Path | None, names: Sequence[str]) -> list[Message]:

@@ -3,9 +3,11 @@
 It follows the content of Claude Code's nine-section compaction summary where it can be computed
 without a model: the primary request and every user message verbatim (each cut to a cap), files
 read and modified, errors and what followed them, pending todos from todo/plan tool calls, the
-current work (the latest assistant text), and the exact identifiers (paths, URLs, ids) of the span,
-newest first. State accumulates across compactions (pi's cumulative file lists), so a second
-compaction extends the first summary rather than summarising a summary.
+current plan (the latest plan proposed with Claude Code's ``ExitPlanMode``, and whether the user
+approved it: ``current_plan``), the current work (the latest assistant text), and the exact
+identifiers (paths, URLs, ids) of the span, newest first. State accumulates across compactions
+(pi's cumulative file lists), so a second compaction extends the first summary rather than
+summarising a summary.
 
 Pure: it reads messages and returns text; the engine decides where it goes. The size is bounded by
 ``max_tokens`` (counted with the caller's counter): sections are cut from the least valuable end.
@@ -37,9 +39,17 @@ from ctxengine.messages import Message, Text, ToolCall, ToolResult
 READ_TOOLS = {"read", "read_file", "view", "cat", "open_files", "notebookread"}
 WRITE_TOOLS = {"edit", "write", "multiedit", "str_replace_editor", "apply_patch", "notebookedit", "create"}
 TODO_TOOLS = {"todowrite", "update_plan", "taskcreate", "taskupdate", "todo_write"}
+PLAN_TOOLS = {"exitplanmode"}  # Claude Code's plan mode: the input's ``plan`` is the plan (markdown)
+PLAN_CHARS = 8_000  # a longer plan keeps its head and tail (``_cut``)
 PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "file")
 ERROR_RE = re.compile(r"(?im)^.*\b(error|exception|traceback|failed|fatal|not found|denied)\b.*$")
 PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
+# ExitPlanMode's result on approval: "User has approved your plan. ... Your plan has been saved
+# to: PATH ... ## Approved Plan (edited by user):\nPLAN" (the plan as approved, edits included)
+APPROVED_PLAN_RE = re.compile(r"^## Approved Plan[^\n]*:[ \t]*\n", re.M)
+PLAN_FILE_RE = re.compile(r"plan has been saved to: *(.+?) *$", re.M)
+PLAN_PROPOSED = "proposed, awaiting the user's approval"
+PLAN_APPROVED = "approved by the user"
 
 MAX_ERRORS = 30
 ERROR_LINE_CHARS = 300
@@ -55,6 +65,9 @@ class SummaryState(msgspec.Struct):
     files_modified: list[str] = msgspec.field(default_factory=list)
     errors: list[str] = msgspec.field(default_factory=list)
     todos: str = ""
+    plan: str = ""  # the latest ExitPlanMode plan (cut to PLAN_CHARS); see ``current_plan``
+    plan_status: str = ""  # PLAN_PROPOSED, PLAN_APPROVED or "not approved: <the result>"
+    plan_file: str = ""  # where Claude Code saved it, when recorded
     current_work: str = ""
     identifiers: dict[str, int] = msgspec.field(default_factory=dict)  # id -> last position seen
     messages_summarized: int = 0
@@ -103,9 +116,45 @@ def _render_todos(call: ToolCall) -> str:
     return json.dumps(data, ensure_ascii=False)[:2000]
 
 
+def _plan_input(call: ToolCall) -> str | None:
+    """The plan of a plan-tool call (``ExitPlanMode``'s ``plan``), or None."""
+    if call.name.lower() not in PLAN_TOOLS or not isinstance(call.input, dict):
+        return None
+    plan = call.input.get("plan")
+    return plan.strip() if isinstance(plan, str) and plan.strip() else None
+
+
+def _plan_result(state: SummaryState, result: ToolResult, text: str) -> None:
+    """Fold the result of the plan call that set ``state.plan``: approved (the plan as approved,
+    which may carry the user's edits, and the plan file) or not (the result's first line)."""
+    if not result.is_error:  # a plan the user rejects comes back as an error result
+        m = APPROVED_PLAN_RE.search(text)
+        if m is not None and text[m.end() :].strip():
+            state.plan = _cut(text[m.end() :].strip(), PLAN_CHARS)
+        f = PLAN_FILE_RE.search(text)
+        if f is not None:
+            state.plan_file = f.group(1)
+        state.plan_status = PLAN_APPROVED
+    else:
+        first = text.strip().splitlines()[0] if text.strip() else "no answer recorded"
+        state.plan_status = "not approved: " + first[:ERROR_LINE_CHARS]
+
+
+def current_plan(state: SummaryState) -> str:
+    """The current plan as the summaries and the restore show it: its status (proposed, approved
+    by the user, or not approved), the plan file when recorded, then the plan; "" when none."""
+    if not state.plan:
+        return ""
+    head = f"Status: {state.plan_status or PLAN_PROPOSED}"
+    if state.plan_file:
+        head += f"\nPlan file: {state.plan_file}"
+    return f"{head}\n\n{state.plan}"
+
+
 def update(state: SummaryState, messages: Sequence[Message], *, user_message_chars: int) -> SummaryState:
     """Fold ``messages`` (the span being compacted, oldest first) into ``state``; returns it."""
     calls: dict[str, ToolCall] = {}
+    plan_call: str | None = None  # the call that set ``state.plan`` in this span
     pending_error: str | None = None
     for msg in messages:
         state.position += 1
@@ -129,6 +178,11 @@ def update(state: SummaryState, messages: Sequence[Message], *, user_message_cha
                         _add_unique(state.files_modified, p)
                 if name in TODO_TOOLS:
                     state.todos = _render_todos(b)
+                plan = _plan_input(b)
+                if plan is not None:
+                    state.plan, state.plan_status, plan_call = _cut(plan, PLAN_CHARS), PLAN_PROPOSED, b.id
+                    path = b.input.get("planFilePath") if isinstance(b.input, dict) else None
+                    state.plan_file = path if isinstance(path, str) else ""
                 if pending_error is not None:
                     state.errors.append(f"{pending_error}\n  then: {_describe_call(b)}")
                     pending_error = None
@@ -137,6 +191,8 @@ def update(state: SummaryState, messages: Sequence[Message], *, user_message_cha
                 for ident in sorted(identifiers.extract(text)):
                     state.identifiers[ident] = state.position
                 call = calls.get(b.call_id)
+                if b.call_id == plan_call or (call is None and state.plan and b.name.lower() in PLAN_TOOLS):
+                    _plan_result(state, b, text)  # (the call may have been folded with an earlier span)
                 if b.is_error or (text and ERROR_RE.search(text[:4000]) and b.is_error is not False):
                     line = _first_error_line(text)
                     if line:
@@ -239,6 +295,8 @@ def _render(state: SummaryState, user_msgs: list[str], errors: list[str], ids: l
         parts.append("## Files modified\n" + "\n".join(f"- {p}" for p in state.files_modified[-60:]))
     if errors:
         parts.append("## Errors and what followed\n" + "\n".join(errors))
+    if state.plan:
+        parts.append("## Current plan (latest plan from ExitPlanMode)\n" + current_plan(state))
     if state.todos:
         parts.append("## Pending tasks (latest todo list)\n" + state.todos)
     if state.current_work:
@@ -423,6 +481,16 @@ def _shrink(items: list[str], level: int, floor: int = 1) -> list[str]:
     return items[-keep:]
 
 
+def _tasks(state: SummaryState, level: int, empty: str = "- (none recorded)") -> str:
+    """The latest todo list, then the current plan (cut shorter at each level), labelled."""
+    parts = [state.todos] if state.todos else []
+    plan = current_plan(state)
+    if plan:
+        plan = _cut(plan, max(1_000, PLAN_CHARS >> level))
+        parts.append("Current plan (latest plan from ExitPlanMode):\n" + plan)
+    return "\n\n".join(parts) or empty
+
+
 def _render_claude_code(state: SummaryState, si: StyleInput, level: int) -> str:
     users = _shrink([_clip(u, max(200, 2_000 >> level)) for u in state.user_messages], level, 2)
     errors = _shrink(list(state.errors), level, 1)
@@ -440,7 +508,7 @@ def _render_claude_code(state: SummaryState, si: StyleInput, level: int) -> str:
         ("Errors and fixes", "\n".join(errors) if errors else "- (none recorded)"),
         ("Problem Solving", "See Errors and fixes; " + NOT_EXTRACTED),
         ("All user messages", _bullets(users)),
-        ("Pending Tasks", state.todos or "- (none recorded)"),
+        ("Pending Tasks", _tasks(state, level)),
         ("Current Work", state.current_work or "(none recorded)"),
         (
             "Optional Next Step",
@@ -469,7 +537,7 @@ def _render_openclaw(state: SummaryState, si: StyleInput, level: int) -> str:
     )
     parts = [
         f"{OPENCLAW_HEADINGS[0]}\n{decisions}",
-        f"{OPENCLAW_HEADINGS[1]}\n{state.todos or '- (none recorded)'}",
+        f"{OPENCLAW_HEADINGS[1]}\n{_tasks(state, level)}",
         f"{OPENCLAW_HEADINGS[2]}\n{_bullets(_shrink(rules, level + 1, 3))}",
         f"{OPENCLAW_HEADINGS[3]}\n" + (f"- {_clip(latest, OPENCLAW_TURN_CHARS)}" if latest else "- (none)"),
         f"{OPENCLAW_HEADINGS[4]}\n" + ("\n".join(f"- {i}" for i in ids) if ids else "- (none)"),
@@ -518,7 +586,10 @@ def _render_pi(state: SummaryState, si: StyleInput, level: int) -> str:
             f"\n\n### Blocked\n{_bullets(blocked, '- (none)')}",
             f"{PI_SECTIONS[3]}\n- {NOT_EXTRACTED}",
             f"{PI_SECTIONS[4]}\n"
-            + (state.todos or (f"- Continue: {_clip(latest, 1_000)}" if latest else "- (none recorded)")),
+            + (
+                _tasks(state, level, "")
+                or (f"- Continue: {_clip(latest, 1_000)}" if latest else "- (none recorded)")
+            ),
             f"{PI_SECTIONS[5]}\n" + ("\n".join(errors) if errors else "- (none recorded)"),
         ]
     )
