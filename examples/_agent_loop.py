@@ -82,6 +82,7 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
         session_id="agent",
         llm=summarizer,
         workspace=workspace,
+        background_notes=True,  # notes updates (an LLM call with --summarize-with-model) off the loop
     )
     toolbox = build_tools(workspace, store, "agent", window=engine.window, counter=engine.counter)
     engine.compaction_listeners.append(toolbox.read_state.reset)  # stubs may point at dropped text

@@ -600,3 +600,57 @@ def test_a_managed_block_rides_with_the_newest_user_turn_and_moves_only_on_chang
     assert "<open_files>a.py v1</open_files>" not in texts
     assert third[-1].blocks[-1] == Text("<open_files>a.py v2</open_files>")
     assert engine.history[0].blocks == (Text("open a.py"),)  # history is never edited
+
+
+# ================================================================ notes in the background
+
+
+def test_background_notes_compact_waits_for_the_running_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compact`` needs the notes: it waits for the update running on the worker thread, applies
+    it on the caller's thread and reports its event; the worker never touched the engine."""
+    import threading
+
+    import ctxengine.compaction as compaction_module
+    from ctxengine.notes import DeterministicNotesUpdater, NotesState, NotesUpdate
+
+    started, gate = threading.Event(), threading.Event()
+    workers: list[str] = []
+
+    class Gated(DeterministicNotesUpdater):
+        def update(self, state: NotesState, new: Any) -> tuple[NotesState, NotesUpdate]:
+            workers.append(threading.current_thread().name)
+            started.set()
+            gate.wait(30)
+            return super().update(state, new)
+
+    real_wait = compaction_module.wait_for
+
+    def release_then_wait(fs: Any, timeout: float | None = None) -> Any:
+        gate.set()  # the compaction reached the wait with the update still running
+        return real_wait(fs, timeout=timeout)
+
+    monkeypatch.setattr(compaction_module, "wait_for", release_then_wait)
+    engine = make_engine(DEFAULT, background_notes=True)
+    engine.compactor.updater = Gated(engine.counter.count_text)
+    engine.bootstrap(system="You are a coding agent.")
+    try:
+        for m in conversation(60):
+            engine.ingest(m)
+            if m.role == "assistant":
+                engine.after_turn(None)
+                if engine.notes_update_pending:
+                    break
+        assert engine.notes_update_pending and started.wait(30)
+        assert not gate.is_set() and engine.compactor.notes.updates == 0
+        history = len(engine.history)
+        assert not [e for e in engine.maintain() if e.layer == "session_notes"]  # not finished
+        event = engine.compact()
+    finally:
+        gate.set()
+    assert event is not None and event.layer == "session_memory_compact"
+    assert not engine.notes_update_pending
+    assert engine.compactor.notes.updates == 1 and engine.compactor.notes_from == history
+    notes = [e for e in engine.maintain() if e.layer == "session_notes"]
+    assert [e.reason for e in notes] == ["cadence"] and "error" not in notes[0].details
+    assert workers == ["ctxengine-notes"]  # computed off the caller's thread
+    assert engine.prefix[0].origin == "summary" and "/srv/app/parser.py" in engine.prefix[0].text()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE
+from ctxengine import compaction
+from ctxengine.compaction import NotesJob
 from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerEvent
@@ -30,6 +33,7 @@ from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.models import Registry, WindowWarning
 from ctxengine.notes import (
     NOTES_MAX_TOKENS,
+    NOTES_PLAN_CHARS,
     NOTES_SYSTEM,
     SECTION_MAX_TOKENS,
     SECTIONS,
@@ -290,6 +294,28 @@ def test_deterministic_updater_does_not_modify_its_input() -> None:
     assert second.updates == 2 and len(second.worklog) > len(first.worklog)
 
 
+def test_notes_track_the_current_plan_with_the_todos(mimo_vscode: list[Message]) -> None:
+    # the real session with two approved ExitPlanMode plans (messages 400 and 632): Current State
+    # ends with the latest, labelled, after the todo list; cut to NOTES_PLAN_CHARS (head and
+    # tail), its status, plan file and title first
+    plans = [c for m in mimo_vscode for c in m.tool_calls if c.name == "ExitPlanMode"]
+    assert len(plans) == 2 and all(isinstance(c.input, dict) for c in plans)
+    first, latest = (str(c.input["plan"]).strip() for c in plans if isinstance(c.input, dict))
+    cut = mimo_vscode.index(next(m for m in mimo_vscode if plans[1] in m.tool_calls))
+    state, _ = DeterministicNotesUpdater(counter("mimo-v2.5-pro")).update(NotesState(), mimo_vscode[:cut])
+    current = sections_of(state)["Current State"]
+    assert "Todo list:\n- [" in current
+    head = "Current plan (latest plan from ExitPlanMode):\nStatus: approved by the user\nPlan file: "
+    assert current.index("Todo list:") < current.index(head)
+    assert current.endswith(first[-200:])  # the plan approved at 401; the next one not yet made
+    assert first[:500] in current
+    assert len(current.split(head, 1)[1]) <= NOTES_PLAN_CHARS + 120
+    state, _ = DeterministicNotesUpdater(counter("mimo-v2.5-pro")).update(state, mimo_vscode[cut:])
+    current = sections_of(state)["Current State"]
+    assert latest[:500] in current and first[:200] not in current
+    assert "Status: proposed" not in current  # its result (approved) was folded too
+
+
 def test_parse_sections_needs_most_headings() -> None:
     doc = render_sections({"Worklog": "- step"}, counter("claude-sonnet-4-5"))
     assert parse_sections(doc) is not None
@@ -543,3 +569,266 @@ def test_replay_reports_every_llm_call_of_the_notes() -> None:
         # each flush is followed, at the same call, by the compaction it prepared
         assert len(flushes) == report.summary.compactions.get("session_memory_compact", 0)
         assert report.summary.llm_calls == len(server.requests)
+
+
+# --------------------------------------------------------------------------------------------
+# Notes in the background (``background_notes``: live agents; the replay stays in line)
+# --------------------------------------------------------------------------------------------
+
+
+class Gate:
+    """A reply the server holds until ``release``: ``arrived`` is set when a request is waiting.
+    Replies are ``notes_reply`` of the given tags in order (then ``MORE``)."""
+
+    def __init__(self, *tags: str) -> None:
+        self.arrived = threading.Event()
+        self.open = threading.Event()
+        self.tags = iter(tags)
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        self.arrived.set()
+        self.open.wait(60)
+        return notes_reply(next(self.tags, "MORE"))
+
+    def release(self) -> None:
+        self.open.set()
+
+
+def bg_engine(server: ScriptedLLMServer, policy: Any = DEFAULT, timeout: float = 30) -> ContextEngine:
+    client = AnthropicClient(
+        "claude-sonnet-4-6", api_key="test-key", base_url=server.url, timeout=timeout, max_retries=0
+    )
+    return make_engine(policy, llm=client, background_notes=True)
+
+
+def turns_until(
+    engine: ContextEngine, messages: list[Message], start: int, until: Callable[[], bool], **kw: Any
+) -> Iterator[tuple[int, list[LayerEvent]]]:
+    """``drive`` from ``start`` on, stopping after the first turn at which ``until()`` holds."""
+    for i, events in drive(engine, messages[start:], **kw):
+        yield start + i, events
+        if until():
+            return
+    pytest.fail("never happened")
+
+
+def job_of(engine: ContextEngine) -> NotesJob:
+    job = engine.compactor.notes_job
+    assert job is not None and job.future is not None
+    return job
+
+
+def test_background_update_does_not_block_after_turn(sonnet: list[Message]) -> None:
+    gate = Gate("BACKGROUND")
+    with ScriptedLLMServer(default=gate) as server:
+        try:
+            engine = bg_engine(server)
+            *_, (i, _) = turns_until(engine, sonnet, 0, lambda: engine.notes_update_pending)
+            job = job_of(engine)
+            # after_turn has returned while the server holds the reply
+            assert gate.arrived.wait(30) and not gate.open.is_set()
+            assert not job.future.done()
+            assert engine.compactor.notes.updates == 0 and engine.compactor.notes_from == 0
+            assert not [e for e in engine.assemble().events if e.layer == "session_notes"]
+            assert engine.notes_update_pending  # assemble did not wait: no compaction needed it
+            # the snapshot: every message up to the turn, and the notes as they were
+            assert job.end == i + 1 and job.new == sonnet[: i + 1] and job.notes.updates == 0
+            gate.release()
+            job.future.result(timeout=30)
+            assert engine.compactor.notes.updates == 0  # finished, not applied yet
+            events = [e for e in engine.assemble().events if e.layer == "session_notes"]
+        finally:
+            gate.release()
+    assert not engine.notes_update_pending
+    assert len(events) == 1 and events[0].reason == "cadence" and "error" not in events[0].details
+    assert events[0].llm_calls == 1 and events[0].llm_cost_usd > 0
+    notes = engine.compactor
+    assert notes.notes.updates == 1 and "BACKGROUND" in notes.notes_text()
+    assert notes.notes_from == job.end and notes.cadence.updated_once
+    assert len(server.requests) == 1 and between(
+        prompt_of(server.requests[0]), "new-conversation"
+    ) == serialize(sonnet[: i + 1])
+
+
+def test_background_cadence_is_skipped_while_an_update_runs_and_catches_up(sonnet: list[Message]) -> None:
+    gate = Gate("FIRST", "SECOND")
+    with ScriptedLLMServer(default=gate) as server:
+        try:
+            engine = bg_engine(server)
+            *_, (i, _) = turns_until(engine, sonnet, 0, lambda: engine.notes_update_pending)
+            first = job_of(engine)
+            assert gate.arrived.wait(30)
+            # many more turns, the cadence due again more than once: no second request
+            tokens_at_start = first.tokens
+            assert tokens_at_start is not None
+            count = engine.counter.count_message
+            last = i
+            for j, _ in drive(engine, sonnet[i + 1 :]):
+                last = i + 1 + j
+                if sum(count(m) for m in engine.history) - tokens_at_start > 12_000:
+                    break
+            assert engine.compactor.cadence.due(sum(count(m) for m in engine.history))  # due, skipped
+            assert len(server.requests) == 1 and engine.compactor.notes_job is first
+            assert engine.compactor.notes_from == 0  # nothing applied: nothing advanced
+            gate.arrived.clear()
+            gate.release()
+            first.future.result(timeout=30)
+            # the next after_turn applies the first and, still due, starts the catch-up
+            *_, (k, events) = turns_until(
+                engine, sonnet, last + 1, lambda: engine.compactor.notes_job not in (None, first)
+            )
+            assert gate.arrived.wait(30)
+            second = job_of(engine)
+            second.future.result(timeout=30)
+            events = [e for e in engine.assemble().events if e.layer == "session_notes"]
+        finally:
+            gate.release()
+    assert [e.reason for e in events] == ["cadence", "cadence"]
+    assert engine.compactor.notes.updates == 2 and "SECOND" in engine.compactor.notes_text()
+    assert engine.compactor.notes_from == second.end == k + 1
+    p2 = prompt_of(server.requests[1])
+    # the catch-up covers everything since the first snapshot, from the notes the first wrote
+    assert between(p2, "new-conversation") == serialize(engine.history[first.end : second.end])
+    assert "FIRST" in between(p2, "current-notes")
+
+
+def test_background_with_each_update_awaited_matches_in_line(sonnet: list[Message]) -> None:
+    """The $0 updater in the background, each update finished before the next turn, ends with
+    the same notes, at the same turns, as in line."""
+    inline, background = make_engine(), make_engine(background_notes=True)
+    at_inline: list[int] = []
+    at_background: list[int] = []
+    for (i, _), _ in zip(drive(inline, sonnet[:300]), drive(background, sonnet[:300]), strict=True):
+        if inline.compactor.notes.updates > len(at_inline):
+            at_inline.append(i)
+        job = background.compactor.notes_job
+        if job is not None and job.future is not None:
+            job.future.result(timeout=30)
+            background.maintain()  # applies it
+            at_background.append(i)
+        assert not background.notes_update_pending
+    assert len(at_inline) >= 3 and at_background == at_inline
+    assert background.compactor.notes == inline.compactor.notes
+    assert background.compactor.notes_from == inline.compactor.notes_from
+    assert background.compactor.cadence == inline.compactor.cadence
+
+
+def test_a_compaction_waits_for_the_running_update(
+    sonnet: list[Message], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = Gate("BACKGROUND", "FLUSHED")
+    real_wait = compaction.wait_for
+    waited: list[bool] = []
+
+    def wait_then_release(fs: Any, timeout: float | None = None) -> Any:
+        waited.append(not next(iter(fs)).done())  # the update still runs when the notes are needed
+        gate.release()
+        return real_wait(fs, timeout=timeout)
+
+    monkeypatch.setattr(compaction, "wait_for", wait_then_release)
+    policy = get_policy("claude-code").with_(compact_at_share=0.4)
+    with ScriptedLLMServer(default=gate) as server:
+        try:
+            engine = bg_engine(server, policy)
+            *_, (i, _) = turns_until(engine, sonnet, 0, lambda: engine.notes_update_pending, assemble=True)
+            job = job_of(engine)
+            assert gate.arrived.wait(30)
+            *_, (_k, events) = turns_until(engine, sonnet, i + 1, lambda: bool(waited), assemble=True)
+            requests = list(server.requests)
+        finally:
+            gate.release()
+    assert waited == [True]  # once, at the compaction, with the update still running
+    layers = [e.layer if e.layer != "session_notes" else e.reason for e in events]
+    assert (
+        layers.index("cadence")
+        < layers.index("pre-compaction flush")
+        < layers.index("session_memory_compact")
+    )
+    assert all("error" not in e.details for e in events)
+    # the flush started from the notes of the update it waited for, and covers what came after
+    assert len(requests) >= 2
+    flush = prompt_of(requests[1])
+    assert "BACKGROUND" in between(flush, "current-notes")
+    assert between(flush, "new-conversation").startswith(serialize(engine.history[job.end : job.end + 1]))
+    assert any("FLUSHED" in m.text() for m in engine.prefix if m.origin == "summary")
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason", "llm_calls"),
+    [
+        (("ok", "Sure, the notes are updated."), "cadence: update rejected", 1),
+        ("error", "cadence: update failed", 0),
+    ],
+    ids=["rejected", "llm-error"],
+)
+def test_a_failing_background_update_leaves_the_notes(
+    sonnet: list[Message], reply: Any, reason: str, llm_calls: int
+) -> None:
+    from llm_server import server_error
+
+    script = [server_error("anthropic") if reply == "error" else reply]
+    with ScriptedLLMServer(script=script, default=lambda b: notes_reply("GOOD")) as server:
+        engine = bg_engine(server)
+        *_, (i, _) = turns_until(engine, sonnet, 0, lambda: engine.notes_update_pending)
+        job_of(engine).future.result(timeout=30)
+        events = [e for e in engine.assemble().events if e.layer == "session_notes"]
+        c = engine.compactor
+        assert len(events) == 1 and events[0].reason == reason and "error" in events[0].details
+        assert events[0].llm_calls == llm_calls
+        assert c.notes.updates == 0 and c.notes_text() == "" and c.notes_from == 0
+        assert not c.cadence.updated_once  # still due: the next turn starts another
+        next(drive(engine, sonnet[i + 1 :]))
+        job_of(engine).future.result(timeout=30)
+        engine.assemble()
+        assert c.notes.updates == 1 and "GOOD" in c.notes_text()
+
+
+def test_dispose_with_an_update_running_does_not_wait_for_it(sonnet: list[Message]) -> None:
+    gate = Gate("LATE")
+    with ScriptedLLMServer(default=gate) as server:
+        try:
+            engine = bg_engine(server, timeout=120)
+            turns = list(turns_until(engine, sonnet, 0, lambda: engine.notes_update_pending))
+            assert turns
+            job = job_of(engine)
+            assert gate.arrived.wait(30)
+            engine.dispose()  # the server holds the reply until after this returns
+            assert not job.future.done()
+            assert not engine.notes_update_pending
+            events = [e for e in engine.maintain() if e.layer == "session_notes"]
+        finally:
+            gate.release()
+        job.future.result(timeout=30)  # the worker ends on its own; its outcome is dropped
+    assert len(events) == 1 and "abandoned" in events[0].reason and "error" in events[0].details
+    assert engine.compactor.notes.updates == 0 and engine.compactor.notes_from == 0
+
+
+def test_dispose_applies_a_finished_update(sonnet: list[Message]) -> None:
+    with ScriptedLLMServer(default=lambda b: notes_reply("DONE")) as server:
+        engine = bg_engine(server)
+        list(turns_until(engine, sonnet, 0, lambda: engine.notes_update_pending))
+        job_of(engine).future.result(timeout=30)
+        engine.dispose()
+    assert engine.compactor.notes.updates == 1 and "DONE" in engine.compactor.notes_text()
+    events = [e for e in engine.maintain() if e.layer == "session_notes"]
+    assert [e.reason for e in events] == ["cadence"] and events[0].llm_calls == 1
+
+
+def test_in_line_is_the_default_and_the_replay_stays_in_line(sonnet: list[Message]) -> None:
+    engine = make_engine()
+    assert not engine.background_notes and not engine.compactor.background_notes
+    for _ in drive(engine, sonnet):
+        if engine.compactor.notes.updates:
+            break
+    assert not engine.notes_update_pending and engine.compactor.notes_job is None
+    made: list[ContextEngine] = []
+    real_init = ContextEngine.__init__
+
+    def spy(self: ContextEngine, *a: Any, **kw: Any) -> None:
+        real_init(self, *a, **kw)
+        made.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ContextEngine, "__init__", spy)
+        replay_session(load(MIMO)[0], DEFAULT, window=200_000)
+    assert made and not any(e.background_notes for e in made)

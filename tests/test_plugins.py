@@ -79,9 +79,11 @@ class PluginEngine:
         self._tick("after_turn")
         self.inner.after_turn(usage)
 
-    def compact(self, force: bool = True, reason: str = "manual") -> LayerEvent | None:
+    def compact(
+        self, force: bool = True, reason: str = "manual", instructions: str = ""
+    ) -> LayerEvent | None:
         self._tick("compact")
-        return self.inner.compact(force, reason)
+        return self.inner.compact(force, reason, instructions)
 
     def maintain(self) -> list[LayerEvent]:
         self._tick("maintain")
@@ -291,3 +293,18 @@ def test_entry_points_register_plugins_and_refuse_core_ids(
     engine.ingest(Message("user", (Text("hi"),), "u0"))
     assert [m.id for m in engine.assemble().messages] == ["u0"]
     assert engine.quarantined is None
+
+
+@pytest.mark.parametrize("fail_in", [None, "compact"])
+def test_manual_compaction_instructions_reach_the_engine_through_the_guard(fail_in: str | None) -> None:
+    """``compact(instructions=...)`` (OpenClaw's ``/compact [focus]``) passes through a plugin
+    engine, and through the core engine that takes over when the plugin raises there."""
+    reg = EngineRegistry()
+    reg.register("fast", plugin_factory(fail_in=fail_in or ""), owner="plugin:acme")
+    engine = reg.create("fast", **KW)
+    engine.bootstrap()
+    for m in session(100):  # about 20,000 tokens: more than the 10,000 a compaction keeps
+        engine.ingest(m)
+    event = engine.compact(force=True, instructions="focus on the parser")
+    assert event is not None and event.details["instructions"] == "focus on the parser"
+    assert (engine.quarantined is not None) == (fail_in is not None)

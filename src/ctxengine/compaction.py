@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +60,7 @@ from ctxengine.notes import (
     NotesUpdater,
     _cap,
     _join,
+    copy_state,
     parse_sections,
     render_sections,
     sections_of,
@@ -117,8 +121,117 @@ def _failed(exc: SummaryError, ctx: LayerContext, spent: Spend, **details: objec
     )
 
 
+@dataclasses.dataclass
+class NotesJob:
+    """One notes update, over a snapshot taken on the caller's thread: the messages new since
+    the last update and the notes they are folded into. ``end`` is ``len(history)`` at the
+    snapshot (``notes_from`` once applied); ``tokens`` and ``tool_calls`` are the cadence's
+    figures then (``tokens`` None: not a cadence update). ``future`` holds the outcome of a
+    background update (None in line)."""
+
+    why: str
+    new: list[Message]
+    notes: NotesState
+    end: int
+    tokens: int | None = None
+    tool_calls: int = 0
+    future: Future[NotesOutcome] | None = None
+
+
+@dataclasses.dataclass
+class NotesOutcome:
+    """What an update made: the new notes (None: failed or rejected, the notes stay as they
+    were) and its event (layer ``session_notes``, with the LLM spend; ``error`` in the details
+    on failure)."""
+
+    state: NotesState | None
+    event: LayerEvent
+
+
+def run_notes_update(updater: NotesUpdater, job: NotesJob, count_text: Callable[[str], int]) -> NotesOutcome:
+    """Compute a notes update (pure: reads ``job`` and calls the updater, which copies the notes
+    it is given; changes nothing else, so it may run on a worker thread). Never raises: a
+    rejected reply or an LLM error is an outcome without notes."""
+    try:
+        nxt, spent = updater.update(job.notes, job.new)
+    except NotesError as exc:
+        c = exc.cost
+        return NotesOutcome(
+            None,
+            LayerEvent(
+                layer=NOTES_LAYER,
+                reason=f"{job.why}: update rejected",
+                tokens_before=0,
+                tokens_after=0,
+                llm_calls=c.llm_calls,
+                llm_input_tokens=c.input_tokens,
+                llm_output_tokens=c.output_tokens,
+                llm_cost_usd=c.cost_usd,
+                details={"error": str(exc)},
+            ),
+        )
+    except Exception as exc:  # an LLM error: the notes stay as they were
+        return NotesOutcome(None, _notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
+    return NotesOutcome(
+        nxt,
+        LayerEvent(
+            layer=NOTES_LAYER,
+            reason=job.why,
+            tokens_before=0,
+            tokens_after=0,
+            llm_calls=spent.llm_calls,
+            llm_input_tokens=spent.input_tokens,
+            llm_output_tokens=spent.output_tokens,
+            llm_cost_usd=spent.cost_usd,
+            details={
+                "messages": len(job.new),
+                "notes_tokens": count_text(nxt.text),
+                "updates": nxt.updates,
+            },
+        ),
+    )
+
+
+def _notes_failed(why: str, error: str, reason: str = "update failed") -> LayerEvent:
+    return LayerEvent(
+        layer=NOTES_LAYER,
+        reason=f"{why}: {reason}",
+        tokens_before=0,
+        tokens_after=0,
+        details={"error": error},
+    )
+
+
+def _in_thread(fn: Callable[[], NotesOutcome], name: str) -> Future[NotesOutcome]:
+    """Run ``fn`` on a new daemon thread; its outcome in the returned future. A daemon thread,
+    not an executor's worker: the interpreter does not wait at exit for an LLM call nobody will
+    read (an executor's workers are joined at exit, up to the client's timeout)."""
+    future: Future[NotesOutcome] = Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # run_notes_update does not raise; kept for the caller
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return future
+
+
 class Compactor:
-    """Notes, summaries and the breaker for one session."""
+    """Notes, summaries and the breaker for one session.
+
+    Notes in the background (``background_notes``, set by the engine): ``maybe_update_notes``
+    starts a cadence update on a worker thread over a snapshot (``NotesJob``) and returns at
+    once; the worker only computes (``run_notes_update``) and never touches the compactor. The
+    caller's thread applies the outcome in ``settle_notes`` (the engine calls it at every
+    lifecycle step; its event lands in ``notes_events``), and waits for it wherever the notes
+    are needed (session-memory compaction, the pre-compaction flushes). One update at a time:
+    while one runs, a due cadence is skipped (``notes_from`` and the cadence advance only when
+    an update is applied, so the next cadence catches up).
+    """
 
     def __init__(
         self,
@@ -148,6 +261,9 @@ class Compactor:
             every_tool_calls=policy.notes_every_tool_calls,
         )
         self.notes_from = 0  # history index of the first message not yet in the notes
+        self.background_notes = False  # cadence updates on a worker thread (see the class doc)
+        self.notes_job: NotesJob | None = None  # the background update running or not yet applied
+        self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
         self.updater: NotesUpdater = (
             LLMNotesUpdater(self.llm, count_text) if self.llm else DeterministicNotesUpdater(count_text)
         )
@@ -202,8 +318,14 @@ class Compactor:
         self.cadence.tool_calls_since += len(msg.tool_calls)
 
     def maybe_update_notes(self, history: Sequence[Message], conversation_tokens: int) -> LayerEvent | None:
-        """Update the notes in the background when the cadence says so (``after_turn``)."""
+        """Update the notes when the cadence says so (``after_turn``). In line: returns the
+        event. In the background (``background_notes``): starts the update on a worker thread
+        and returns None (its event comes from ``settle_notes``); skipped while one runs."""
         if not self.policy.session_memory or not self.cadence.due(conversation_tokens):
+            return None
+        if self.background_notes:
+            if self.notes_job is None:
+                self._start_notes(history, conversation_tokens)
             return None
         event = self._update_notes(history, "cadence")
         if event is not None and "error" not in event.details:
@@ -211,55 +333,109 @@ class Compactor:
         return event
 
     def flush_notes(self, history: Sequence[Message]) -> LayerEvent | None:
-        """The pre-compaction flush: a last update before history leaves the context."""
-        if not self.policy.session_memory or self.notes_from >= len(history):
+        """The pre-compaction flush: a last update before history leaves the context (in line,
+        after the background update running, if any, is applied)."""
+        if not self.policy.session_memory or not self.await_notes() or self.notes_from >= len(history):
             return None
         return self._update_notes(history, "pre-compaction flush")
 
-    def _update_notes(self, history: Sequence[Message], why: str) -> LayerEvent | None:
+    def _notes_job(self, history: Sequence[Message], why: str) -> NotesJob | None:
+        """The snapshot an update works on; None (and the notes marked current) when nothing
+        new is for the notes."""
         new = [m for m in history[self.notes_from :] if m.origin in ("message", "attachment")]
         if not new:
             self.notes_from = len(history)
             return None
+        return NotesJob(why, new, self.notes, len(history))
+
+    def _update_notes(self, history: Sequence[Message], why: str) -> LayerEvent | None:
+        """An update in line: computed and applied now."""
+        job = self._notes_job(history, why)
+        if job is None:
+            return None
+        return self._apply_notes(job, run_notes_update(self.updater, job, self.count_text))
+
+    def _apply_notes(self, job: NotesJob, outcome: NotesOutcome) -> LayerEvent:
+        """Keep an update's notes (on the caller's thread); a background cadence update also
+        marks the cadence, counting the tool calls made while it ran toward the next one."""
+        if outcome.state is not None:
+            self.notes = outcome.state
+            self.notes_from = job.end
+            if job.tokens is not None:
+                calls = self.cadence.tool_calls_since
+                self.cadence.mark(job.tokens)
+                self.cadence.tool_calls_since = max(0, calls - job.tool_calls)
+        return outcome.event
+
+    def _start_notes(self, history: Sequence[Message], conversation_tokens: int) -> None:
+        job = self._notes_job(history, "cadence")
+        if job is None:
+            return
+        # the worker gets its own copies: the message list is new, the notes are copied
+        job.notes = copy_state(self.notes)
+        job.tokens = conversation_tokens
+        job.tool_calls = self.cadence.tool_calls_since
+        updater, count = self.updater, self.count_text
+        job.future = _in_thread(lambda: run_notes_update(updater, job, count), "ctxengine-notes")
+        self.notes_job = job
+
+    @property
+    def notes_running(self) -> bool:
+        """A background update is started and not yet applied (it may have finished)."""
+        return self.notes_job is not None
+
+    def settle_notes(self, *, wait: bool = False) -> bool:
+        """Apply the background update if it has finished (``wait``: wait for it first, at most
+        ``notes_wait_s``); its event goes to ``notes_events``. Returns True when no update is
+        left running. Call on the thread that owns the engine."""
+        job = self.notes_job
+        if job is None or job.future is None:
+            return True
+        if not job.future.done():
+            if not wait:
+                return False
+            bound = self.notes_wait_s()
+            done, _ = wait_for([job.future], timeout=bound)
+            if not done:
+                log.warning("the notes update still runs after %.0f s; going on without it", bound)
+                return False
+        self.notes_job = None
         try:
-            nxt, spent = self.updater.update(self.notes, new)
-        except NotesError as exc:
-            c = exc.cost
-            return LayerEvent(
-                layer=NOTES_LAYER,
-                reason=f"{why}: update rejected",
-                tokens_before=0,
-                tokens_after=0,
-                llm_calls=c.llm_calls,
-                llm_input_tokens=c.input_tokens,
-                llm_output_tokens=c.output_tokens,
-                llm_cost_usd=c.cost_usd,
-                details={"error": str(exc)},
-            )
-        except Exception as exc:  # an LLM error: the notes stay as they were
-            return LayerEvent(
-                layer=NOTES_LAYER,
-                reason=f"{why}: update failed",
-                tokens_before=0,
-                tokens_after=0,
-                details={"error": f"{type(exc).__name__}: {exc}"},
-            )
-        self.notes = nxt
-        self.notes_from = len(history)
-        return LayerEvent(
-            layer=NOTES_LAYER,
-            reason=why,
-            tokens_before=0,
-            tokens_after=0,
-            llm_calls=spent.llm_calls,
-            llm_input_tokens=spent.input_tokens,
-            llm_output_tokens=spent.output_tokens,
-            llm_cost_usd=spent.cost_usd,
-            details={
-                "messages": len(new),
-                "notes_tokens": self.count_text(self.notes.text),
-                "updates": nxt.updates,
-            },
+            outcome = job.future.result()
+        except BaseException as exc:  # run_notes_update does not raise; kept as an event anyway
+            outcome = NotesOutcome(None, _notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
+        self.notes_events.append(self._apply_notes(job, outcome))
+        return True
+
+    def await_notes(self) -> bool:
+        """Before the notes are used: wait for the background update and apply it (a no-op in
+        line). False when it is still running after ``notes_wait_s`` (no second update may
+        start then; the notes are used as they are)."""
+        return self.settle_notes(wait=True)
+
+    def notes_wait_s(self) -> float | None:
+        """How long to wait for a background update: the LLM client's timeout per attempt, its
+        retries and their waits, plus a margin (None, no bound, for the $0 updater or a client
+        without a timeout)."""
+        timeout = getattr(self.llm, "timeout", None) if self.llm is not None else None
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+            return None
+        retries = getattr(self.llm, "max_retries", 0)
+        retries = retries if isinstance(retries, int) else 0
+        pause = getattr(self.llm, "max_retry_wait_s", 0.0)
+        pause = float(pause) if isinstance(pause, (int, float)) else 0.0
+        return float(timeout) * (retries + 1) + pause * retries + 5.0
+
+    def stop_notes(self) -> None:
+        """At the end of the session: apply the background update if it has finished, else
+        abandon it (the worker's outcome is dropped; an event says so)."""
+        job = self.notes_job
+        if job is None or job.future is None or self.settle_notes():
+            return
+        job.future.cancel()  # only if it has not started; a running call ends on its own
+        self.notes_job = None
+        self.notes_events.append(
+            _notes_failed(job.why, "the session ended while the update was running", "update abandoned")
         )
 
     def notes_text(self) -> str:
@@ -405,6 +581,7 @@ class Compactor:
             return None
         events: list[LayerEvent] = []
         if not instructions and p.session_memory:
+            self.await_notes()  # a background notes update: the notes are needed now
             ctx, outer = sm_ctx, ctx
             # the pre-compaction flush runs only when a session-memory compaction can follow
             # (else every call over the threshold would pay for a notes update)
@@ -470,6 +647,13 @@ class Compactor:
         if result is None:
             return None
         cut, state = result
+        if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
+            focus = instructions.strip()[:800]
+            head = cut.prefix[0]
+            text = f"Focus requested for this compaction: {focus}\n\n{head.text()}"
+            cut.prefix[0] = msgspec.structs.replace(head, blocks=(Text(text),))
+            cut.event.tokens_after += self.count_text(text) - self.count_text(head.text())
+            cut.event.details["instructions"] = focus
         self._finish(cut, ctx, state)
         return Compaction(cut, events, state)
 
@@ -572,6 +756,8 @@ class Compactor:
         if ctx.predicted < threshold - p.memory_flush_soft_tokens:
             return None
         self._flushed_at = self.compactions
+        if not self.await_notes():
+            return None  # the background update still runs: it brings the notes up to date
         event = self._update_notes(history, "pre-compaction memory flush")
         if event is not None:
             event.layer = MEMORY_FLUSH_LAYER
@@ -812,7 +998,8 @@ class Compactor:
             )
         restored += restore.instruction_files(self.workspace, p.instruction_files)
         if p.restore_todos:
-            restored += restore.todo_message(self.notes.facts.todos or state.todos)
+            plan = summarize.current_plan(self.notes.facts) or summarize.current_plan(state)
+            restored += restore.todo_message(self.notes.facts.todos or state.todos, plan)
         # a file restored again with the same content is the same message: the prompt cache
         # (compared by identity, as for every unchanged message) keeps serving it
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]

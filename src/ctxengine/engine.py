@@ -18,6 +18,11 @@ overflow guard; the tool-result budget runs on ingest. Layers see the policy res
 window (``Policy.for_window``: window-relative sizes). A context warning (Letta's, off unless the
 policy asks) is an event that changes nothing. Pairing is validated and repaired after every
 change.
+
+Session notes are updated on a cadence after a turn (``after_turn``): in line by default (the
+replay: deterministic), or in the background for a live agent (``background_notes``): a worker
+thread computes the update while the agent goes on, and the engine applies it on the caller's
+thread at its next step (see ``ContextEngine``).
 """
 
 from __future__ import annotations
@@ -87,6 +92,24 @@ class ContextEngine:
     ``model`` names the model (registry lookup for window, max output, prices, tokenizer);
     ``window`` overrides the model's context window and ``agent_cap`` caps it (tokens).
     Raises ``WindowTooSmallError`` when the resolved window is under 16,000 tokens.
+
+    ``background_notes``: session-notes updates do not block the agent loop. When the cadence
+    fires, ``after_turn`` starts the update on a worker thread over a snapshot (the messages new
+    since the last update and a copy of the notes) and returns at once; one update at a time (a
+    cadence due while one runs is skipped: the next one catches up, since the notes advance only
+    when an update is applied). The outcome is applied on the caller's thread at the next
+    ``assemble``, ``compact``, ``after_turn``, ``maintain`` or ``dispose`` if it has finished; where
+    the notes are needed (session-memory compaction, the pre-compaction flushes) the engine waits
+    for it first (at most the LLM client's timeout, retries included). Its event (layer
+    ``session_notes``, with the LLM spend; an ``error`` detail on failure, the notes then
+    unchanged) is reported as in line: by ``maintain`` and the next projection's events.
+    ``dispose`` applies a finished update and abandons a running one (never waits for it).
+    Default (False): in line, the whole update inside ``after_turn`` (the replay uses it: results
+    do not depend on thread timing).
+
+    Thread safety: the engine itself is single-threaded (call it from one thread). The worker
+    only computes new notes from its snapshot (``compaction.run_notes_update``) and returns them;
+    it never reads or writes engine or compactor state, which only the caller's thread changes.
     """
 
     engine_id = "ctxengine"
@@ -105,6 +128,7 @@ class ContextEngine:
         llm: LLMClient | None = None,
         workspace: Path | None = None,
         restore_from_transcript: bool = False,
+        background_notes: bool = False,
     ) -> None:
         self.policy = policy
         self.registry = registry or Registry.default()
@@ -136,6 +160,8 @@ class ContextEngine:
             workspace=workspace,
             restore_from_transcript=restore_from_transcript,
         )
+        self.background_notes = background_notes
+        self.compactor.background_notes = background_notes
         # called whenever content leaves the context (compaction, clearing, offload): e.g. the
         # read tool's dedup cache, whose "unchanged since last read" stub would point at nothing
         self.compaction_listeners: list[Callable[[], None]] = []
@@ -224,6 +250,7 @@ class ContextEngine:
         time, used by the idle clear. The messages are pairing-valid (repaired if needed).
         """
         window = min(self.window, budget) if budget else self.window
+        self._settle_notes()
         ctx = self._context(window, now)
         for layer in (
             self._warn,
@@ -258,9 +285,11 @@ class ContextEngine:
 
     def after_turn(self, usage: Usage | None) -> None:
         """Record the provider's usage for the call just made (anchors the ledger), then run the
-        background upkeep (session notes, in line)."""
+        background upkeep: the session notes when due, in line, or with ``background_notes``
+        started on a worker thread (a finished earlier update is applied first)."""
         if usage is not None and usage.total_input > 0:
             self.ledger.observe(usage.total_input, self._last_estimate)
+        self._settle_notes()
         conversation = round(self._history_tokens * self.ledger.scale)
         event = self.compactor.maybe_update_notes(self.history, conversation)
         if event is not None:
@@ -273,6 +302,7 @@ class ContextEngine:
         appended to the summary prompt (OpenClaw's ``/compact [instructions]``). Returns the
         event, or None when there is nothing to compact. Raises ``CompactionError`` on failure;
         the session is then unchanged."""
+        self._settle_notes()
         ctx = self._context(self.window, self._last_call)
         try:
             result = self.compactor.compact(
@@ -283,6 +313,8 @@ class ContextEngine:
             raise CompactionError(f"compaction failed: {exc}") from exc
         except Exception as exc:
             raise CompactionError(f"compaction failed: {exc}") from exc
+        finally:
+            self._take_notes_events()  # a background update the compaction waited for
         if result is None:
             return None
         self.events.extend(result.events)
@@ -293,12 +325,22 @@ class ContextEngine:
 
     def maintain(self) -> list[LayerEvent]:
         """Background upkeep: events of upkeep done since the last ``assemble`` (notes updates run
-        in ``after_turn``); nothing is repaired here, since a tool call may still await its
-        result."""
+        in ``after_turn``; a finished background update is applied here); nothing is repaired
+        here, since a tool call may still await its result."""
+        self._settle_notes()
         return list(self._pending_events)
 
+    @property
+    def notes_update_pending(self) -> bool:
+        """A background notes update has started and is not applied yet (it may have finished:
+        the next lifecycle call applies it)."""
+        return self.compactor.notes_running
+
     def dispose(self) -> None:
-        """Release the store."""
+        """End the session: apply a finished background notes update, abandon a running one
+        (without waiting for it; an event says so), release the store."""
+        self.compactor.stop_notes()
+        self._take_notes_events()
         self.store.close()
 
     def set_block(self, text: str) -> bool:
@@ -339,6 +381,16 @@ class ContextEngine:
         return content
 
     # ---------------------------------------------------------------- internals
+
+    def _settle_notes(self) -> None:
+        """Apply a finished background notes update (never waits); its event is reported."""
+        self.compactor.settle_notes()
+        self._take_notes_events()
+
+    def _take_notes_events(self) -> None:
+        if self.compactor.notes_events:
+            self._pending_events.extend(self.compactor.notes_events)
+            self.compactor.notes_events.clear()
 
     def _predict(self) -> int:
         return self.ledger.predict(self._tok_total)
@@ -461,6 +513,7 @@ class ContextEngine:
         if self.policy.compaction != "summary":
             return None
         flush = self.compactor.maybe_memory_flush(ctx, self.history)
+        self._take_notes_events()  # a background update the flush waited for comes first
         if flush is not None:
             self._pending_events.append(flush)
             if "error" not in flush.details:
@@ -472,6 +525,8 @@ class ContextEngine:
         except CompactionFailed as exc:
             log.warning("compaction failed: %s", exc)
             return exc.event  # the session is unchanged; the overflow guard still runs
+        finally:
+            self._take_notes_events()  # a background update the compaction waited for
         if result is None:
             return None
         self._pending_events.extend(result.events)

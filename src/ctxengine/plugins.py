@@ -38,7 +38,9 @@ class Engine(Protocol):
     def ingest(self, message: Message) -> list[LayerEvent]: ...
     def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection: ...
     def after_turn(self, usage: Usage | None) -> None: ...
-    def compact(self, force: bool = True, reason: str = "manual") -> LayerEvent | None: ...
+    def compact(
+        self, force: bool = True, reason: str = "manual", instructions: str = ""
+    ) -> LayerEvent | None: ...
     def maintain(self) -> list[LayerEvent]: ...
     def dispose(self) -> None: ...
 
@@ -161,8 +163,10 @@ class GuardedEngine:
     def after_turn(self, usage: Usage | None) -> None:
         self._call("after_turn", usage)
 
-    def compact(self, force: bool = True, reason: str = "manual") -> LayerEvent | None:
-        result: LayerEvent | None = self._call("compact", force, reason)
+    def compact(
+        self, force: bool = True, reason: str = "manual", instructions: str = ""
+    ) -> LayerEvent | None:
+        result: LayerEvent | None = self._call("compact", force, reason, instructions=instructions)
         return result
 
     def maintain(self) -> list[LayerEvent]:

@@ -144,7 +144,9 @@ class _LangChainEngine:
         if usage is not None and usage.total_input > 0:
             self.ledger.observe(usage.total_input, self._last_estimate)
 
-    def compact(self, force: bool = True, reason: str = "manual") -> LayerEvent | None:
+    def compact(
+        self, force: bool = True, reason: str = "manual", instructions: str = ""
+    ) -> LayerEvent | None:
         return None  # the peers have no compaction of their own
 
     def maintain(self) -> list[LayerEvent]:
