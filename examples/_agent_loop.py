@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxengine.engine import ContextEngine, Projection
-from ctxengine.llm import make_client
+from ctxengine.llm import ToolDefinition, make_client
 from ctxengine.messages import Message, Text, Usage
 from ctxengine.models import usage_cost_usd
 from ctxengine.policy import get_policy
@@ -88,7 +88,12 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
     engine.compaction_listeners.append(toolbox.read_state.reset)  # stubs may point at dropped text
     engine.compaction_listeners.append(toolbox.working_set.invalidate)  # the block may have been dropped
     tools = toolbox.executor.definitions(provider)
-    engine.bootstrap(system=SYSTEM, fixed_prefix_tokens=engine.counter.count_text(SYSTEM + json.dumps(tools)))
+    engine.bootstrap(
+        system=SYSTEM,
+        fixed_prefix_tokens=engine.counter.count_text(SYSTEM + json.dumps(tools)),
+        # a summary by the session's own model repeats them, so it reads the cached prefix
+        tools=[ToolDefinition(t.name, t.description, t.parameters) for t in toolbox.executor.tools.values()],
+    )
     engine.ingest(Message("user", (Text(args.prompt),), id="user-prompt", timestamp=time.time()))
 
     total = 0.0

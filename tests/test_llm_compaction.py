@@ -30,7 +30,7 @@ from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.layers.base import LayerEvent
 from ctxengine.layers.pairing import find_violations, tool_groups
-from ctxengine.llm import AnthropicClient, OpenAIClient, ProviderClient
+from ctxengine.llm import AnthropicClient, OpenAIClient, ProviderClient, ToolDefinition
 from ctxengine.llm_summary import (
     CHUNK_ATTEMPTS,
     CONTINUATION,
@@ -615,6 +615,41 @@ def test_prefix_reuse_with_the_sessions_own_model(server: ScriptedLLMServer, con
     # same system prompt as the main conversation, with cache breakpoints
     assert [b["text"] for b in body["system"]] == [SYSTEM_PROMPT]
     assert any("cache_control" in b for m in body["messages"] for b in m["content"] if isinstance(b, dict))
+    assert "tools" not in body  # the session was started without tools
+
+
+@pytest.mark.parametrize("preset", ["default", "claude-code"])
+def test_prefix_reuse_repeats_the_main_conversations_tools(
+    preset: str, server: ScriptedLLMServer, convo: list[Message]
+) -> None:
+    """The cached prefix starts with the tools: a forked summary request carries the same tool
+    definitions the agent sends, so the provider's cache serves it (Claude Code's forked agent)."""
+    model = "claude-sonnet-4-6"
+    tools = [
+        ToolDefinition(
+            "read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}
+        ),
+        ToolDefinition(
+            "grep", "Search files.", {"type": "object", "properties": {"pattern": {"type": "string"}}}
+        ),
+    ]
+    server.default = good_summary(latest_user_request(convo))
+    policy = POLICY if preset == "default" else get_policy(preset).with_(session_memory=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        engine = ContextEngine(
+            policy, model=model, window=WINDOW, llm=make_client("anthropic", server, model=model)
+        )
+    engine.bootstrap(system=SYSTEM_PROMPT, tools=tools)
+    for m in convo:
+        engine.ingest(m)
+    event = engine.compact(force=True)
+    assert event is not None and event.details["prefix_reused"] is True
+    body = server.requests[0].body
+    assert [t["name"] for t in body["tools"]] == ["read", "grep"]
+    assert body["tools"][0]["input_schema"] == tools[0].parameters
+    assert "cache_control" in body["tools"][-1]  # the tools end a cached prefix segment
+    assert [b["text"] for b in body["system"]] == [SYSTEM_PROMPT]
 
 
 def test_prefix_reuse_without_reported_cache_reads_estimates_them(

@@ -12,6 +12,7 @@ import pytest
 import ctxengine.plugins as plugins
 from ctxengine.engine import ContextEngine, Projection
 from ctxengine.layers.base import LayerEvent
+from ctxengine.llm import ToolDefinition
 from ctxengine.messages import Message, RecordedCompaction, Text, ToolCall, ToolResult, Usage
 from ctxengine.plugins import (
     CORE_OWNER,
@@ -61,10 +62,14 @@ class PluginEngine:
         system: str = "",
         fixed_prefix_tokens: int | None = None,
         recorded_compactions: Sequence[RecordedCompaction] = (),
+        tools: Sequence[ToolDefinition] = (),
     ) -> None:
         self._tick("bootstrap")
         self.inner.bootstrap(
-            system=system, fixed_prefix_tokens=fixed_prefix_tokens, recorded_compactions=recorded_compactions
+            system=system,
+            fixed_prefix_tokens=fixed_prefix_tokens,
+            recorded_compactions=recorded_compactions,
+            tools=tools,
         )
 
     def ingest(self, message: Message) -> list[LayerEvent]:

@@ -68,7 +68,7 @@ from ctxengine.notes import (
 from ctxengine.policy import Policy
 
 if TYPE_CHECKING:
-    from ctxengine.llm import LLMClient
+    from ctxengine.llm import LLMClient, ToolDefinition
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +252,10 @@ class Compactor:
         self.llm = llm if policy.summarizer != "structured" else None
         self.llm_model = llm_model
         self.workspace = workspace
+        # the main conversation's system prompt and tools (``ContextEngine.bootstrap``): a summary
+        # request that reuses the conversation's prefix repeats them so the prompt cache serves it
+        self.system = ""
+        self.tools: tuple[ToolDefinition, ...] = ()
         self.restore_from_transcript = restore_from_transcript
         self.summary_state = summarize.SummaryState()
         self.notes = NotesState()
@@ -683,7 +687,8 @@ class Compactor:
                 previous=previous,
                 instructions=instructions,
                 prefix=prefix,
-                system=system,
+                system=system or self.system,
+                tools=self.tools,
                 extra_audit_text=self.summary_state.todos,
             )
         except SummaryError as exc:
@@ -945,6 +950,8 @@ class Compactor:
                     previous=previous,
                     instructions=instructions,
                     prefix=list(ctx.view) if reuse else None,
+                    system=self.system,
+                    tools=self.tools,
                     extra_audit_text=self.summary_state.todos,
                     stage_window=ctx.window,
                 )

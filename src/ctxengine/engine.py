@@ -59,7 +59,7 @@ from ctxengine.tokens.counter import TokenCounter, counter_for
 from ctxengine.tokens.ledger import Ledger
 
 if TYPE_CHECKING:
-    from ctxengine.llm import LLMClient
+    from ctxengine.llm import LLMClient, ToolDefinition
 
 log = logging.getLogger(__name__)
 
@@ -192,11 +192,15 @@ class ContextEngine:
         system: str = "",
         fixed_prefix_tokens: int | None = None,
         recorded_compactions: Sequence[RecordedCompaction] = (),
+        tools: Sequence[ToolDefinition] = (),
     ) -> None:
         """Start a session. ``fixed_prefix_tokens``: tokens of system prompt + tool definitions
         when known (else counted from ``system``); ``recorded_compactions`` feed policy
-        ``recorded``."""
+        ``recorded``; ``tools``: the tools the agent sends with every call, repeated by a summary
+        request that reuses the conversation's cached prefix (Claude Code's forked agent)."""
         self.system = system
+        self.compactor.system = system
+        self.compactor.tools = tuple(tools)
         prefix = fixed_prefix_tokens if fixed_prefix_tokens is not None else self.counter.count_text(system)
         self.ledger = Ledger(fixed_prefix=prefix)
         self.recorded = {c.index: c for c in recorded_compactions}

@@ -45,7 +45,7 @@ from ctxengine.messages import Message, Text
 from ctxengine.notes import serialize
 
 if TYPE_CHECKING:
-    from ctxengine.llm import LLMClient, LLMResponse
+    from ctxengine.llm import LLMClient, LLMResponse, ToolDefinition
 
 NINE_SECTIONS = (
     "Primary Request and Intent",
@@ -258,11 +258,14 @@ class LLMSummarizer:
         system: str = "",
         extra_audit_text: str = "",
         stage_window: int | None = None,
+        tools: Sequence[ToolDefinition] = (),
     ) -> SummaryResult:
         """Summarize ``span`` (the messages leaving the context; ``kept`` stay). ``previous`` is an
         earlier summary to extend; ``instructions`` the caller's focus (``/compact [text]``).
         With ``prefix`` (the projection as last sent, whose head is ``span``) the request reuses
-        it so the provider's prompt cache serves the conversation. ``stage_window``: the session's
+        it so the provider's prompt cache serves the conversation; ``system`` and ``tools`` are then
+        the main conversation's (Claude Code's forked agent: same system, same tools, the
+        summary request appended), as the cached prefix starts with them. ``stage_window``: the session's
         context window (tokens) that sets the chunk budget of a staged summary (default: the
         summarizer's). Raises ``SummaryError``."""
         spent = Spend()
@@ -270,7 +273,7 @@ class LLMSummarizer:
         if prefix is not None:
             try:
                 return self._with_audit(
-                    lambda extra: self._request_prefix(prefix, system, instructions, extra, spent),
+                    lambda extra: self._request_prefix(prefix, system, tools, instructions, extra, spent),
                     span,
                     kept,
                     latest,
@@ -382,7 +385,15 @@ class LLMSummarizer:
             text=best_text, audit=best, spent=spent, ptl_retries=ptl + ptl2, prefix_reused=prefix_reused
         )
 
-    def _call(self, system: str, messages: list[Message], spent: Spend, *, cache_prefix: bool) -> str:
+    def _call(
+        self,
+        system: str,
+        messages: list[Message],
+        spent: Spend,
+        *,
+        cache_prefix: bool,
+        tools: Sequence[ToolDefinition] = (),
+    ) -> str:
         from ctxengine.llm import LLMError, LLMRequest
 
         try:
@@ -393,6 +404,7 @@ class LLMSummarizer:
                     max_tokens=self.max_output,
                     purpose="summary",
                     cache_prefix=cache_prefix,
+                    tools=tuple(tools),
                 )
             )
         except LLMError:
@@ -404,14 +416,20 @@ class LLMSummarizer:
         return text
 
     def _request_prefix(
-        self, prefix: Sequence[Message], system: str, instructions: str, extra: str, spent: Spend
+        self,
+        prefix: Sequence[Message],
+        system: str,
+        tools: Sequence[ToolDefinition],
+        instructions: str,
+        extra: str,
+        spent: Spend,
     ) -> tuple[str, int]:
         from ctxengine.llm import LLMError
 
         prompt = self.prompt.format(where="so far", extra=self._focus(instructions) + extra)
         messages = [*prefix, Message(role="user", blocks=(Text(prompt),), id="summary-request")]
         try:
-            return self._call(system or SYSTEM, messages, spent, cache_prefix=True), 0
+            return self._call(system or SYSTEM, messages, spent, cache_prefix=True, tools=tools), 0
         except LLMError as exc:
             raise SummaryError(f"summary request failed: {exc}", spent) from exc
 

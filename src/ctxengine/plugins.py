@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxengine.engine import ContextEngine, Projection
 from ctxengine.layers.base import LayerEvent
@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ctxengine.engines"
 CORE_OWNER = "core"
+
+if TYPE_CHECKING:
+    from ctxengine.llm import ToolDefinition
 
 
 class Engine(Protocol):
@@ -34,6 +37,7 @@ class Engine(Protocol):
         system: str = "",
         fixed_prefix_tokens: int | None = None,
         recorded_compactions: Sequence[RecordedCompaction] = (),
+        tools: Sequence[ToolDefinition] = (),
     ) -> None: ...
     def ingest(self, message: Message) -> list[LayerEvent]: ...
     def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection: ...
@@ -144,12 +148,14 @@ class GuardedEngine:
         system: str = "",
         fixed_prefix_tokens: int | None = None,
         recorded_compactions: Sequence[RecordedCompaction] = (),
+        tools: Sequence[ToolDefinition] = (),
     ) -> None:
         self._call(
             "bootstrap",
             system=system,
             fixed_prefix_tokens=fixed_prefix_tokens,
             recorded_compactions=recorded_compactions,
+            tools=tools,
         )
 
     def ingest(self, message: Message) -> list[LayerEvent]:

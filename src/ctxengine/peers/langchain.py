@@ -26,7 +26,7 @@ The budget is what a user would give the peer for this window: window - system p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from langchain.agents.middleware.context_editing import ClearToolUsesEdit
@@ -50,6 +50,9 @@ from ctxengine.tokens.ledger import Ledger
 
 OUTPUT_RESERVE = 20_000  # tokens kept for the response (min with the model's max output)
 CLEAR_DEFAULT_TRIGGER = 100_000  # ClearToolUsesEdit's default trigger
+
+if TYPE_CHECKING:
+    from ctxengine.llm import ToolDefinition
 
 
 class _Part(msgspec.Struct, frozen=True):
@@ -104,6 +107,7 @@ class _LangChainEngine:
         system: str = "",
         fixed_prefix_tokens: int | None = None,
         recorded_compactions: Sequence[RecordedCompaction] = (),
+        tools: Sequence[ToolDefinition] = (),
     ) -> None:
         self.system = system
         prefix = fixed_prefix_tokens if fixed_prefix_tokens is not None else self.counter.count_text(system)
