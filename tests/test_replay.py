@@ -26,7 +26,7 @@ from ctxengine.formats import load
 from ctxengine.messages import Image, Message, Session, ToolResult
 from ctxengine.models import Registry
 from ctxengine.policy import get_policy
-from ctxengine.replay import SessionReport, replay_session
+from ctxengine.replay import COMPACTION_LAYERS, SessionReport, replay_session
 from ctxengine.report import write_json
 from ctxengine.tokens.counter import counter_for
 
@@ -501,3 +501,29 @@ def test_tool_limits_in_the_replay_json_count_the_cd_compound_reads(tmp_path: Pa
         "read": {"results": 64, "over_limit": 1, "tokens_kept_out": 1_590},
         "grep": {"results": 2, "over_limit": 0, "tokens_kept_out": 0},
     }
+
+
+# ------------------------------------------------------------------ compaction quality
+
+
+def test_every_compaction_carries_quality_figures_and_the_latest_request(
+    replays: Callable[[str], Replays],
+) -> None:
+    """Summaries, session-memory compactions and clearings alike report compression, tokens saved,
+    identifier retention and whether the latest user request is still verbatim in the context;
+    under ``default`` it always is (quoted after the notes when the kept part lost it)."""
+    layers: Counter[str] = Counter()
+    for r in replays("default").values():
+        for c in r.calls:
+            for e in c.events:
+                if e["layer"] not in COMPACTION_LAYERS:
+                    continue
+                q = e["details"].get("quality")
+                assert isinstance(q, dict), (key(r), c.index, e["layer"])
+                assert q["tokens_saved"] == e["tokens_before"] - e["tokens_after"] > 0
+                assert q["latest_request_verbatim"] in (True, None), (key(r), c.index, e["layer"])
+                layers[e["layer"]] += 1
+        assert r.summary.compaction_quality["compactions"] == sum(
+            n for k, n in r.summary.compactions.items() if k in COMPACTION_LAYERS
+        ), key(r)
+    assert layers["idle_clear"] >= 2 and layers["session_memory_compact"] >= 20, layers

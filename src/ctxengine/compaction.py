@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ctxengine import restore, summarize
-from ctxengine.audit import quality, span_identifiers
+from ctxengine.audit import latest_user_request, quality, span_identifiers
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.cut_plans import CutPlan, all_plan, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
@@ -549,9 +549,7 @@ class Compactor:
         when nothing should or could be
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
-        return self._chain(
-            ctx, history, force=force, reason=reason, instructions=instructions, system=system
-        )
+        return self._chain(ctx, history, force=force, reason=reason, instructions=instructions, system=system)
 
     def commit(self, done: Compaction) -> None:
         """Keep the state of a compaction the caller has committed (the structured-summary facts,
@@ -614,12 +612,14 @@ class Compactor:
                     else ""
                 )
                 done = Compaction(sm, events, state)
+                notes_at = 0  # the notes message in the prefix
                 if p.sm_identifier_index and p.sm_index_segments:
                     segments, done.segment_ids = self._index_segments(
                         state, sm.summarized, p.index_budget(ctx.window)
                     )
                     done.segments = segments
                     sm.prefix = [*segments, *sm.prefix]
+                    notes_at = len(segments)
                     sm.event.tokens_after += sum(self.count_text(m.text()) for m in segments)
                     sm.event.details["index_segments"] = len(segments)
                 elif index:
@@ -627,6 +627,7 @@ class Compactor:
                     text = head.text() + "\n\n" + index
                     sm.prefix[0] = msgspec.structs.replace(head, blocks=(Text(text),))
                     sm.event.tokens_after += self.count_text(text) - self.count_text(head.text())
+                self._quote_latest_request(sm, ctx, notes_at)
                 self._finish(sm, ctx, state)
                 return done
             ctx = outer
@@ -651,6 +652,7 @@ class Compactor:
         if result is None:
             return None
         cut, state = result
+        self._quote_latest_request(cut, ctx, 0, budget=p.summary_budget(ctx.window))
         if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
             focus = instructions.strip()[:800]
             head = cut.prefix[0]
@@ -986,6 +988,29 @@ class Compactor:
             _add(spent, exc.spent)
             raise _failed(exc, ctx, spent, strategy=plan.mode, style=style) from exc
         return text
+
+    def _quote_latest_request(self, cut: Cut, ctx: LayerContext, at: int, budget: int | None = None) -> None:
+        """The user's latest request, verbatim (up to ``latest_request_max_chars``), at the end of
+        the summary message (``cut.prefix[at]``) when neither it nor the kept messages hold it:
+        notes paraphrase and the structured summary cuts long messages, and the agent must answer
+        what was asked (Claude Code's summary quotes it too). With ``budget`` (tokens) the summary
+        message stays within it: the quote is cut to the room left, and left out under 50 tokens."""
+        latest = latest_user_request(ctx.view)
+        head = cut.prefix[at]
+        if not latest or latest in head.text() or any(latest in m.text() for m in ctx.view[cut.keep_from :]):
+            return
+        quote = latest[: ctx.policy.latest_request_max_chars]
+        label = "\n\nThe user's latest request (verbatim):\n"
+        if budget is not None:
+            room = budget - self.count_text(head.text() + label)
+            if room < 50:
+                return
+            while quote and self.count_text(quote) > room:
+                quote = quote[: len(quote) * 3 // 4]
+        text = f"{head.text()}{label}{quote}"
+        cut.prefix[at] = msgspec.structs.replace(head, blocks=(Text(text),))
+        cut.event.tokens_after += self.count_text(text) - self.count_text(head.text())
+        cut.event.details["latest_request_quoted"] = True
 
     def _finish(self, cut: Cut, ctx: LayerContext, state: summarize.SummaryState) -> None:
         """Add the restore messages and the quality figures to a cut."""

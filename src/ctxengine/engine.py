@@ -563,13 +563,34 @@ class ContextEngine:
     def _commit_replacements(self, d: Replacements) -> LayerEvent:
         before = self._predict()
         self._store_replacements(d)
+        originals = [
+            Message("user", (Text(text),), f"original:{key}")
+            for key in d.results
+            if (text := self._find_result(*key.split("\x00", 1))) is not None
+        ]
         self.replacements.update(d.results)
         self._rebuild()
         for listener in self.compaction_listeners:  # content left the context: re-reads must show it
             listener()
         d.event.tokens_before = before
         d.event.tokens_after = self._predict()
+        if d.event.layer != "tool_result_budget":  # a clearing is a compaction: its quality figures
+            self._add_quality(d.event, originals)
         return d.event
+
+    def _add_quality(self, event: LayerEvent, removed: list[Message]) -> None:
+        """Quality figures of a compaction that made no summary (clearing, the overflow guard):
+        how much it saved, and which identifiers of what it removed the projection still shows
+        (placeholders listing them, the tool calls, later messages)."""
+        shown = "\n".join(m.text() for m in self._view)
+        q = quality(
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+            span=removed,
+            summary=shown,
+            kept=self._view,
+        )
+        event.details["quality"] = msgspec.to_builtins(q)
 
     def _find_result(self, message_id: str, call_id: str) -> str | None:
         for msg in reversed(self.history):
@@ -603,7 +624,9 @@ class ContextEngine:
         cut.event.tokens_before = before
         cut.event.tokens_after = self._predict()
         q = cut.event.details.get("quality")
-        if isinstance(q, dict):
+        if q is None:
+            self._add_quality(cut.event, cut.summarized)
+        elif isinstance(q, dict):
             q.update(
                 tokens_before=before,
                 tokens_after=cut.event.tokens_after,
