@@ -23,6 +23,7 @@ from ctxengine.messages import Message, Text, Usage
 from ctxengine.models import usage_cost_usd
 from ctxengine.policy import get_policy
 from ctxengine.store import SQLiteStore
+from ctxengine.tools.bootstrap import load_bootstrap
 from ctxengine.tools.registry import build_tools
 
 SYSTEM = (
@@ -73,9 +74,16 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
     if args.summarize_with_model:
         summarizer = make_client(f"{provider}:{args.model}", base_url=args.base_url, api_key=api_key)
 
+    # the workspace's AGENTS.md / CLAUDE.md (capped) follow the base prompt for the whole session
+    instructions = load_bootstrap(workspace).text
+    system = f"{SYSTEM}\n\n# Instruction files\n\n{instructions}" if instructions else SYSTEM
+    policy = get_policy(args.policy)
+    if instructions:  # the system prompt survives compaction: no need to restore them after one
+        policy = policy.with_(instruction_files=())
+
     store = SQLiteStore()  # shared: the retrieve tool finds what the engine offloaded
     engine = ContextEngine(
-        get_policy(args.policy),
+        policy,
         model=args.model,
         window=args.window,
         store=store,
@@ -89,8 +97,8 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
     engine.compaction_listeners.append(toolbox.working_set.invalidate)  # the block may have been dropped
     tools = toolbox.executor.definitions(provider)
     engine.bootstrap(
-        system=SYSTEM,
-        fixed_prefix_tokens=engine.counter.count_text(SYSTEM + json.dumps(tools)),
+        system=system,
+        fixed_prefix_tokens=engine.counter.count_text(system + json.dumps(tools)),
         # a summary by the session's own model repeats them, so it reads the cached prefix
         tools=[ToolDefinition(t.name, t.description, t.parameters) for t in toolbox.executor.tools.values()],
     )

@@ -139,3 +139,60 @@ def test_load_bootstrap_files_exact_names(tmp_path: Path) -> None:
     assert "agent rules" not in b.text and "[MISSING] Expected at: GONE.md" in b.text
     quiet = load_bootstrap_files(tmp_path, ["CLAUDE.md", "GONE.md"], include_missing=False)
     assert [f.name for f in quiet.files] == ["CLAUDE.md"] and "MISSING" not in quiet.text
+
+
+# ---------------------------------------------------------------------- the instructions tool
+
+
+def test_instructions_tool_defaults(tmp_path: Path) -> None:
+    from ctxengine.tools.registry import default_executor
+
+    ex = default_executor(tmp_path)
+    assert ex.run("instructions", {}) == "No instruction files found (looked for AGENTS.md, CLAUDE.md)."
+    (tmp_path / "AGENTS.md").write_text("# Agents\nbe brief\n")
+    (tmp_path / "CLAUDE.md").write_text("# Claude\nrun tests\n")
+    out = ex.run("instructions", {})
+    assert out == load_bootstrap(tmp_path).text
+    assert out == "## AGENTS.md\n\n# Agents\nbe brief\n\n\n## CLAUDE.md\n\n# Claude\nrun tests\n"
+    assert ex.run("instructions", {"files": []}) == out  # an empty list means the defaults
+    spec = ex.tools["instructions"]
+    assert "20,000" in spec.description and "60,000" in spec.description and "read()" in spec.description
+    assert spec.parameters["properties"]["files"]["type"] == "array"
+    assert "required" not in spec.parameters
+
+
+def test_instructions_tool_explicit_files(tmp_path: Path) -> None:
+    from ctxengine.tools.base import ToolError
+    from ctxengine.tools.registry import default_executor
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "AGENTS.md").write_text("agent rules\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "STYLE.md").write_text("style rules\n")
+    (tmp_path / "outside_secret.md").write_text("secret\n")
+    ex = default_executor(root)
+
+    files = ["docs/STYLE.md", "GONE.md", "../outside_secret.md"]
+    out = ex.run("instructions", {"files": files})
+    assert out == load_bootstrap_files(root, files).text + (
+        "\n\n[warning] ../outside_secret.md: outside the workspace root; not loaded"
+    )
+    assert out.startswith("## docs/STYLE.md\n\nstyle rules\n")
+    assert "## GONE.md\n\n[MISSING] Expected at: GONE.md" in out
+    assert "agent rules" not in out  # exactly the files given, no defaults
+    assert "secret" not in out.replace("outside_secret.md", "")  # refused, not read
+
+    out = ex.run("instructions", {"files": [str(tmp_path / "outside_secret.md")]})
+    assert out.startswith("No instruction files found (looked for ") and "\n\n[warning] " in out
+    assert "secret\n" not in out
+
+    big = "".join(f"{i:06d} " + "a" * 92 + "\n" for i in range(1, 501))  # 50,000 chars
+    (root / "BIG.md").write_text(big)
+    out = ex.run("instructions", {"files": ["BIG.md"]})
+    assert len(out) <= PER_FILE_CHARS + len("## BIG.md\n\n")
+    assert 'read(path="BIG.md", offset=' in out
+
+    for bad in ("AGENTS.md", [1], [""]):
+        with pytest.raises(ToolError, match="files must be a list"):
+            ex.run("instructions", {"files": bad})

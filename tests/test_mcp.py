@@ -18,7 +18,16 @@ from mcp.client.stdio import stdio_client
 
 from ctxengine.store.sqlite import SQLiteStore
 
-EXPECTED_TOOLS = {"read", "grep", "glob", "search", "retrieve", "open_files", "close_files"}
+EXPECTED_TOOLS = {
+    "read",
+    "grep",
+    "glob",
+    "search",
+    "retrieve",
+    "open_files",
+    "close_files",
+    "instructions",
+}
 
 
 def _text(result: Any) -> str:
@@ -36,6 +45,7 @@ def _make_workspace(root: Path) -> None:
     (root / ".gitignore").write_text("build/\n", encoding="utf-8")
     (root / "build").mkdir()
     (root / "build" / "out.py").write_text("def preview(): pass\n", encoding="utf-8")
+    (root / "AGENTS.md").write_text("# Agents\n\nRun the tests before you answer.\n", encoding="utf-8")
 
 
 async def _session(workspace: Path, store: Path, session: str) -> dict[str, Any]:
@@ -81,6 +91,8 @@ async def _session(workspace: Path, store: Path, session: str) -> dict[str, Any]
             out["open_again"] = await call("read", {"path": "notes.md"})
             out["close"] = await call("close_files", {"paths": ["notes.md"]})
             out["close_all"] = await call("close_files", {"all": True})
+            out["instructions"] = await call("instructions", {})
+            out["instructions_files"] = await call("instructions", {"files": ["AGENTS.md", "docs/STYLE.md"]})
             out["unknown"] = await call("nope", {})
     return out
 
@@ -144,6 +156,12 @@ def test_mcp_stdio_lists_and_calls_every_tool(tmp_path: Path) -> None:
 
     text, err = out["close_all"]
     assert not err and "(no files open)" in text
+
+    text, err = out["instructions"]
+    assert not err and text == "## AGENTS.md\n\n# Agents\n\nRun the tests before you answer.\n"
+
+    text, err = out["instructions_files"]
+    assert not err and "Run the tests" in text and text.endswith("[MISSING] Expected at: docs/STYLE.md")
 
     text, err = out["unknown"]
     assert err and "unknown tool" in text

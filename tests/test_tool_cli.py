@@ -295,3 +295,36 @@ def test_semantic_without_the_extra_exits_2(tmp_path: Path, monkeypatch: pytest.
         "(missing: ctxengine_no_such_module)\n"
     )
     assert not (tmp_path / ".ctxengine").exists()
+
+
+# ---------------------------------------------------------------------- instructions
+
+
+def test_instructions_prints_what_the_tool_returns(tmp_path: Path) -> None:
+    from ctxengine.tools.mcp_server import call_tool
+    from ctxengine.tools.registry import build_tools
+
+    (tmp_path / "AGENTS.md").write_text("# Agents\n\nRun the tests.\n")
+    w = str(tmp_path)
+    box = build_tools(tmp_path)
+    try:
+        code, out, err = run("instructions", "-w", w)
+        expected, error = call_tool(box, "instructions", {})
+        assert code == 0 and err == "" and not error and out == expected + "\n"
+        assert out == "## AGENTS.md\n\n# Agents\n\nRun the tests.\n\n"
+
+        files = ["AGENTS.md", "docs/STYLE.md"]  # a configured file that is not there
+        code, out, err = run("instructions", "--workspace", w, *files)
+        expected, error = call_tool(box, "instructions", {"files": files})
+        assert code == 0 and err == "" and not error and out == expected + "\n"
+        assert "Run the tests." in out and "[MISSING] Expected at: docs/STYLE.md" in out
+    finally:
+        box.close()
+    assert not (tmp_path / ".ctxengine").exists()
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, _ = run("instructions", "-w", str(empty))
+    assert code == 0 and out == "No instruction files found (looked for AGENTS.md, CLAUDE.md).\n"
+    code, out, err = run("instructions", "-w", str(tmp_path / "nope"))
+    assert code == 2 and out == "" and "not a directory" in _one_line(err)

@@ -23,6 +23,11 @@ with ``include_missing=False`` absent files are left out (what restore-after-com
 ``load_bootstrap`` is a pure function of (root, names, caps): it reads the files and returns
 structured results plus the rendered text; it keeps no state, so the restore-after-compaction
 feature can call it again and get the same text for the same files.
+
+``instructions`` is the agent tool over both (``specs(workspace)``, registered by ``build_tools``
+and so served by ``ctxengine mcp`` and ``ctxengine tool instructions``): without ``files`` the
+defaults, with ``files`` exactly those (absent ones marked MISSING); the rendered text, then one
+``[warning] ...`` line per loader warning (a refused, skipped or unreadable file).
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from ctxengine.tools.base import ToolError, ToolSpec
+from ctxengine.tools.workspace import Workspace
 
 DEFAULT_NAMES: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")
 PER_FILE_CHARS = 20_000
@@ -213,3 +221,48 @@ def load_bootstrap_files(
         total_chars=total_chars,
         head_ratio=head_ratio,
     )
+
+
+def instructions(workspace: Workspace, files: Sequence[str] | None = None) -> str:
+    """The ``instructions`` tool: ``load_bootstrap`` (the defaults) when ``files`` is omitted or
+    empty, else ``load_bootstrap_files`` (exactly ``files``, absent ones marked MISSING); the
+    rendered text followed by the loader's warnings."""
+    if files is not None and (
+        not isinstance(files, (list, tuple)) or not all(isinstance(f, str) and f.strip() for f in files)
+    ):
+        raise ToolError(f"files must be a list of workspace-relative paths, got {files!r}")
+    names: Sequence[str] = files or DEFAULT_NAMES
+    loaded = load_bootstrap_files(workspace.root, files) if files else load_bootstrap(workspace.root)
+    out = loaded.text or f"No instruction files found (looked for {', '.join(names)})."
+    if loaded.warnings:
+        out += "\n\n" + "\n".join(f"[warning] {w}" for w in loaded.warnings)
+    return out
+
+
+INSTRUCTIONS_DESCRIPTION = (
+    "Load the workspace's instruction files: AGENTS.md and CLAUDE.md (those present), or exactly "
+    "the `files` given (a missing one shows `[MISSING] Expected at: PATH`). Caps: 20,000 chars per "
+    "file, 60,000 in all; a longer file shows its head (75%) and tail (25%) with the read() call "
+    "for the omitted lines."
+)
+
+INSTRUCTIONS_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "files": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Files relative to the workspace root (default: AGENTS.md, CLAUDE.md).",
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def specs(workspace: Workspace) -> list[ToolSpec]:
+    """The ``instructions`` tool bound to ``workspace``."""
+
+    def run(files: list[str] | None = None) -> str:
+        return instructions(workspace, files)
+
+    return [ToolSpec("instructions", INSTRUCTIONS_DESCRIPTION, INSTRUCTIONS_PARAMETERS, run)]

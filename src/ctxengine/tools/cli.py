@@ -9,8 +9,9 @@ error tool result) to stderr and exits 2.
     ctxengine tool search --workspace DIR QUERY [--limit N] [--path P] [--scope S] [--semantic]
                           [--store DB --session ID] [--index FILE]
     ctxengine tool open_files --workspace DIR PATH... [--offset N] [--length N] [--window N]
+    ctxengine tool instructions --workspace DIR [FILE...]
 
-``search`` and ``open_files`` run through the same ``ToolExecutor`` and ``call_tool`` as
+``search``, ``open_files`` and ``instructions`` run through the same ``ToolExecutor`` and ``call_tool`` as
 ``ctxengine mcp``, so they print byte for byte what an MCP client gets: search's ranked windows
 (its index is the server's, ``DIR/.ctxengine/search.sqlite``, updated by mtime on every run;
 ``--index :memory:`` leaves the workspace untouched), and open_files' result followed by the
@@ -216,3 +217,16 @@ def open_files_command(
     if length is not None:
         arguments["length"] = length
     _emit_call(lambda: build_tools(workspace, window=window), "open_files", arguments)
+
+
+@tool_app.command("instructions")
+def instructions_command(
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(help="Instruction files relative to the root (default: AGENTS.md, CLAUDE.md)."),
+    ] = None,
+    workspace: WorkspaceOption = Path("."),
+) -> None:
+    """Load the instruction files (20,000 chars each, 60,000 in all; a missing FILE is marked)."""
+    arguments: dict[str, Any] = {"files": list(files)} if files else {}
+    _emit_call(lambda: build_tools(workspace), "instructions", arguments)

@@ -3,7 +3,7 @@ SDK (low-level ``mcp.server.lowlevel.Server``, SDK 2.x), so Claude Code, Codex o
 can use them.
 
 - ``tools/list`` gives each registered ``ToolSpec`` (read, grep, glob, retrieve, search,
-  open_files, close_files) with its JSON schema as ``inputSchema``.
+  open_files, close_files, instructions) with its JSON schema as ``inputSchema``.
 - ``tools/call`` runs the tool through the ``ToolExecutor``; a ``ToolError`` (a refused path, a
   file too big to read whole, bad arguments, an unknown tool) becomes a tool result with
   ``isError: true`` and the message, ``Error: <message>`` as the model would see it in-process.
@@ -185,8 +185,8 @@ def mcp_command(
         ),
     ] = False,
 ) -> None:
-    """Serve the agent tools (read, grep, glob, search, retrieve, open_files, close_files) over
-    MCP on stdio."""
+    """Serve the agent tools (read, grep, glob, search, retrieve, open_files, close_files,
+    instructions) over MCP on stdio."""
     try:
         import mcp  # noqa: F401
     except ImportError:

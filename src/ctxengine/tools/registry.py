@@ -1,5 +1,6 @@
-"""Every agent tool in one ``ToolExecutor``: read, grep, glob, retrieve, search, open_files and
-close_files, bound to one workspace (and one session's store for retrieve and search).
+"""Every agent tool in one ``ToolExecutor``: read, grep, glob, retrieve, search, open_files,
+close_files and instructions, bound to one workspace (and one session's store for retrieve and
+search).
 
 ``default_executor(root)`` is what the MCP server and an embedding agent loop use. ``build_tools``
 returns the same executor plus the stateful parts an engine needs to reach:
@@ -25,6 +26,7 @@ from typing import Any
 from ctxengine.store.base import SessionStore
 from ctxengine.store.sqlite import SQLiteStore
 from ctxengine.tokens.counter import TokenCounter
+from ctxengine.tools import bootstrap as bootstrap_tools
 from ctxengine.tools import grep as grep_tools
 from ctxengine.tools import read as read_tools
 from ctxengine.tools import retrieve as retrieve_tools
@@ -119,6 +121,8 @@ def build_tools(
         executor.register(spec)
     for spec in ws_tools.specs(working):
         executor.register(spec)
+    for spec in bootstrap_tools.specs(ws_root):
+        executor.register(spec)
     return box
 
 
@@ -126,5 +130,5 @@ def default_executor(
     workspace_root: str | Path, store: SessionStore | None = None, session: str | None = None
 ) -> ToolExecutor:
     """A ``ToolExecutor`` with every tool (read, grep, glob, retrieve, search, open_files,
-    close_files) on ``workspace_root`` and ``session``'s artifacts in ``store``."""
+    close_files, instructions) on ``workspace_root`` and ``session``'s artifacts in ``store``."""
     return build_tools(workspace_root, store, session).executor
