@@ -654,3 +654,63 @@ def test_background_notes_compact_waits_for_the_running_update(monkeypatch: pyte
     assert [e.reason for e in notes] == ["cadence"] and "error" not in notes[0].details
     assert workers == ["ctxengine-notes"]  # computed off the caller's thread
     assert engine.prefix[0].origin == "summary" and "/srv/app/parser.py" in engine.prefix[0].text()
+
+
+# ================================================================ review fixes
+
+
+def test_a_running_notes_update_is_waited_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compaction chain and the pre-compaction flushes each ask for the notes: an update
+    still running after one full wait is not waited for again (minutes with an LLM client)."""
+    engine = make_engine(DEFAULT, background_notes=True)
+    compactor = engine.compactor
+    waits: list[bool] = []
+
+    def settle(*, wait: bool = False) -> bool:
+        waits.append(wait)
+        return False  # the update is still running
+
+    monkeypatch.setattr(compactor, "settle_notes", settle)
+    compactor.notes_job = object()  # type: ignore[assignment]  # a job that never finishes
+    assert compactor.await_notes() is False and compactor.await_notes() is False
+    assert waits == [True, False]
+
+
+def test_blank_compaction_instructions_are_no_focus() -> None:
+    engine = make_engine(DEFAULT.with_(session_memory=False))
+    engine.bootstrap()
+    for m in conversation(40):
+        engine.ingest(m)
+    event = engine.compact(force=True, instructions="   ")
+    assert event is not None and "instructions" not in event.details
+    assert "Focus requested" not in engine.assemble().messages[0].text()
+
+
+def test_a_clearing_counts_identifiers_still_shown_in_the_tool_calls() -> None:
+    """Idle clear without identifier lists in its placeholders: the paths the cleared results
+    named are still in the Read calls, so identifier retention counts them; no user request was
+    cleared, so the latest request is still verbatim."""
+    policy = DEFAULT.with_(keep_identifiers=False, cache_clear=False, compaction="none")
+    engine = make_engine(policy)
+    engine.bootstrap()
+    t0 = 1_700_000_000.0
+    msgs = [Message("user", (Text("Read the modules"),), "u0", timestamp=t0)]
+    for i in range(12):
+        cid = f"toolu_{i}"
+        path = f"/srv/app/m{i}.py"
+        msgs.append(
+            Message("assistant", (ToolCall(cid, "Read", {"file_path": path}),), f"a{i}", timestamp=t0 + i)
+        )
+        msgs.append(
+            Message(
+                "user", (ToolResult(cid, (Text(f"{path}\n" + filler(4_000, i)),)),), f"r{i}", timestamp=t0 + i
+            )
+        )
+    for m in msgs:
+        engine.ingest(m)
+    engine.assemble(now=t0 + 20)
+    proj = engine.assemble(now=t0 + 20 + 2 * 3_600)  # two hours later: the cache is cold
+    (event,) = [e for e in proj.events if e.layer == "idle_clear"]
+    q = event.details["quality"]
+    assert q["identifier_retention"] == 1.0
+    assert q["latest_request_verbatim"] is True

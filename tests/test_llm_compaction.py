@@ -908,3 +908,19 @@ def test_openclaw_preset_compacts_with_a_staged_summary(
     assert made[-1].startswith("MERGED") and made[-1] in proj.messages[0].text()
     assert event.details["audit"]["passed"]
     assert find_violations(proj.messages) == []
+
+
+def test_staged_summary_with_a_chunk_lost_inside_a_part_is_partial(
+    server: ScriptedLLMServer, sonnet: list[Message]
+) -> None:
+    """Part 1 is summarized in rolling chunks (a small summarizer window); its second chunk fails
+    three times: the rest of part 1 is not in the summary, which must say so and be partial."""
+    span = head(sonnet, 60_000)
+    reply, _ = staged_replies(latest_user_request(span))
+    server.script = [reply, *[server_error("anthropic")] * CHUNK_ATTEMPTS]
+    server.default = reply
+    summarizer = summarizer_for(server, window=20_000, max_output=2_000, stages=2, max_retries=0)
+    summarizer.sleep = lambda _s: None
+    result = summarizer.summarize(span, stage_window=64_000)
+    assert result.stages == 2 and result.partial is True
+    assert re.search(r"\[Partial summary: \d+ of \d+ chunks were not summarized\]$", result.text)

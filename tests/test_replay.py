@@ -527,3 +527,14 @@ def test_every_compaction_carries_quality_figures_and_the_latest_request(
             n for k, n in r.summary.compactions.items() if k in COMPACTION_LAYERS
         ), key(r)
     assert layers["idle_clear"] >= 2 and layers["session_memory_compact"] >= 20, layers
+
+
+def test_engine_track_units_fall_back_when_the_recorded_call_is_under_the_fixed_prefix() -> None:
+    """A recorded call smaller than the inferred fixed prefix (possible after a recorded summary
+    shrank the context) gives no usable ratio: the learned scale is used, never a negative one."""
+    from ctxengine.replay import _units
+
+    assert _units(19_500, 20_000, 2_000, 1.0) == 1.0
+    assert _units(30_000, 20_000, 10_000, 1.0) == 1.0  # explained exactly: its own ratio, 1.0
+    assert _units(31_000, 20_000, 10_000, 1.0) == pytest.approx(1.1)  # within 15%: its own ratio
+    assert _units(60_000, 20_000, 10_000, 1.0) == 1.0  # off by 50%: the learned scale

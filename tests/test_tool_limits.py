@@ -104,6 +104,19 @@ def test_split_commands_never_raises_on_unbalanced_quotes(script: str) -> None:
     assert commands and all(all(stage for stage in pipeline) for pipeline in commands)
 
 
+def test_a_nul_in_a_command_is_dropped_not_fatal() -> None:
+    """A NUL (possible in a JSON transcript as \\u0000) once met the substitution marker and
+    raised IndexError out of the replay."""
+    assert split_commands("echo $(a) '\x005\x00'") == [[["echo", "$(a)", "5"]]]
+    assert classify(bash("cat f\x00 && grep x g")) == ToolUse("read", whole_file=True)
+
+
+def test_process_substitution_stays_inside_its_word() -> None:
+    assert split_commands("diff <(cat a) <(cat b)") == [[["diff", "<(cat a)", "<(cat b)"]]]
+    assert classify(bash("diff <(cat a) <(cat b)")) is None  # a diff, not a read
+    assert classify(bash("while read l; do echo $l; done < <(grep x f)")) is None
+
+
 def test_unbalanced_quote_runs_to_the_end() -> None:
     # the command before the open quote is still found; the open quote takes the rest as a word
     assert split_commands('cd x && cat "f && ls') == [[["cd", "x"]], [["cat", '"f', "&&", "ls"]]]

@@ -133,9 +133,10 @@ class CacheModel:
             if any(starts[e] - LOOKBACK_BLOCKS <= starts[n] <= starts[e] for e in ends)
         ]
         read = max(reachable, default=0)
+        stamp = now if now is not None else self._prev_time  # no time: the last one known
         if read:
-            entries[read] = now
+            entries[read] = stamp
         for e in ends:
-            entries[e] = now
+            entries[e] = stamp
         self._entries = entries
         return read

@@ -267,6 +267,7 @@ class Compactor:
         self.notes_from = 0  # history index of the first message not yet in the notes
         self.background_notes = False  # cadence updates on a worker thread (see the class doc)
         self.notes_job: NotesJob | None = None  # the background update running or not yet applied
+        self._gave_up: NotesJob | None = None  # a running update already waited for in vain
         self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
         self.updater: NotesUpdater = (
             LLMNotesUpdater(self.llm, count_text) if self.llm else DeterministicNotesUpdater(count_text)
@@ -414,8 +415,13 @@ class Compactor:
     def await_notes(self) -> bool:
         """Before the notes are used: wait for the background update and apply it (a no-op in
         line). False when it is still running after ``notes_wait_s`` (no second update may
-        start then; the notes are used as they are)."""
-        return self.settle_notes(wait=True)
+        start then; the notes are used as they are). An update waited for in vain is not waited
+        for again (the flushes and the compaction chain each ask)."""
+        if self.notes_job is not None and self.notes_job is self._gave_up:
+            return self.settle_notes()
+        ready = self.settle_notes(wait=True)
+        self._gave_up = None if ready else self.notes_job
+        return ready
 
     def notes_wait_s(self) -> float | None:
         """How long to wait for a background update: the LLM client's timeout per attempt, its
@@ -549,6 +555,7 @@ class Compactor:
         when nothing should or could be
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
+        instructions = instructions.strip()  # blank focus: none (the session-memory path stays open)
         return self._chain(ctx, history, force=force, reason=reason, instructions=instructions, system=system)
 
     def commit(self, done: Compaction) -> None:

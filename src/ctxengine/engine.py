@@ -27,6 +27,7 @@ thread at its next step (see ``ContextEngine``).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -51,7 +52,7 @@ from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import overflow_guard
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.tool_result_budget import budget_message
-from ctxengine.messages import Message, RecordedCompaction, Text, Usage
+from ctxengine.messages import Message, RecordedCompaction, Text, ToolResult, Usage
 from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
 from ctxengine.policy import Policy
 from ctxengine.store import SessionStore, SQLiteStore
@@ -563,8 +564,8 @@ class ContextEngine:
     def _commit_replacements(self, d: Replacements) -> LayerEvent:
         before = self._predict()
         self._store_replacements(d)
-        originals = [
-            Message("user", (Text(text),), f"original:{key}")
+        originals = [  # the cleared results, as tool results (no user request among them)
+            Message("user", (ToolResult(key.split("\x00", 1)[1], (Text(text),)),), f"original:{key}")
             for key in d.results
             if (text := self._find_result(*key.split("\x00", 1))) is not None
         ]
@@ -582,7 +583,10 @@ class ContextEngine:
         """Quality figures of a compaction that made no summary (clearing, the overflow guard):
         how much it saved, and which identifiers of what it removed the projection still shows
         (placeholders listing them, the tool calls, later messages)."""
-        shown = "\n".join(m.text() for m in self._view)
+        shown = "\n".join(
+            [m.text() for m in self._view]
+            + [json.dumps(c.input, ensure_ascii=False) for m in self._view for c in m.tool_calls]
+        )
         q = quality(
             tokens_before=event.tokens_before,
             tokens_after=event.tokens_after,

@@ -290,7 +290,7 @@ class LLMSummarizer:
             if sum(tokens) > max_chunk:
                 parts = split_by_token_share(span, tokens, self.stages)
                 if len(parts) > 1:
-                    labelled, covered, n_chunks, done = self._stage_parts(parts, instructions, spent)
+                    labelled, covered, n_chunks, done, lost = self._stage_parts(parts, instructions, spent)
                     result = self._with_audit(
                         lambda extra: self._request_merge(labelled, previous, instructions, extra, spent),
                         covered,
@@ -304,6 +304,11 @@ class LLMSummarizer:
                         result.partial = True
                         result.text += (
                             f"\n\n[Partial summary: parts 1-{done} of {len(parts)} were summarized]"
+                        )
+                    elif lost:
+                        result.partial = True
+                        result.text += (
+                            f"\n\n[Partial summary: {lost} of {n_chunks} chunks were not summarized]"
                         )
                     return result
         budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
@@ -523,13 +528,15 @@ class LLMSummarizer:
 
     def _stage_parts(
         self, parts: list[list[Message]], instructions: str, spent: Spend
-    ) -> tuple[str, list[Message], int, int]:
+    ) -> tuple[str, list[Message], int, int, int]:
         """OpenClaw ``summarizeInStages``, first stage: each part summarized on its own (no
         previous summary). Returns the partial summaries labelled for the merge, the messages
-        they cover, the chunks summarized and the parts done (a later part that fails stops
-        here). Raises ``SummaryError`` when the first part fails."""
+        they cover, the chunks in them, the parts done (a later part that fails stops here) and
+        the chunks of the parts done that failed (their messages are not in the summary).
+        Raises ``SummaryError`` when the first part fails."""
         partials: list[str] = []
         chunks = 0
+        lost = 0
         for part in parts:
             chunks_of_part = self._chunks(part, [self.count(m) for m in part])
             total = len(chunks_of_part)
@@ -541,6 +548,7 @@ class LLMSummarizer:
                 break
             if done < total:
                 text += f"\n\n[Partial summary: chunks 1-{done} of {total} of this part were summarized]"
+                lost += total - done
             partials.append(text)
             chunks += total
         labelled = "\n\n".join(
@@ -548,7 +556,7 @@ class LLMSummarizer:
             for i, (part, text) in enumerate(zip(parts, partials, strict=False), 1)
         )
         covered = [m for part in parts[: len(partials)] for m in part]
-        return labelled, covered, chunks, len(partials)
+        return labelled, covered, chunks, len(partials), lost
 
     def _request_merge(
         self, labelled: str, previous: str, instructions: str, extra: str, spent: Spend

@@ -243,7 +243,11 @@ def _units(recorded: int, fixed: int, estimated_content: int, scale: float) -> f
     by more than ``ANCHOR_TOLERANCE`` of it (the recorded context is not the transcript's:
     something unlogged was cleared or added)."""
     expected = fixed + estimated_content * scale
-    if estimated_content <= 0 or abs(recorded - expected) > ANCHOR_TOLERANCE * recorded:
+    if (
+        estimated_content <= 0
+        or recorded <= fixed  # the fixed prefix was inferred larger than this call: no ratio
+        or abs(recorded - expected) > ANCHOR_TOLERANCE * recorded
+    ):
         return scale
     return (recorded - fixed) / estimated_content
 
@@ -359,7 +363,7 @@ def replay_session(
         # what the policy sends
         p_tok = [count(m) for m in proj.messages]
         if recorded is not None:
-            sent = fixed + round(sum(p_tok) * _units(recorded, fixed, rec_est, rec_ledger.scale))
+            sent = fixed + max(0, round(sum(p_tok) * _units(recorded, fixed, rec_est, rec_ledger.scale)))
         else:
             sent = proj.tokens
         outcome = engine_cache.request(

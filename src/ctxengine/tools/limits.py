@@ -210,7 +210,7 @@ def _fd_before(s: str, i: int, start: int) -> str:
 
 def _scan(script: str) -> list[list[_Stage]]:
     """The commands of ``script``, each a pipeline of stages (see ``split_commands``)."""
-    s = _drop_heredoc_bodies(script)
+    s = _drop_heredoc_bodies(script.replace(_SUB_MARK, ""))  # a NUL is not shell text (marks subs here)
     commands: list[list[_Stage]] = []
     stages: list[_Stage] = []
     buf: list[str] = []
@@ -244,7 +244,7 @@ def _scan(script: str) -> list[list[_Stage]]:
             end = (_end_single if c == "'" else _end_double)(s, i)
             buf.append(s[i:end])
             i = end
-        elif c == "`" or s.startswith("$(", i):
+        elif c == "`" or s.startswith(("$(", "<(", ">("), i):  # substitutions, process substitution
             end = (_end_backquote if c == "`" else _end_subst)(s, i)
             buf.append(f"{_SUB_MARK}{len(subs)}{_SUB_MARK}")
             subs.append(s[i:end])
@@ -297,7 +297,11 @@ def _words(stage: _Stage) -> list[str]:
         words = stage.text.split()
     if not stage.subs:
         return words
-    return [_SUB_RE.sub(lambda m: stage.subs[int(m.group(1))], w) for w in words]
+    def put_back(m: re.Match[str]) -> str:
+        k = int(m.group(1))
+        return stage.subs[k] if k < len(stage.subs) else ""
+
+    return [_SUB_RE.sub(put_back, w) for w in words]
 
 
 def split_commands(script: str) -> list[list[list[str]]]:
@@ -305,10 +309,10 @@ def split_commands(script: str) -> list[list[list[str]]]:
 
     Commands are split on ``&&``, ``||``, ``;``, ``&``, newlines and parentheses, pipelines on
     ``|`` and ``|&``; only outside quotes and escapes (``grep "a && b" f`` and ``echo a\\;b`` are one
-    command). ``$(...)`` and backquoted substitutions stay inside their word; comments and
-    here-document bodies are dropped; redirections stay as words (``2>/dev/null``). Quotes are
-    removed from the words by ``shlex``. Never raises: an unbalanced quote runs to the end of
-    the script.
+    command). ``$(...)``, backquoted and process (``<(...)``) substitutions stay inside their
+    word; comments and here-document bodies are dropped; redirections stay as words
+    (``2>/dev/null``). Quotes are removed from the words by ``shlex``. Never raises: an unbalanced
+    quote runs to the end of the script; a NUL is dropped.
     """
     return [[_words(st) for st in pipeline] for pipeline in _scan(script)]
 
