@@ -57,6 +57,7 @@ from ctxengine.notes import (
     LLMNotesUpdater,
     NotesError,
     NotesState,
+    NotesUpdate,
     NotesUpdater,
     _cap,
     _join,
@@ -155,51 +156,34 @@ def run_notes_update(updater: NotesUpdater, job: NotesJob, count_text: Callable[
     try:
         nxt, spent = updater.update(job.notes, job.new)
     except NotesError as exc:
-        c = exc.cost
-        return NotesOutcome(
-            None,
-            LayerEvent(
-                layer=NOTES_LAYER,
-                reason=f"{job.why}: update rejected",
-                tokens_before=0,
-                tokens_after=0,
-                llm_calls=c.llm_calls,
-                llm_input_tokens=c.input_tokens,
-                llm_output_tokens=c.output_tokens,
-                llm_cost_usd=c.cost_usd,
-                details={"error": str(exc)},
-            ),
-        )
+        return NotesOutcome(None, _notes_event(f"{job.why}: update rejected", {"error": str(exc)}, exc.cost))
     except Exception as exc:  # an LLM error: the notes stay as they were
         return NotesOutcome(None, _notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
-    return NotesOutcome(
-        nxt,
-        LayerEvent(
-            layer=NOTES_LAYER,
-            reason=job.why,
-            tokens_before=0,
-            tokens_after=0,
-            llm_calls=spent.llm_calls,
-            llm_input_tokens=spent.input_tokens,
-            llm_output_tokens=spent.output_tokens,
-            llm_cost_usd=spent.cost_usd,
-            details={
-                "messages": len(job.new),
-                "notes_tokens": count_text(nxt.text),
-                "updates": nxt.updates,
-            },
-        ),
+    details: dict[str, object] = {
+        "messages": len(job.new),
+        "notes_tokens": count_text(nxt.text),
+        "updates": nxt.updates,
+    }
+    return NotesOutcome(nxt, _notes_event(job.why, details, spent))
+
+
+def _notes_event(reason: str, details: dict[str, object], spent: NotesUpdate | None = None) -> LayerEvent:
+    """A ``session_notes`` event (it changes nothing sent: tokens 0 -> 0) with the LLM spend."""
+    return LayerEvent(
+        layer=NOTES_LAYER,
+        reason=reason,
+        tokens_before=0,
+        tokens_after=0,
+        llm_calls=spent.llm_calls if spent else 0,
+        llm_input_tokens=spent.input_tokens if spent else 0,
+        llm_output_tokens=spent.output_tokens if spent else 0,
+        llm_cost_usd=spent.cost_usd if spent else 0.0,
+        details=details,
     )
 
 
 def _notes_failed(why: str, error: str, reason: str = "update failed") -> LayerEvent:
-    return LayerEvent(
-        layer=NOTES_LAYER,
-        reason=f"{why}: {reason}",
-        tokens_before=0,
-        tokens_after=0,
-        details={"error": error},
-    )
+    return _notes_event(f"{why}: {reason}", {"error": error})
 
 
 def _in_thread(fn: Callable[[], NotesOutcome], name: str) -> Future[NotesOutcome]:
