@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,15 @@ def chat(rounds: int, chars: int = 4_000) -> list[Message]:
     return msgs
 
 
+def peer(cls: Any, name: str, *, window: int, fixed: int) -> Any:
+    """A peer engine on the Sonnet model at ``window`` tokens, started with ``fixed`` prefix tokens."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        engine = cls(peers.policy_for(name), model="claude-sonnet-4-5", window=window)
+    engine.bootstrap(fixed_prefix_tokens=fixed)
+    return engine
+
+
 def test_register_adds_the_peers_as_plugins() -> None:
     engines = registry()
     assert engines.owner("langchain-trim") == engines.owner("langchain-clear") == "plugin:langchain"
@@ -66,12 +76,7 @@ def test_conversion_maps_every_block_and_comes_back_unchanged() -> None:
     assert [type(m).__name__ for m, _ in lc] == ["HumanMessage"] + ["AIMessage", "ToolMessage"] * 3
     ai = lc[1][0]
     assert ai.tool_calls[0]["id"] == "call_0" and ai.tool_calls[0]["args"] == {"file_path": "/f0.py"}  # type: ignore[attr-defined]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WindowWarning)
-        engine = TrimMessagesEngine(
-            peers.policy_for("langchain-trim"), model="claude-sonnet-4-5", window=200_000
-        )
-    engine.bootstrap(fixed_prefix_tokens=0)
+    engine = peer(TrimMessagesEngine, "langchain-trim", window=200_000, fixed=0)
     for m in msgs:
         engine.ingest(m)
     proj = engine.assemble()
@@ -81,12 +86,7 @@ def test_conversion_maps_every_block_and_comes_back_unchanged() -> None:
 
 def test_trim_keeps_what_trim_messages_keeps_and_is_not_repaired() -> None:
     msgs = chat(40)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WindowWarning)
-        engine = TrimMessagesEngine(
-            peers.policy_for("langchain-trim"), model="claude-sonnet-4-5", window=40_000
-        )
-    engine.bootstrap(fixed_prefix_tokens=5_000)
+    engine = peer(TrimMessagesEngine, "langchain-trim", window=40_000, fixed=5_000)
     for m in msgs:
         engine.ingest(m)
     proj = engine.assemble()
@@ -104,12 +104,7 @@ def test_trim_keeps_what_trim_messages_keeps_and_is_not_repaired() -> None:
 
 def test_clear_tool_uses_keeps_the_newest_three_and_clears_the_rest() -> None:
     msgs = chat(10, chars=8_000)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WindowWarning)
-        engine = ClearToolUsesEngine(
-            peers.policy_for("langchain-clear"), model="claude-sonnet-4-5", window=40_000
-        )
-    engine.bootstrap(fixed_prefix_tokens=0)
+    engine = peer(ClearToolUsesEngine, "langchain-clear", window=40_000, fixed=0)
     for m in msgs:
         engine.ingest(m)
     proj = engine.assemble()  # ~20,000 approximate tokens > trigger min(100,000, 20,000)

@@ -67,6 +67,25 @@ log = logging.getLogger(__name__)
 RECORDED_ORIGINS = ("compact_summary", "compact_restore")
 
 
+def resolve_model(
+    model: str | None,
+    *,
+    window: int | None = None,
+    agent_cap: int | None = None,
+    registry: Registry | None = None,
+    counter: TokenCounter | None = None,
+) -> tuple[Registry, ModelInfo, int, TokenCounter]:
+    """What every engine resolves first: the registry (default: the shipped one), the model's
+    entry (the flagged fallback when unknown), the window in tokens (user override > model >
+    200,000, then min with ``agent_cap``) and the token counter (default: the model's).
+    Raises ``WindowTooSmallError`` under 16,000 tokens; warns (``WindowWarning``) under 32,000."""
+    reg = registry or Registry.default()
+    info = reg.get(model or "unknown")
+    resolved = resolve_window(info, user_override=window, agent_cap=agent_cap)
+    check_window(resolved)
+    return reg, info, resolved, counter or counter_for(info)
+
+
 class Projection(msgspec.Struct, kw_only=True):
     """What the engine would send at a call.
 
@@ -132,11 +151,9 @@ class ContextEngine:
         background_notes: bool = False,
     ) -> None:
         self.policy = policy
-        self.registry = registry or Registry.default()
-        self.model: ModelInfo = self.registry.get(model or "unknown")
-        self.window = resolve_window(self.model, user_override=window, agent_cap=agent_cap)
-        check_window(self.window)
-        self.counter = counter or counter_for(self.model)
+        self.registry, self.model, self.window, self.counter = resolve_model(
+            model, window=window, agent_cap=agent_cap, registry=registry, counter=counter
+        )
         self.store: SessionStore = store or SQLiteStore()
         self.session_id = session_id
         self.system = ""

@@ -40,12 +40,12 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from ctxengine.engine import RECORDED_ORIGINS, Projection
+from ctxengine.engine import RECORDED_ORIGINS, Projection, resolve_model
 from ctxengine.layers.base import LayerEvent
 from ctxengine.messages import Block, Message, RecordedCompaction, Text, Thinking, ToolCall, ToolResult, Usage
-from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
+from ctxengine.models import Registry
 from ctxengine.policy import Policy
-from ctxengine.tokens.counter import TokenCounter, counter_for
+from ctxengine.tokens.counter import TokenCounter
 from ctxengine.tokens.ledger import Ledger
 
 OUTPUT_RESERVE = 20_000  # tokens kept for the response (min with the model's max output)
@@ -81,11 +81,9 @@ class _LangChainEngine:
         **_ignored: Any,
     ) -> None:
         self.policy = policy
-        self.registry = registry or Registry.default()
-        self.model: ModelInfo = self.registry.get(model or "unknown")
-        self.window = resolve_window(self.model, user_override=window, agent_cap=agent_cap)
-        check_window(self.window)
-        self.counter = counter or counter_for(self.model)
+        self.registry, self.model, self.window, self.counter = resolve_model(
+            model, window=window, agent_cap=agent_cap, registry=registry, counter=counter
+        )
         self.session_id = session_id
         self.system = ""
         self.ledger = Ledger()
