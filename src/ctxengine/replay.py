@@ -31,6 +31,7 @@ import msgspec
 
 from ctxengine import identifiers
 from ctxengine.cache import CacheModel
+from ctxengine.fidelity import PROBE_KINDS, FidelityTracker, ProbeStat, probe_score
 from ctxengine.formats.anthropic_writer import breakpoint_indices, to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
@@ -82,6 +83,10 @@ class CallRecord(msgspec.Struct, kw_only=True):
     recall_hits: int
     recall_uses: int
     forgotten: list[str]  # identifiers used at this call, seen earlier, absent from what was sent
+    content_hits: int  # grounded shingles of this call's output present in what was sent
+    content_grounded: int  # shingles of this call's output that occurred earlier in the session
+    refetch_tokens: int  # sources charged at this call for the grounded shingles missing
+    probes: dict[str, float] | None  # after a compaction: kind -> score (``fidelity``)
     events: list[dict[str, Any]]
 
 
@@ -113,6 +118,18 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     reference_recall: float | None
     recall_hits: int
     recall_uses: int
+    content_recall: float | None  # pooled over calls: content_hits / content_grounded
+    content_hits: int
+    content_grounded: int
+    refetch_tokens: int
+    refetch_cost_usd: float  # refetch_tokens at the model's uncached input price
+    cost_with_refetch_usd: float  # cost_usd + refetch_cost_usd
+    probes: dict[str, ProbeStat]  # per probe kind over the compactions (``fidelity.PROBE_KINDS``)
+    probe_score: float | None  # mean of the probe kinds' means; None when nothing compacted
+    probe_compactions: int  # calls whose projection carried a compaction (probed)
+    latest_request_kept: float | None  # share of those with the latest user request whole
+    requests_whole: int
+    requests_probed: int
     pairing_violations: int
     malformed_records: int
     skipped_records: dict[str, int]
@@ -313,6 +330,7 @@ def replay_session(
     compacted_since_prev = False
     view_ids: Counter[str] = Counter()
     prev_view: dict[int, Message] = {}
+    fidelity = FidelityTracker(session.system, counter.count_text)
 
     calls: list[CallRecord] = []
     prev_sent = 0
@@ -323,6 +341,7 @@ def replay_session(
     recorded_cost = 0.0
     recorded_cost_known = False
     first_call_seen = False
+    requests_whole = requests_probed = 0
 
     for i, msg in enumerate(session.messages):
         if i in compaction_starts:
@@ -336,6 +355,7 @@ def replay_session(
             rec_est += count(msg)
             if msg.origin in ("message", "attachment"):
                 seen |= ids.of(msg)
+                fidelity.observe(msg)
             continue
 
         # ---- a model call happens here
@@ -424,6 +444,11 @@ def replay_session(
         uses = [x for x in ids.used(msg) if x in seen]
         forgotten = sorted(x for x in uses if view_ids[x] <= 0 and x not in proj.system)
         hits = len(uses) - len(forgotten)
+        compacted = any(e.layer in COMPACTION_LAYERS and "error" not in e.details for e in proj.events)
+        fid = fidelity.measure(msg, proj.messages, proj.system, compaction=compacted)
+        if fid.request_whole is not None:
+            requests_probed += 1
+            requests_whole += fid.request_whole
 
         # the real request body, validated against the provider's rules
         if validate:
@@ -446,6 +471,10 @@ def replay_session(
                 recall_hits=hits,
                 recall_uses=len(uses),
                 forgotten=forgotten,
+                content_hits=fid.hits,
+                content_grounded=fid.grounded,
+                refetch_tokens=fid.refetch_tokens,
+                probes=fid.probes,
                 events=[_event_dict(e) for e in proj.events],
             )
         )
@@ -460,6 +489,7 @@ def replay_session(
         rec_msgs.append(msg)
         rec_est += count(msg)
         seen |= ids.of(msg)
+        fidelity.observe(msg)
 
     all_events = [e for c in calls for e in c.events]
     ok = [e for e in all_events if e["layer"] in COMPACTION_LAYERS and "error" not in e["details"]]
@@ -474,6 +504,15 @@ def replay_session(
     total_hits = sum(c.recall_hits for c in calls)
     total_uses = sum(c.recall_uses for c in calls)
     engine.dispose()
+    c_hits = sum(c.content_hits for c in calls)
+    c_grounded = sum(c.content_grounded for c in calls)
+    refetch = sum(c.refetch_tokens for c in calls)
+    refetch_cost = model.cost_usd(input_tokens=refetch)
+    cost_total = sum(c.cost_usd for c in calls) + llm_cost
+    probes = {k: ProbeStat() for k in PROBE_KINDS}
+    for c in calls:
+        for kind, score in (c.probes or {}).items():
+            probes[kind].add(score)
     summary = SessionSummary(
         peak_sent_tokens=max((c.sent_tokens for c in calls), default=0),
         overflows=sum(1 for c in calls if c.overflow),
@@ -490,12 +529,24 @@ def replay_session(
         llm_calls=llm_calls,
         llm_tokens=llm_tokens,
         llm_cost_usd=round(llm_cost, 6),
-        cost_usd=round(sum(c.cost_usd for c in calls) + llm_cost, 6),
+        cost_usd=round(cost_total, 6),
         recorded_cost_usd=round(recorded_cost, 6) if recorded_cost_known else None,
         cache_hit_ratio=round(read / sent_total, 4) if sent_total else None,
         reference_recall=round(total_hits / total_uses, 4) if total_uses else None,
         recall_hits=total_hits,
         recall_uses=total_uses,
+        content_recall=round(c_hits / c_grounded, 4) if c_grounded else None,
+        content_hits=c_hits,
+        content_grounded=c_grounded,
+        refetch_tokens=refetch,
+        refetch_cost_usd=round(refetch_cost, 6),
+        cost_with_refetch_usd=round(cost_total + refetch_cost, 6),
+        probes=probes,
+        probe_score=probe_score(probes),
+        probe_compactions=sum(1 for c in calls if c.probes is not None),
+        latest_request_kept=round(requests_whole / requests_probed, 4) if requests_probed else None,
+        requests_whole=requests_whole,
+        requests_probed=requests_probed,
         pairing_violations=violations,
         malformed_records=len(session.malformed),
         skipped_records=dict(session.skipped),
