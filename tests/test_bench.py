@@ -39,6 +39,12 @@ FIGURES = {
     "llm_tokens",
     "cache_hit_ratio",
     "wall_time_s",
+    "content_recall",
+    "probe_score",
+    "latest_request_kept",
+    "refetch_tokens",
+    "cost_with_refetch_usd",
+    "probes",
 }
 
 app = typer.Typer(add_completion=False)
@@ -111,13 +117,21 @@ def test_table_has_one_row_per_policy_and_states_the_comparison(
 ) -> None:
     data, res, out = subset
     lines = res.stdout.splitlines()
-    for name in POLICIES:
-        assert sum(1 for line in lines if line.startswith(f"│ {name} ")) == 1, name
+    for name in POLICIES:  # the whole, then the tuning and the held-out half
+        assert sum(1 for line in lines if line.startswith(f"│ {name} ")) == 3, name
     assert "ctxengine bench — 3 sessions, window 64,000 tokens" in res.stdout
+    assert "tuning half — 1 sessions" in res.stdout and "held-out half — 2 sessions" in res.stdout
     assert "default vs claude-code, openclaw, pi, letta:" in res.stdout
     comparison = data["comparison"]
     assert comparison["among"] == ["claude-code", "openclaw", "pi", "letta"]
-    assert comparison["default_cost_usd"] == data["policies"]["default"]["cost_usd"]
+    d = data["policies"]["default"]
+    assert comparison["default_cost_with_refetch_usd"] == d["cost_with_refetch_usd"]
+    assert comparison["default_content_recall"] == d["content_recall"]
+    halves = data["halves"]
+    for name in POLICIES:
+        t, h = halves["tuning"][name], halves["held_out"][name]
+        assert t["sessions"] + h["sessions"] == 3
+        assert t["content_grounded"] + h["content_grounded"] == data["policies"][name]["content_grounded"]
     assert (out / "bench.png").stat().st_size > 10_000
 
 
@@ -125,18 +139,41 @@ def test_compare_states_whether_default_wins() -> None:
     runner = resolve(["default"])[0]
     rows = {
         name: bench.PolicyRow(
-            policy=name, description="", engine="ctxengine", sessions=1, reference_recall=rec, cost_usd=cost
+            policy=name,
+            description="",
+            engine="ctxengine",
+            sessions=1,
+            content_recall=rec,
+            probe_score=probe,
+            cost_with_refetch_usd=cost,
         )
-        for name, rec, cost in (("default", 0.9, 1.0), ("pi", 0.8, 2.0), ("letta", 0.95, 0.5))
+        for name, rec, probe, cost in (
+            ("default", 0.9, 0.8, 1.0),
+            ("pi", 0.8, 0.7, 2.0),
+            ("letta", 0.95, 0.5, 0.5),
+        )
     }
     c = compare(rows)
     assert c is not None and c.among == ["pi", "letta"]
-    assert not c.default_recall_highest and not c.default_cost_lowest
-    rows["letta"].reference_recall, rows["letta"].cost_usd = 0.5, 3.0
+    assert not c.default_content_recall_highest and not c.default_cost_with_refetch_lowest
+    assert c.default_probe_score_highest
+    rows["letta"].content_recall, rows["letta"].cost_with_refetch_usd = 0.5, 3.0
     c = compare(rows)
-    assert c is not None and c.default_recall_highest and c.default_cost_lowest
+    assert c is not None and c.default_content_recall_highest and c.default_cost_with_refetch_lowest
     assert compare({"default": rows["default"]}) is None
     assert runner.policy is get_policy("default")
+
+
+def test_held_out_split_is_documented_and_balanced(transcripts: Path) -> None:
+    from collections import Counter
+
+    from ctxengine.cli_common import collect_all
+
+    sessions, _ = collect_all([transcripts])
+    halves = Counter((s.format, bench.held_out(s.source, s.name)) for s in sessions)
+    for fmt in ("claude-code", "codex", "swe-agent"):
+        assert halves[(fmt, True)] == halves[(fmt, False)] > 0, fmt
+    assert abs(halves[("openai-chat", True)] - halves[("openai-chat", False)]) <= 5
 
 
 def test_unknown_policy_and_bad_window_are_one_line_errors(transcripts: Path) -> None:
