@@ -219,7 +219,9 @@ class Quality(msgspec.Struct, kw_only=True):
     compression_ratio: float  # after / before
     tokens_saved: int
     identifier_retention: float | None  # share of the span's identifiers present in the summary
-    latest_request_verbatim: bool | None  # None when the span had no user request
+    # None when the span had no user request; the engine replaces it by its check of the projection
+    # after the compaction (``ContextEngine.latest_request_verbatim``: True, "partial" or False)
+    latest_request_verbatim: bool | None
 
 
 def quality(

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ctxengine import restore, summarize
-from ctxengine.audit import latest_user_request, quality, span_identifiers
+from ctxengine.audit import quality, span_identifiers
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.cut_plans import CutPlan, all_plan, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
@@ -300,11 +300,19 @@ class Compactor:
         self._segments: tuple[Message, ...] = ()  # the identifier index, in append-only segments
         self._segment_ids: set[str] = set()
         self._restored: dict[tuple[str, str], Message] = {}
+        # the newest user-typed request of the whole history and its message id (``on_ingest``):
+        # once a compaction has summarized it away the view no longer holds it as a user message,
+        # so every later compaction must take it from here
+        self.latest_request: tuple[str, str] | None = None
 
     # ------------------------------------------------------------ notes
 
     def on_ingest(self, msg: Message) -> None:
         self.cadence.tool_calls_since += len(msg.tool_calls)
+        if msg.role == "user" and msg.origin == "message" and not msg.tool_results:
+            text = msg.text().strip()
+            if text:
+                self.latest_request = (text, msg.id)
 
     def maybe_update_notes(self, history: Sequence[Message], conversation_tokens: int) -> LayerEvent | None:
         """Update the notes when the cadence says so (``after_turn``). In line: returns the
@@ -637,13 +645,14 @@ class Compactor:
             if made is None:
                 return None
             cut, state = made
+            self._quote_latest_request(cut, ctx, 0)  # whichever summarizer ran
             self._finish(cut, ctx, state)
             return Compaction(cut, events, state, closes_breaker=True)
         result = summary_compact(ctx, self.summary_state, self.count_text, force=force, reason=reason)
         if result is None:
             return None
         cut, state = result
-        self._quote_latest_request(cut, ctx, 0, budget=p.summary_budget(ctx.window))
+        self._quote_latest_request(cut, ctx, 0)
         if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
             focus = instructions.strip()[:800]
             head = cut.prefix[0]
@@ -980,28 +989,43 @@ class Compactor:
             raise _failed(exc, ctx, spent, strategy=plan.mode, style=style) from exc
         return text
 
-    def _quote_latest_request(self, cut: Cut, ctx: LayerContext, at: int, budget: int | None = None) -> None:
-        """The user's latest request, verbatim (up to ``latest_request_max_chars``), at the end of
-        the summary message (``cut.prefix[at]``) when neither it nor the kept messages hold it:
-        notes paraphrase and the structured summary cuts long messages, and the agent must answer
-        what was asked (Claude Code's summary quotes it too). With ``budget`` (tokens) the summary
-        message stays within it: the quote is cut to the room left, and left out under 50 tokens."""
-        latest = latest_user_request(ctx.view)
-        head = cut.prefix[at]
-        if not latest or latest in head.text() or any(latest in m.text() for m in ctx.view[cut.keep_from :]):
+    def _quote_latest_request(self, cut: Cut, ctx: LayerContext, at: int) -> None:
+        """The user's latest request, verbatim and whole, at the end of the summary message
+        (``cut.prefix[at]``) when neither it nor the kept messages hold it: notes paraphrase and
+        summaries cut long messages, and the agent must answer what was asked (Claude Code's
+        summary quotes the user's messages too). The request is the newest user-typed text of
+        the whole history (``latest_request``), not of the view, so a second compaction quotes
+        it again. It is quoted whole when it *fits*: at most half of what the window leaves after
+        the fixed prefix and the output reserve (tokens); a longer one keeps its head (3/4) and
+        tail (1/4) within that room verbatim, the middle retrievable as ``message:<id>``
+        (``ContextEngine.retrieve``), and ``details["latest_request_quoted"]`` says
+        ``"partial"``."""
+        if self.latest_request is None:
             return
-        quote = latest[: ctx.policy.latest_request_max_chars]
+        latest, msg_id = self.latest_request
+        head = cut.prefix[at]
+        if latest in head.text() or any(latest in m.text() for m in ctx.view[cut.keep_from :]):
+            return
+        p = ctx.policy
+        fixed = max(0, ctx.predicted - sum(ctx.tokens))
+        room = max(200, (ctx.window - fixed - min(ctx.max_output, p.compact_reserve_output)) // 2)
+        size = self.count_text(latest)
+        quoted: bool | str = True
+        quote = latest
+        if size > room:
+            keep = max(400, int(len(latest) * room / size * 0.95))
+            first, last = latest[: keep * 3 // 4], latest[len(latest) - keep // 4 :]
+            omitted = len(latest) - len(first) - len(last)
+            quote = (
+                f"{first}\n[... {omitted:,} characters of the request omitted here; the whole request is "
+                f"message {msg_id} of the transcript, retrievable as 'message:{msg_id}' ...]\n{last}"
+            )
+            quoted = "partial"
         label = "\n\nThe user's latest request (verbatim):\n"
-        if budget is not None:
-            room = budget - self.count_text(head.text() + label)
-            if room < 50:
-                return
-            while quote and self.count_text(quote) > room:
-                quote = quote[: len(quote) * 3 // 4]
         text = f"{head.text()}{label}{quote}"
         cut.prefix[at] = msgspec.structs.replace(head, blocks=(Text(text),))
         cut.event.tokens_after += self.count_text(text) - self.count_text(head.text())
-        cut.event.details["latest_request_quoted"] = True
+        cut.event.details["latest_request_quoted"] = quoted
 
     def _finish(self, cut: Cut, ctx: LayerContext, state: summarize.SummaryState) -> None:
         """Add the restore messages and the quality figures to a cut."""

@@ -398,9 +398,34 @@ class ContextEngine:
     # ---------------------------------------------------------------- retrieval
 
     def retrieve(self, artifact: str) -> str:
-        """The original content of an offloaded or cleared tool result. Raises ``StoreError``."""
+        """The original content of an offloaded or cleared tool result, or with
+        ``message:<id>`` the text of a message of the transcript (a long user request quoted in
+        part after a compaction). Raises ``StoreError`` (``KeyError`` for an unknown message)."""
+        if artifact.startswith("message:"):
+            wanted = artifact.removeprefix("message:")
+            for msg in reversed(self.history):
+                if msg.id == wanted:
+                    return msg.text()
+            raise KeyError(f"no message {wanted!r} in this session")
         content, _ = self.store.get_artifact(self.session_id, artifact)
         return content
+
+    def latest_request_verbatim(self) -> bool | str:
+        """Whether the newest user-typed request of the history is in the projection whole
+        (``True``), as its quoted head and tail (``"partial"``: it did not fit, see
+        ``Compactor._quote_latest_request``) or not at all (``False``). ``True`` when the
+        session has no user request yet. Set on every compaction event's quality figures."""
+        found = self.compactor.latest_request
+        if found is None:
+            return True
+        latest = found[0]
+        texts = [m.text() for m in self._view if m.role == "user"]
+        if any(latest in t for t in texts):
+            return True
+        head = latest[:200]
+        if any(head in t and f"message {found[1]} of the transcript" in t for t in texts):
+            return "partial"
+        return False
 
     # ---------------------------------------------------------------- internals
 
@@ -611,7 +636,9 @@ class ContextEngine:
             summary=shown,
             kept=self._view,
         )
-        event.details["quality"] = msgspec.to_builtins(q)
+        event.details["quality"] = msgspec.to_builtins(q) | {
+            "latest_request_verbatim": self.latest_request_verbatim()
+        }
 
     def _find_result(self, message_id: str, call_id: str) -> str | None:
         for msg in reversed(self.history):
@@ -653,6 +680,7 @@ class ContextEngine:
                 tokens_after=cut.event.tokens_after,
                 tokens_saved=before - cut.event.tokens_after,
                 compression_ratio=round(cut.event.tokens_after / before, 4) if before else 1.0,
+                latest_request_verbatim=self.latest_request_verbatim(),
             )
         return cut.event
 
@@ -693,7 +721,8 @@ class ContextEngine:
                         summary=summary.text(),
                         kept=[],
                     )
-                ),
+                )
+                | {"latest_request_verbatim": self.latest_request_verbatim()},
             },
         )
 

@@ -106,7 +106,6 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     cold_compact_at_share: float = 0.0
     cold_compact_min_gain: float = 0.02  # ... freeing at least this share of the window
     summary_user_message_chars: int = 2_000  # per user message kept verbatim in the summary
-    latest_request_max_chars: int = 8_000  # the latest user request, quoted whole up to this
     summary_identifiers_max: int = 400
     compact_cut: CutStrategy = "tail"
     summary_style: SummaryStyle = "ctxengine"

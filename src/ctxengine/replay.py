@@ -585,7 +585,7 @@ def _quality_summary(events: list[dict[str, Any]]) -> dict[str, float | int | No
     def mean(xs: list[float]) -> float | None:
         return round(sum(xs) / len(xs), 4) if xs else None
 
-    verbatim = [q["latest_request_verbatim"] for q in qs if q.get("latest_request_verbatim") is not None]
+    verbatim = [q["latest_request_verbatim"] is True for q in qs if "latest_request_verbatim" in q]
     return {
         "compactions": len(qs),
         "compression_ratio": mean([q["compression_ratio"] for q in qs]),
@@ -593,7 +593,7 @@ def _quality_summary(events: list[dict[str, Any]]) -> dict[str, float | int | No
         "identifier_retention": mean(
             [q["identifier_retention"] for q in qs if q.get("identifier_retention") is not None]
         ),
-        "latest_request_verbatim": mean([1.0 if v else 0.0 for v in verbatim]),
+        "latest_request_verbatim": mean([1.0 if v else 0.0 for v in verbatim]),  # "partial" counts 0
     }
 
 

@@ -1,0 +1,171 @@
+"""Issue 9, items 1-3: the latest user request survives every compaction, whole, whichever
+summarizer ran; a request too large to fit keeps head and tail and says "partial".
+
+Inputs are built here (the kinds of ``../shared/cases/m1_*`` and ``m6_*``): a request, then tool
+rounds large enough to compact several times at a small window."""
+
+from __future__ import annotations
+
+import random
+import string
+import warnings
+from typing import Any
+
+import pytest
+
+from ctxengine.engine import ContextEngine
+from ctxengine.llm.base import LLMRequest, LLMResponse
+from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models import WindowWarning
+from ctxengine.policy import get_policy
+
+MODEL = "claude-sonnet-4-5"
+T0 = 1_760_000_000.0
+
+
+def words(n: int, seed: int) -> str:
+    rnd = random.Random(seed)
+    return " ".join(
+        "".join(rnd.choice(string.ascii_lowercase) for _ in range(rnd.randint(3, 8))) for _ in range(n)
+    )
+
+
+def session(request: str, rounds: int = 40, result_words: int = 900) -> list[Message]:
+    msgs = [Message("user", (Text("set up the project " + words(30, 1)),), "u0", timestamp=T0)]
+    for i in range(rounds):
+        if i == 5:  # the latest request comes early: later compactions summarize it away
+            msgs.append(Message("user", (Text(request),), "u-latest", timestamp=T0 + i))
+        msgs.append(
+            Message(
+                "assistant",
+                (Text(f"step {i}"), ToolCall(f"c{i}", "Bash", {"command": f"run step {i}"})),
+                f"a{i}",
+                timestamp=T0 + i + 0.5,
+                model=MODEL,
+            )
+        )
+        msgs.append(
+            Message(
+                "user",
+                (ToolResult(f"c{i}", (Text(words(result_words, i)),)),),
+                f"r{i}",
+                timestamp=T0 + i + 0.7,
+            )
+        )
+    msgs.append(Message("assistant", (Text("done"),), "a-end", timestamp=T0 + rounds + 1, model=MODEL))
+    return msgs
+
+
+class FakeLLM:
+    """An in-process LLM client: a summary in Claude Code's nine sections whose "next step" is a
+    stale task, never the latest request (what a model may write)."""
+
+    provider = "anthropic"
+
+    def __init__(self) -> None:
+        self.model = MODEL
+        self.calls: list[Any] = []
+        self.timeout = 1.0
+        self.max_retries = 0
+        self.max_retry_wait_s = 0.0
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        sections = (
+            "Primary Request and Intent",
+            "Key Technical Concepts",
+            "Files and Code Sections",
+            "Errors and fixes",
+            "Problem Solving",
+            "All user messages",
+            "Pending Tasks",
+            "Current Work",
+            "Optional Next Step",
+        )
+        body = "\n".join(
+            f"{i + 1}. {s}\n- set up the project (stale next step)" for i, s in enumerate(sections)
+        )
+        return LLMResponse(
+            text=f"<summary>\n{body}\n</summary>",
+            usage=Usage(input_tokens=1000, output_tokens=200),
+            model=MODEL,
+            cost_usd=0.0,
+            latency_s=0.0,
+            stop_reason="end_turn",
+        )
+
+
+def drive(engine: ContextEngine, msgs: list[Message]) -> list[Any]:
+    """Like the replay: assemble before each assistant message; returns every quality figure of
+    the compaction events, with the projection after it."""
+    found = []
+    for m in msgs:
+        if m.role == "assistant":
+            p = engine.assemble(now=m.timestamp)
+            for e in p.events:
+                q = e.details.get("quality")
+                if q is not None:
+                    found.append((e.layer, q, p.messages))
+            engine.ingest(m)
+            engine.after_turn(Usage(input_tokens=p.tokens, output_tokens=50))
+        else:
+            engine.ingest(m)
+    return found
+
+
+def make(policy: str = "default", window: int = 32_000, **kw: Any) -> ContextEngine:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        e = ContextEngine(get_policy(policy).with_(**kw.pop("changes", {})), model=MODEL, window=window, **kw)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    return e
+
+
+def whole_in(request: str, messages: list[Message]) -> bool:
+    return any(request in m.text() for m in messages if m.role == "user")
+
+
+@pytest.mark.parametrize("summarizer", ["notes", "structured"])
+def test_latest_request_whole_after_every_compaction(summarizer: str) -> None:
+    request = "Please refactor the parser so quoted fields work: " + words(60, 7)
+    changes = {} if summarizer == "notes" else {"session_memory": False}
+    found = drive(make(changes=changes), session(request))
+    compactions = [f for f in found if f[0] in ("session_memory_compact", "summary_compact")]
+    assert len(compactions) >= 2  # the second one no longer sees the request as a user message
+    for layer, q, shown in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert whole_in(request, shown), layer
+
+
+def test_a_request_over_8000_chars_that_fits_is_quoted_whole() -> None:
+    request = "Implement the following spec exactly.\n" + words(2_200, 3)  # ~13,000 chars
+    assert len(request) > 8_000
+    found = drive(make(window=64_000), session(request, rounds=60))
+    assert any(f[0] in ("session_memory_compact", "summary_compact") for f in found)
+    for layer, q, shown in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert whole_in(request, shown), layer
+
+
+def test_a_request_too_large_to_fit_keeps_head_and_tail_and_says_partial() -> None:
+    request = "Here is the whole log to analyse:\n" + words(14_000, 5)  # more than half the free window
+    e = make(window=32_000)
+    found = drive(e, session(request, rounds=40, result_words=300))
+    cuts = [f for f in found if f[0] in ("session_memory_compact", "summary_compact")]
+    assert cuts
+    for _layer, q, shown in cuts:
+        assert q["latest_request_verbatim"] == "partial"
+        text = "\n".join(m.text() for m in shown)
+        assert request[:500] in text and request[-200:] in text
+        assert "'message:u-latest'" in text
+    assert e.retrieve("message:u-latest") == request  # the middle is retrievable
+
+
+def test_llm_summary_path_quotes_the_request_over_a_stale_next_step() -> None:
+    request = "Now switch to the CSV exporter and make it stream rows: " + words(40, 9)
+    e = make(llm=FakeLLM(), changes={"session_memory": False})
+    found = drive(e, session(request))
+    cuts = [f for f in found if f[0] == "summary_compact"]
+    assert cuts, [f[0] for f in found]
+    for _layer, q, shown in cuts:
+        assert q["latest_request_verbatim"] is True
+        assert whole_in(request, shown)
