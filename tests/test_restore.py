@@ -125,7 +125,11 @@ def restored(engine: ContextEngine) -> list[Message]:
 
 
 def file_ids(event: LayerEvent) -> list[str]:
-    return [r for r in event.details["restored"] if r not in ("restore:todos", "restore:instructions")]
+    return [
+        r
+        for r in event.details["restored"]
+        if r.startswith("restore:") and r not in ("restore:todos", "restore:instructions")
+    ]
 
 
 def rid(path: Path) -> str:
@@ -163,7 +167,8 @@ def test_at_most_five_files_newest_first(session: Session) -> None:
     view = engine.assemble().messages
     assert view[0].origin == "summary"
     assert [m.origin for m in view[1 : 1 + len(msgs)]] == ["restore"] * len(msgs)
-    assert "VALUE_6 = 6" in body_of(msgs[1])
+    (m6,) = [m for m in msgs if m.id == rid(paths[6])]
+    assert "VALUE_6 = 6" in body_of(m6)
     assert event.details["restored_tokens"] == sum(engine.counter.count_text(m.text()) for m in msgs)
 
 
@@ -358,7 +363,7 @@ def test_replay_shows_what_was_restored() -> None:
     assert with_files
     for _, e in compactions:
         ids = e["details"]["restored"]
-        assert all(i.startswith("restore:") for i in ids)
+        assert all(i.startswith(("restore:", "restore-change:", "restore-error:")) for i in ids)
         assert len(file_ids_of(e)) <= 5
         assert e["details"]["restored_tokens"] >= 0
     # the files are not on this machine: replay restores them from the transcript
@@ -368,7 +373,11 @@ def test_replay_shows_what_was_restored() -> None:
 
 
 def file_ids_of(event: dict[str, Any]) -> list[str]:
-    return [r for r in event["details"]["restored"] if r not in ("restore:todos", "restore:instructions")]
+    return [
+        r
+        for r in event["details"]["restored"]
+        if r.startswith("restore:") and r not in ("restore:todos", "restore:instructions")
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,3 +510,49 @@ def test_the_plan_is_restored_after_a_session_memory_compaction(opus: list[Messa
 def test_a_session_without_exit_plan_mode_has_no_plan() -> None:
     state = summarize.update(summarize.SummaryState(), load(MIMO)[0].messages[:50], user_message_chars=2_000)
     assert state.plan == "" and summarize.current_plan(state) == ""
+
+
+# --------------------------------------------------------------------------------------------
+# What a file list cannot give back: the last change of each modified file, the latest error
+# --------------------------------------------------------------------------------------------
+
+
+def test_last_changes_and_latest_error_are_restored_by_content() -> None:
+    from ctxengine.engine import ContextEngine
+    from ctxengine.messages import ToolCall, ToolResult
+    from ctxengine.policy import DEFAULT
+
+    new_text = "def parse(line):\n    return next(csv.reader([line]))  # quoted fields"
+    msgs = [
+        Message("user", (Text("fix the parser"),), "u0"),
+        Message(
+            "assistant",
+            (ToolCall("e1", "Edit", {"file_path": "/w/p.py", "old_string": "x", "new_string": "y"}),),
+            "a0",
+        ),
+        Message("user", (ToolResult("e1", (Text("ok"),)),), "r0"),
+        Message(
+            "assistant",
+            (ToolCall("e2", "Edit", {"file_path": "/w/p.py", "old_string": "y", "new_string": new_text}),),
+            "a1",
+        ),
+        Message("user", (ToolResult("e2", (Text("ok"),)),), "r1"),
+        Message("assistant", (ToolCall("b1", "Bash", {"command": "pytest -x tests/test_p.py"}),), "a2"),
+        Message(
+            "user", (ToolResult("b1", (Text("E   AssertionError: expected 3 fields"),), is_error=True),), "r2"
+        ),
+    ]
+    for i in range(20):  # chat after it; the compaction keeps only its newest part
+        msgs.append(Message("assistant", (Text(f"thinking about it {i} " * 300),), f"t{i}"))
+        msgs.append(Message("user", (Text(f"go on {i}"),), f"g{i}"))
+    engine = ContextEngine(DEFAULT.with_(session_memory=False), model="claude-sonnet-4-5", window=64_000)
+    engine.bootstrap(fixed_prefix_tokens=2_000)
+    for m in msgs:
+        engine.ingest(m)
+    event = engine.compact(force=True)
+    assert event is not None
+    ids = event.details["restored"]
+    assert "restore-change:/w/p.py" in ids and "restore-error:b1" in ids
+    shown = "\n".join(m.text() for m in engine.assemble().messages)
+    assert new_text in shown  # the last change, not the first
+    assert "pytest -x tests/test_p.py" in shown and "AssertionError: expected 3 fields" in shown

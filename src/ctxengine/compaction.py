@@ -304,6 +304,12 @@ class Compactor:
         # once a compaction has summarized it away the view no longer holds it as a user message,
         # so every later compaction must take it from here
         self.latest_request: tuple[str, str] | None = None
+        self._history: Sequence[Message] = ()  # the history of the compaction being made
+
+    def _history_cut(self, ctx: LayerContext, cut: Cut) -> int:
+        """The history index where the kept tail of ``cut`` starts (the whole history when the
+        tail holds only messages the engine made)."""
+        return next((s for s in ctx.src[cut.keep_from :] if s >= 0), len(self._history))
 
     # ------------------------------------------------------------ notes
 
@@ -573,6 +579,7 @@ class Compactor:
         system: str,
     ) -> Compaction | None:
         p = ctx.policy  # resolved for the window (``Policy.for_window``)
+        self._history = history
         threshold = p.compact_threshold(ctx.window, ctx.max_output)
         sm_ctx = self._sm_context(ctx, cold=not force and cache_cold(ctx))
         sm_threshold = sm_ctx.policy.compact_threshold(ctx.window, ctx.max_output)
@@ -1032,16 +1039,34 @@ class Compactor:
         p = ctx.policy
         kept = list(ctx.view[cut.keep_from :])
         restored: list[Message] = []
+        before_cut = (
+            self._history[: self._history_cut(ctx, cut)] if p.restore_from_history else cut.summarized
+        )
+        used = 0
+        if p.restore_changes > 0:
+            restored += restore.recent_changes(
+                before_cut,
+                kept,
+                self.count_text,
+                max_files=p.restore_changes,
+                change_tokens=p.restore_change_tokens,
+                total_tokens=p.restore_total_tokens,
+            )
+            used = sum(self.count_text(m.text()) for m in restored)
+        if p.restore_error_tokens > 0:
+            restored += restore.latest_error(
+                before_cut, kept, self.count_text, max_tokens=p.restore_error_tokens
+            )
         if p.restore_files > 0:
             restored += restore.recent_files(
-                cut.summarized,
+                before_cut,
                 kept,
                 self.count_text,
                 workspace=self.workspace,
                 from_transcript=self.restore_from_transcript,
                 max_files=p.restore_files,
                 file_tokens=p.restore_file_tokens,
-                total_tokens=p.restore_total_tokens,
+                total_tokens=max(0, p.restore_total_tokens - used),
             )
         restored += restore.instruction_files(self.workspace, p.instruction_files)
         if p.restore_todos:

@@ -7,12 +7,17 @@ After the summary, re-attach:
   the latest content the session read of it;
 - the instruction files (CLAUDE.md / AGENTS.md / a configured list) through the bootstrap loader
   (20,000 chars per file, 60,000 in all, 75% head / 25% tail when cut);
-- the current plan (the latest ExitPlanMode plan, with its status) and todo list.
+- the current plan (the latest ExitPlanMode plan, with its status) and todo list;
+- (ours, ``recent_changes``) the last change of each recently modified file, as its new text
+  (an edit's replacement, a write's content, a patch's added lines): the lines the agent is about
+  to change again, which a file list cannot give back; and the latest error with the call that
+  produced it (``latest_error``).
 Pure apart from reading the files: it returns messages; the engine places them after the summary.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -152,4 +157,87 @@ def instruction_files(workspace: Path | None, names: Sequence[str]) -> list[Mess
     ]
 
 
-__all__ = ["instruction_files", "normalize_path", "recent_files", "todo_message"]
+def _calls_in(messages: Sequence[Message]) -> set[str]:
+    return {b.id for m in messages for b in m.blocks if isinstance(b, ToolCall)}
+
+
+def recent_changes(
+    history: Sequence[Message],
+    kept: Sequence[Message],
+    count: Callable[[str], int],
+    *,
+    max_files: int,
+    change_tokens: int,
+    total_tokens: int,
+) -> list[Message]:
+    """Messages re-attaching the last change of up to ``max_files`` recently modified files,
+    newest first (``fidelity.file_changes``: Edit / Write / MultiEdit / str_replace_editor /
+    apply_patch / heredoc writes), each cut to ``change_tokens`` (head kept), ``total_tokens``
+    in all; a file whose last change is in the ``kept`` messages is left out (it is there)."""
+    from ctxengine.fidelity import file_changes
+
+    in_tail = _calls_in(kept)
+    last: dict[str, tuple[str, str, str]] = {}  # path -> (call id, tool, new text)
+    for m in history:
+        for b in m.blocks:
+            if isinstance(b, ToolCall):
+                for ch in file_changes(b):
+                    last.pop(ch.path, None)
+                    last[ch.path] = (b.id, b.name, ch.text)
+    out: list[Message] = []
+    used = 0
+    for path, (call_id, tool, text) in reversed(list(last.items())):
+        if len(out) >= max_files or used >= total_tokens:
+            break
+        if call_id in in_tail:
+            continue
+        header = f"[Restored after compaction] The last change made to {path} ({tool}); its new text:"
+        room = min(change_tokens, total_tokens - used) - count(header) - 20
+        if room <= 50:
+            break
+        body, cut = _cut_to_tokens(text, room, count)
+        msg = f"{header}\n{body}" + ("\n[... cut; read the file for the rest]" if cut else "")
+        used += count(msg)
+        out.append(Message(role="user", blocks=(Text(msg),), id=f"restore-change:{path}", origin="restore"))
+    return out
+
+
+def latest_error(
+    history: Sequence[Message], kept: Sequence[Message], count: Callable[[str], int], *, max_tokens: int
+) -> list[Message]:
+    """The latest failed tool result (``is_error``, or a result with an error line) with the call
+    that produced it, its head within ``max_tokens``, unless it is in the ``kept`` messages."""
+    from ctxengine.fidelity import ERROR_LINE_RE
+
+    calls: dict[str, ToolCall] = {}
+    found: tuple[ToolCall | None, ToolResult, str] | None = None
+    for m in history:
+        for b in m.blocks:
+            if isinstance(b, ToolCall):
+                calls[b.id] = b
+            elif isinstance(b, ToolResult):
+                text = "\n".join(p.text for p in b.content if isinstance(p, Text))
+                if b.is_error or ERROR_LINE_RE.search(text):
+                    found = (calls.get(b.call_id), b, text)
+    if found is None or found[1].call_id in _calls_in(kept):
+        return []
+    call, result, text = found
+    what = "unknown call"
+    if call is not None:
+        what = (
+            call.name + " " + (call.input if isinstance(call.input, str) else json.dumps(call.input))[:1_000]
+        )
+    header = f"[Restored after compaction] The latest error came from: {what}\nIts output:"
+    body, cut = _cut_to_tokens(text, max(50, max_tokens - count(header)), count)
+    msg = f"{header}\n{body}" + ("\n[... cut]" if cut else "")
+    return [Message(role="user", blocks=(Text(msg),), id=f"restore-error:{result.call_id}", origin="restore")]
+
+
+__all__ = [
+    "instruction_files",
+    "latest_error",
+    "normalize_path",
+    "recent_changes",
+    "recent_files",
+    "todo_message",
+]
