@@ -50,8 +50,10 @@ What it follows
 Edges
 -----
 * ``//`` comment lines and blank lines are skipped silently (``meta["comment_lines"]`` counts the
-  former). A line that is not JSON or not an object, or a user/assistant record without a usable
-  ``message``, is a ``Malformed`` entry plus a ``MalformedRecordWarning``; the rest loads.
+  former). A line that is not text (NUL bytes from an interrupted write, not UTF-8; see
+  ``formats.bad_line_reason``), wherever it is in the file, is one bad record. A line that is
+  not JSON or not an object, or a user/assistant record without a usable ``message``, is a
+  ``Malformed`` entry plus a ``MalformedRecordWarning``; the rest loads.
 * Image sizes are decoded from the PNG/GIF/WebP/JPEG header bytes of the base64 data (decoded
   progressively, so a large JPEG is not decoded whole unless its SOF marker is late).
 * Redacted thinking becomes ``Thinking(thinking=<data>, redacted=True)``: the opaque ``data`` is
@@ -80,6 +82,7 @@ from typing import Any
 
 import msgspec
 
+from ctxengine.formats import bad_line_reason
 from ctxengine.messages import (
     Block,
     Document,
@@ -135,6 +138,10 @@ def read(path: Path) -> list[Session]:
             continue
         if stripped.startswith(b"//"):
             builder.comment_lines += 1
+            continue
+        reason = bad_line_reason(stripped)
+        if reason is not None:  # an interrupted write, a stray binary line: one bad record
+            builder.malformed(lineno, reason)
             continue
         try:
             record = _decoder.decode(stripped)

@@ -1,0 +1,125 @@
+"""Faults of issue 9 in what the readers and the engine take in (items 9-12): each test pins a
+*kind* of fault, on inputs built here (``tmp_path``) or on copies of the real transcripts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import CLAUDE_CODE, CODEX
+from ctxengine.cli import app
+from ctxengine.formats import detect, load
+from ctxengine.messages import Session, TranscriptError
+
+SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
+ROLLOUT = CODEX / "codex_gpt-5.2-codex_cli-0.98_rollout-2026-02-09T16-41-33-019c44c8.jsonl"
+
+# ------------------------------------------------------------------ 9. one bad line, one bad record
+
+BAD_LINES = {
+    "nul-run": b"\x00" * 4096,  # an interrupted append (delayed allocation)
+    "one-nul": b'{"type": "user", "x": "a\x00b"}',
+    "ff-byte": b"\xff garbage line",
+    "latin-1": '{"type": "user", "text": "caf\xe9"}'.encode("latin-1"),
+    "cut-utf8": "{\"type\": \"user\", \"text\": \"\u00e9".encode()[:-1],
+    "control": b"\x01\x02\x03\x04 half a header",
+}
+
+
+def spliced(src: Path, dest: Path, bad: bytes, at: int) -> tuple[Path, int]:
+    """A copy of ``src`` with the line ``bad`` inserted before line ``at`` (0-based; -1: at the
+    end). Returns the copy and the 1-based number of the bad line in it."""
+    lines = src.read_bytes().splitlines(keepends=True)
+    at = len(lines) if at < 0 else at
+    lines.insert(at, bad + b"\n")
+    dest.write_bytes(b"".join(lines))
+    return dest, at + 1
+
+
+def shape(s: Session) -> tuple[int, int, list[str]]:
+    return len(s.messages), len(s.calls), [m.role for m in s.messages]
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LINES))
+@pytest.mark.parametrize("where", ["first", "early", "middle", "last"])
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_a_bad_line_anywhere_is_one_malformed_record(tmp_path: Path, src: Path, kind: str, where: str) -> None:
+    """A NUL, non-UTF-8 or control-byte line is one malformed record named by line, wherever it
+    is (within the 64 KB the format is sniffed from, too); every other record loads as without
+    it. Before the fix a bad line in the first 64 KB made the whole file "binary" (exit 2)."""
+    clean = load(src)[0]
+    n_lines = len(src.read_bytes().splitlines())
+    at = {"first": 0, "early": 4, "middle": n_lines // 2, "last": -1}[where]
+    path, lineno = spliced(src, tmp_path / src.name, BAD_LINES[kind], at)
+    with pytest.warns(UserWarning) as caught:
+        [s] = load(path)
+    assert [(m.line, m.path) for m in s.malformed] == [(lineno, str(path))]
+    assert shape(s) == shape(clean)
+    assert any(f"{path}:{lineno}:" in str(w.message) for w in caught)
+
+
+def test_a_long_nul_run_at_the_start_is_one_bad_line(tmp_path: Path) -> None:
+    """A run of NUL bytes longer than the sniffed head, then the session: still one bad line."""
+    path, lineno = spliced(SIDECHAIN, tmp_path / "s.jsonl", b"\x00" * 200_000, 0)
+    assert detect(path) == "claude-code"
+    with pytest.warns(UserWarning):
+        [s] = load(path)
+    assert [m.line for m in s.malformed] == [lineno]
+    assert shape(s) == shape(load(SIDECHAIN)[0])
+
+
+def _random_bytes(n: int, seed: int = 7) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+BINARIES = {
+    "png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + _random_bytes(3000),
+    "gzip-of-a-transcript": gzip.compress(SIDECHAIN.read_bytes()),
+    "elf": b"\x7fELF\x02\x01\x01" + _random_bytes(5000),
+    "random": _random_bytes(200_000),
+    "utf-16": "\n".join(['{"type": "user"}'] * 50).encode("utf-16"),
+    "all-nul": b"\x00" * 300_000,
+    "latin-1-text": "caf\xe9 cr\xe8me\n".encode("latin-1") * 20,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARIES))
+def test_binary_files_are_still_refused(tmp_path: Path, name: str) -> None:
+    """Binary is decided by more than one line: a file of mostly unreadable lines is refused
+    with one error naming it (the CLI's exit 2)."""
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(BINARIES[name])
+    with pytest.raises(TranscriptError, match="binary|not UTF-8") as exc:
+        load(path)
+    assert str(path) in str(exc.value)
+
+
+def test_replay_cli_reports_the_bad_line_and_replays_the_rest(tmp_path: Path) -> None:
+    """``ctxengine replay FILE --json OUT`` on a session with a NUL line near its start: exit 0,
+    ``malformed_records == 1``, a warning naming file and line, every call replayed."""
+    path, lineno = spliced(SIDECHAIN, tmp_path / "nul.jsonl", b"\x00" * 480, 3)
+    out = tmp_path / "out.json"
+    res = CliRunner().invoke(app, ["replay", str(path), "--json", str(out), "--quiet"])
+    assert res.exit_code == 0, res.stderr
+    rep: Any = json.loads(out.read_text(encoding="utf-8"))
+    rep = rep[0] if isinstance(rep, list) else rep
+    assert rep["summary"]["malformed_records"] == 1
+    assert rep["session"]["calls"] == len(load(SIDECHAIN)[0].calls)
+    assert f"{path}:{lineno}:" in res.stderr
+
+
+def test_a_json_document_with_a_bad_line_names_the_line(tmp_path: Path) -> None:
+    """One JSON document (OpenAI chat list) cannot lose one record: the error names the line."""
+    doc = json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], indent=1)
+    lines = doc.encode().split(b"\n")
+    lines.insert(3, b"\x00" * 64)
+    path = tmp_path / "chat.json"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(TranscriptError, match=rf"{path}:4: not valid JSON"):
+        load(path)
