@@ -27,7 +27,7 @@ BAD_LINES = {
     "one-nul": b'{"type": "user", "x": "a\x00b"}',
     "ff-byte": b"\xff garbage line",
     "latin-1": '{"type": "user", "text": "caf\xe9"}'.encode("latin-1"),
-    "cut-utf8": "{\"type\": \"user\", \"text\": \"\u00e9".encode()[:-1],
+    "cut-utf8": '{"type": "user", "text": "\u00e9'.encode()[:-1],
     "control": b"\x01\x02\x03\x04 half a header",
 }
 
@@ -49,7 +49,9 @@ def shape(s: Session) -> tuple[int, int, list[str]]:
 @pytest.mark.parametrize("kind", sorted(BAD_LINES))
 @pytest.mark.parametrize("where", ["first", "early", "middle", "last"])
 @pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
-def test_a_bad_line_anywhere_is_one_malformed_record(tmp_path: Path, src: Path, kind: str, where: str) -> None:
+def test_a_bad_line_anywhere_is_one_malformed_record(
+    tmp_path: Path, src: Path, kind: str, where: str
+) -> None:
     """A NUL, non-UTF-8 or control-byte line is one malformed record named by line, wherever it
     is (within the 64 KB the format is sniffed from, too); every other record loads as without
     it. Before the fix a bad line in the first 64 KB made the whole file "binary" (exit 2)."""
@@ -95,7 +97,7 @@ def test_binary_files_are_still_refused(tmp_path: Path, name: str) -> None:
     with one error naming it (the CLI's exit 2)."""
     path = tmp_path / f"{name}.jsonl"
     path.write_bytes(BINARIES[name])
-    with pytest.raises(TranscriptError, match="binary|not UTF-8") as exc:
+    with pytest.raises(TranscriptError, match=r"binary|not UTF-8") as exc:
         load(path)
     assert str(path) in str(exc.value)
 
@@ -123,3 +125,155 @@ def test_a_json_document_with_a_bad_line_names_the_line(tmp_path: Path) -> None:
     path.write_bytes(b"\n".join(lines))
     with pytest.raises(TranscriptError, match=rf"{path}:4: not valid JSON"):
         load(path)
+
+
+# ------------------------------------------------------------------ 11. sub-agent records in a main file
+
+T0 = 1_760_000_000.0
+SESSION_ID = "00000000-0000-4000-8000-0000000000aa"
+
+
+def cc(kind: str, content: Any, uid: str, parent: str | None, ts: float, **extra: Any) -> dict[str, Any]:
+    """One Claude Code JSONL record (user or assistant), as the harness writes it."""
+    iso = f"2025-10-09T{int(ts - T0) // 3600:02d}:{int(ts - T0) // 60 % 60:02d}:{int(ts - T0) % 60:02d}.000Z"
+    rec: dict[str, Any] = {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/repo",
+        "sessionId": SESSION_ID,
+        "version": "1.0.30",
+        "type": kind,
+        "uuid": uid,
+        "timestamp": iso,
+    }
+    if kind == "user":
+        rec["message"] = {"role": "user", "content": content}
+    else:
+        usage = extra.pop(
+            "usage", {"input_tokens": 10, "cache_read_input_tokens": 5_000, "output_tokens": 40}
+        )
+        rec["message"] = {
+            "model": "claude-sonnet-4-5",
+            "id": extra.pop("msg_id", f"msg_{uid}"),
+            "type": "message",
+            "role": "assistant",
+            "content": content,
+            "stop_reason": None,
+            "usage": usage,
+        }
+    rec.update(extra)
+    return rec
+
+
+def tool_use(cid: str, name: str, **inp: Any) -> list[dict[str, Any]]:
+    return [{"type": "tool_use", "id": cid, "name": name, "input": inp}]
+
+
+def tool_result(cid: str, text: str) -> list[dict[str, Any]]:
+    return [{"type": "tool_result", "tool_use_id": cid, "content": text}]
+
+
+def subagent(agent: str | None, tag: str, t: float) -> list[dict[str, Any]]:
+    """A sub-agent's own records (its prompt, a Grep call, a 20,000-char result, its report)."""
+    side: dict[str, Any] = {"isSidechain": True} | ({"agentId": agent} if agent else {})
+    big = f"{tag}-INTERNAL " + " ".join(f"/repo/src/file{i}.py:{i}: token=abc{i}" for i in range(600))
+    return [
+        cc("user", f"Search the repo for {tag}", f"{tag}-u", None, t, **side),
+        cc(
+            "assistant",
+            tool_use(f"toolu_{tag}_grep", "Grep", pattern=tag),
+            f"{tag}-a1",
+            f"{tag}-u",
+            t + 1,
+            **side,
+        ),
+        cc("user", tool_result(f"toolu_{tag}_grep", big[:20_000]), f"{tag}-r1", f"{tag}-a1", t + 2, **side),
+        cc(
+            "assistant",
+            [{"type": "text", "text": f"{tag}: found 3 places"}],
+            f"{tag}-a2",
+            f"{tag}-r1",
+            t + 3,
+            **side,
+        ),
+    ]
+
+
+def main_with_subagents(path: Path, agents: list[str | None]) -> Path:
+    """A main session: the parent calls Task once per sub-agent; each sub-agent's records are
+    written between the Task call and its result (and one sub-agent runs in the background, its
+    records interleaved with the parent's later calls); then the parent goes on."""
+    recs: list[dict[str, Any]] = [
+        cc("user", "Find where /auth tokens are logged and remove that.", "u0", None, T0)
+    ]
+    parent, t = "u0", T0 + 1
+    for k, agent in enumerate(agents):
+        tag = f"SUB{k}"
+        recs.append(
+            cc("assistant", tool_use(f"toolu_task{k}", "Task", prompt=f"search {tag}"), f"a{k}", parent, t)
+        )
+        recs += subagent(agent, tag, t + 1)
+        recs.append(
+            cc("user", tool_result(f"toolu_task{k}", f"{tag}: found 3 places"), f"r{k}", f"a{k}", t + 5)
+        )
+        parent, t = f"r{k}", t + 10
+    for k in range(2):
+        recs.append(
+            cc("assistant", tool_use(f"toolu_edit{k}", "Edit", file_path=f"/repo/{k}.py"), f"e{k}", parent, t)
+        )
+        if k == 0:  # a background sub-agent writes while the parent works
+            recs += subagent("bg", "BGSUB", t + 0.5)
+        recs.append(cc("user", tool_result(f"toolu_edit{k}", "edited"), f"er{k}", f"e{k}", t + 1))
+        parent, t = f"er{k}", t + 10
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    return path
+
+
+def _texts(s: Session) -> str:
+    return json.dumps([m.blocks for m in s.messages], default=repr)
+
+
+@pytest.mark.parametrize(
+    "agents", [["agent-1"], ["agent-1", "agent-2"], [None]], ids=["one", "two", "no-agent-id"]
+)
+def test_interleaved_sidechain_records_stay_out_of_the_parent(
+    tmp_path: Path, agents: list[str | None]
+) -> None:
+    """``isSidechain`` records in a main file belong to their sub-agent: none of its prompt,
+    calls or results is in the parent's history; the parent keeps its Task calls, each answered
+    by the next message; each sub-agent is its own sidechain session of this file."""
+    path = main_with_subagents(tmp_path / "main.jsonl", agents)
+    parent, *subs = load(path)
+    assert not parent.sidechain
+    assert "INTERNAL" not in _texts(parent) and "toolu_SUB" not in _texts(parent)
+    assert len(parent.calls) == len(agents) + 2
+    for i, m in enumerate(parent.messages):
+        for c in m.tool_calls:
+            assert c.id in {r.call_id for r in parent.messages[i + 1].tool_results}
+    assert all(s.sidechain and s.parent == str(path) and s.session_id == SESSION_ID for s in subs)
+    assert len(subs) == len(set(agents)) + 1  # the background sub-agent too
+    assert sorted(len(s.calls) for s in subs) == [2] * len(subs)
+    assert all("INTERNAL" in _texts(s) for s in subs)
+
+
+def test_replay_of_a_main_file_with_sidechain_records(tmp_path: Path) -> None:
+    """The replay sends the parent's requests without the sub-agent's 20,000-char result; the
+    sub-agent replays as its own session."""
+    path = main_with_subagents(tmp_path / "main.jsonl", ["agent-1"])
+    out = tmp_path / "out.json"
+    res = CliRunner().invoke(app, ["replay", str(path), "--window", "200000", "--json", str(out), "--quiet"])
+    assert res.exit_code == 0, res.stderr
+    reps = json.loads(out.read_text(encoding="utf-8"))
+    assert [(r["session"]["sidechain"], r["session"]["calls"]) for r in reps] == [
+        (False, 3),
+        (True, 2),
+        (True, 2),
+    ]
+    calls = reps[0]["calls"]
+    assert all(abs(c["sent_tokens"] - c["recorded_input_tokens"]) < 1_000 for c in calls), calls
+
+
+def test_a_sidechain_file_stays_one_sidechain_session() -> None:
+    [s] = load(SIDECHAIN)
+    assert s.sidechain and s.calls
