@@ -9,13 +9,16 @@ import random
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
 from conftest import CLAUDE_CODE, CODEX
 from ctxengine.cli import app
+from ctxengine.engine import ContextEngine
 from ctxengine.formats import detect, load
-from ctxengine.messages import Session, TranscriptError
+from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult, TranscriptError
+from ctxengine.policy import get_policy
 
 SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
 ROLLOUT = CODEX / "codex_gpt-5.2-codex_cli-0.98_rollout-2026-02-09T16-41-33-019c44c8.jsonl"
@@ -277,3 +280,53 @@ def test_replay_of_a_main_file_with_sidechain_records(tmp_path: Path) -> None:
 def test_a_sidechain_file_stays_one_sidechain_session() -> None:
     [s] = load(SIDECHAIN)
     assert s.sidechain and s.calls
+
+
+# ------------------------------------------------------------------ 12. re-ingest on a retry
+
+
+def _engine() -> ContextEngine:
+    e = ContextEngine(get_policy("default"), model="claude-sonnet-4-5", window=200_000)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    return e
+
+
+def _turns() -> list[Message]:
+    return [
+        Message("user", (Text("Fix the failing test in /repo/tests/test_io.py."),), "u1", timestamp=T0),
+        Message("assistant", (ToolCall("c1", "bash", {"command": "pytest -x"}),), "a1", timestamp=T0 + 1),
+        Message(
+            "user",
+            (ToolResult("c1", (Text("1 failed: test_read " * 50),), name="bash"),),
+            "r1",
+            timestamp=T0 + 2,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("retried", [0, 1, 2], ids=["prompt", "tool-call", "tool-result"])
+@pytest.mark.parametrize("copy", [False, True], ids=["same-object", "rebuilt-later"])
+def test_ingest_is_idempotent_by_message_id(retried: int, copy: bool) -> None:
+    """A harness that ingests the same message again on a retry (the same object, or the same
+    message rebuilt with a later timestamp) sends it once; the store keeps one entry of it."""
+    once, twice = _engine(), _engine()
+    for i, m in enumerate(_turns()):
+        once.ingest(m)
+        twice.ingest(m)
+        if i == retried:
+            again = msgspec.structs.replace(m, timestamp=(m.timestamp or T0) + 30) if copy else m
+            assert twice.ingest(again) == []
+    p1, p2 = once.assemble(now=T0 + 60), twice.assemble(now=T0 + 60)
+    assert p2.messages == p1.messages and p2.tokens == p1.tokens
+    assert len(twice.history) == 3 and twice.reingested == 1
+    assert len(twice.store.entries(twice.session_id, "message")) == 3
+
+
+def test_ingest_refuses_another_message_under_a_known_id() -> None:
+    """The same id with other content is a harness bug: a clear error, nothing changed."""
+    e = _engine()
+    first = _turns()[0]
+    e.ingest(first)
+    with pytest.raises(ValueError, match="'u1' was already ingested"):
+        e.ingest(Message("user", (Text("Something else entirely."),), "u1", timestamp=T0 + 5))
+    assert e.history == [first]

@@ -159,6 +159,8 @@ class ContextEngine:
         self.system = ""
         self.ledger = Ledger()
         self.history: list[Message] = []
+        self._ingested: dict[str, Message] = {}  # message id -> the message, for idempotent ingest
+        self.reingested = 0  # messages ingested again under the same id (ignored)
         self.recorded: dict[int, RecordedCompaction] = {}
         self._recorded_done: set[int] = set()
         self._recorded_before = 0
@@ -225,9 +227,28 @@ class ContextEngine:
 
     def ingest(self, message: Message) -> list[LayerEvent]:
         """Append a message to the session (and the store). Runs the tool-result budget on it.
-        Returns the events of decisions made. Raises ``StoreError`` when the store cannot take
-        the message (nothing is changed then)."""
+        Returns the events of decisions made.
+
+        Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
+        duplicate): a message whose id was already ingested with the same role and blocks (a
+        harness retrying a turn) changes nothing, returns no event and is counted in
+        ``reingested``; an empty id is never a duplicate. Raises ``ValueError`` for an id already
+        ingested with other content, and ``StoreError`` when the store cannot take the message
+        (nothing is changed then)."""
+        if message.id:
+            known = self._ingested.get(message.id)
+            if known is not None:
+                if (known.role, known.blocks) != (message.role, message.blocks):
+                    raise ValueError(
+                        f"message id {message.id!r} was already ingested with other content; "
+                        "message ids must be unique within a session"
+                    )
+                self.reingested += 1
+                log.info("ingest: message %r already ingested; ignored", message.id)
+                return []
         self.store.append(self.session_id, "message", msgspec.to_builtins(message))
+        if message.id:
+            self._ingested[message.id] = message
         if message.origin in RECORDED_ORIGINS and self.policy.compaction != "recorded":
             return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
         idx = len(self.history)
