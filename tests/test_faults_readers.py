@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import random
@@ -17,8 +18,10 @@ from conftest import CLAUDE_CODE, CODEX
 from ctxengine.cli import app
 from ctxengine.engine import ContextEngine
 from ctxengine.formats import detect, load
-from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult, TranscriptError
+from ctxengine.messages import Document, Image, Message, Session, Text, ToolCall, ToolResult, TranscriptError
 from ctxengine.policy import get_policy
+from ctxengine.tools.base import ToolError
+from ctxengine.tools.retrieve import retrieve
 
 SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
 ROLLOUT = CODEX / "codex_gpt-5.2-codex_cli-0.98_rollout-2026-02-09T16-41-33-019c44c8.jsonl"
@@ -330,3 +333,123 @@ def test_ingest_refuses_another_message_under_a_known_id() -> None:
     with pytest.raises(ValueError, match="'u1' was already ingested"):
         e.ingest(Message("user", (Text("Something else entirely."),), "u1", timestamp=T0 + 5))
     assert e.history == [first]
+
+
+# ------------------------------------------------------------------ 10. documents and images
+
+PRESETS = ("default", "claude-code", "openclaw", "pi", "letta")
+
+
+def make_pdf(texts: list[str]) -> str:
+    """A base64 PDF with one page per text (Helvetica, a real xref table)."""
+    objs = ["<< /Type /Catalog /Pages 2 0 R >>", "", "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    kids = []
+    for t in texts:
+        stream = f"BT /F1 12 Tf 72 712 Td ({t}) Tj ET"
+        objs.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
+        objs.append(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            f"/Resources << /Font << /F1 3 0 R >> >> /Contents {len(objs)} 0 R >>"
+        )
+        kids.append(len(objs))
+    objs[1] = f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>"
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n{o}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return base64.b64encode(out).decode()
+
+
+def pdf(pages: int, tag: str = "SPEC") -> Document:
+    return Document(
+        "application/pdf", make_pdf([f"{tag} page {i} MARK-{i:03d}" for i in range(1, pages + 1)])
+    )
+
+
+def screenshots(n: int) -> tuple[Image, ...]:
+    return tuple(
+        Image("image/png", data="iVBORw0KGgo" + "A" * 4_000, width=1568, height=1000) for _ in range(n)
+    )
+
+
+def media_session(kind: str) -> list[tuple[str, tuple[Text | Image | Document, ...]]]:
+    """(tool, result parts) of three reads: PDFs of 12, 40 and 12 pages (by the ``read`` tool,
+    whose text results are exempt from the budget), or batches of screenshots, or a mix."""
+    if kind == "pdf":
+        return [("read", (pdf(n, f"V{k}"),)) for k, n in enumerate((12, 40, 12))]
+    if kind == "images":
+        return [("screenshot", (Text("captured"), *screenshots(n))) for n in (10, 40, 10)]
+    return [("read", (Text("Read 40 pages."), pdf(40))), ("browser", (Text("x" * 30_000), *screenshots(30)))]
+
+
+def request_tokens(e: ContextEngine, p: Any) -> int:
+    return int(e.ledger.state.fixed_prefix + sum(e.counter.count_message(m) for m in p.messages))
+
+
+@pytest.mark.parametrize("kind", ["pdf", "images", "mixed"])
+@pytest.mark.parametrize("window", [64_000, 200_000])
+@pytest.mark.parametrize("policy", PRESETS)
+def test_documents_and_images_never_push_a_request_past_the_window(
+    policy: str, window: int, kind: str
+) -> None:
+    """Documents and images get the budget text results get: a 40-page PDF (~120,000 tokens by
+    the engine's own count) or 40 screenshots as the newest result do not make a request larger
+    than the window, under every preset (the guard cannot cut the newest round)."""
+    e = ContextEngine(get_policy(policy), model="claude-sonnet-4-5", window=window)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    e.ingest(Message("user", (Text("Compare the vendor specs."),), "u0", timestamp=T0))
+    sizes = []
+    for k, (tool, parts) in enumerate(media_session(kind)):
+        ts = T0 + 30 * k
+        sizes.append(request_tokens(e, e.assemble(now=ts)))
+        e.ingest(
+            Message(
+                "assistant", (ToolCall(f"d{k}", tool, {"file_path": f"/specs/v{k}"}),), f"a{k}", timestamp=ts
+            )
+        )
+        e.ingest(Message("user", (ToolResult(f"d{k}", parts, name=tool),), f"r{k}", timestamp=ts + 1))
+    sizes.append(request_tokens(e, e.assemble(now=T0 + 200)))
+    assert max(sizes) <= window, sizes
+
+
+def test_an_offloaded_pdf_is_read_back_page_wise() -> None:
+    """The offloaded PDF's placeholder names its artifact and how to read it; ``retrieve`` with
+    ``pages`` gives those pages' text and the next range; the engine gives the part back whole."""
+    e = ContextEngine(get_policy("default"), model="claude-sonnet-4-5", window=64_000)
+    e.bootstrap(system="sys", fixed_prefix_tokens=2_000)
+    doc = pdf(40)
+    e.ingest(Message("user", (Text("Summarize the spec."),), "u0", timestamp=T0))
+    e.ingest(Message("assistant", (ToolCall("d1", "read", {"file_path": "/spec.pdf"}),), "a1", timestamp=T0))
+    events = e.ingest(Message("user", (ToolResult("d1", (doc,), name="read"),), "r1", timestamp=T0 + 1))
+    assert [ev.layer for ev in events] == ["tool_result_budget"]
+    assert events[0].details["media_offloaded"] == 1
+    shown = e.assemble(now=T0 + 2).messages[-1].tool_results[0]
+    assert not any(isinstance(p, Document) for p in shown.content)
+    placeholder = shown.content[0].text  # type: ignore[union-attr]
+    aid = "tool-result/d1/part-1"
+    assert aid in placeholder and "40 pages" in placeholder and 'pages="1-10"' in placeholder
+    text = retrieve(e.store, e.session_id, aid, pages="3-5")
+    assert all(f"MARK-{i:03d}" in text for i in (3, 4, 5)) and "MARK-006" not in text
+    assert 'pages="6-8"' in text
+    assert "MARK-001" in retrieve(e.store, e.session_id, aid)  # the first pages by default
+    with pytest.raises(ToolError, match="at most 20 pages"):
+        retrieve(e.store, e.session_id, aid, pages="1-40")
+    assert e.retrieve_part(aid) == doc
+
+
+def test_an_offloaded_image_is_kept_whole() -> None:
+    e = ContextEngine(get_policy("default"), model="claude-sonnet-4-5", window=64_000)
+    e.bootstrap(system="sys", fixed_prefix_tokens=2_000)
+    shots = screenshots(40)
+    e.ingest(Message("assistant", (ToolCall("s1", "screenshot", {}),), "a1", timestamp=T0))
+    e.ingest(Message("user", (ToolResult("s1", (Text("captured"), *shots), name="screenshot"),), "r1"))
+    shown = e.assemble(now=T0 + 2).messages[-1].tool_results[0]
+    assert [type(p) for p in shown.content] == [Text]
+    assert "captured" in shown.content[0].text  # type: ignore[union-attr]
+    assert e.retrieve_part("tool-result/s1/part-2") == shots[0]
+    assert "image" in retrieve(e.store, e.session_id, "tool-result/s1/part-2")

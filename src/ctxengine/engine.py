@@ -44,6 +44,7 @@ from ctxengine.layers.base import (
     Replacements,
     artifact_id,
     message_with_results,
+    part_artifact_id,
     result_text,
 )
 from ctxengine.layers.cache_clear import cache_clear
@@ -52,7 +53,7 @@ from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import overflow_guard
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.tool_result_budget import budget_message
-from ctxengine.messages import Message, RecordedCompaction, Text, ToolResult, Usage
+from ctxengine.messages import Document, Image, Message, RecordedCompaction, Text, ToolResult, Usage
 from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
 from ctxengine.policy import Policy
 from ctxengine.store import SessionStore, SQLiteStore
@@ -267,7 +268,13 @@ class ContextEngine:
                 return events
         before = self._predict()
         try:
-            decision = budget_message(message, self._policy_at(self.window), before)
+            decision = budget_message(
+                message,
+                self._policy_at(self.window),
+                before,
+                media_tokens=self.counter.count_block,
+                free_window=self.window - self.ledger.state.fixed_prefix,
+            )
             if decision is not None:
                 self._store_replacements(decision)
         except Exception as exc:  # the message still reaches the projection, unbudgeted
@@ -422,6 +429,18 @@ class ContextEngine:
         """The original content of an offloaded or cleared tool result. Raises ``StoreError``."""
         content, _ = self.store.get_artifact(self.session_id, artifact)
         return content
+
+    def retrieve_part(self, artifact: str) -> Image | Document:
+        """The image or document kept whole as ``artifact`` (``tool-result/<call id>/part-<k>``),
+        for a harness to attach again. Raises ``StoreError`` when there is none, ``ValueError``
+        when the artifact is not an image or document."""
+        content, meta = self.store.get_artifact(self.session_id, artifact)
+        fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "part")}
+        kind = fields.get("type")
+        if kind not in ("image", "document"):
+            raise ValueError(f"artifact {artifact!r} is not an image or a document")
+        part: Image | Document = msgspec.convert(fields | {"data": content}, Image | Document)
+        return part
 
     # ---------------------------------------------------------------- internals
 
@@ -585,14 +604,20 @@ class ContextEngine:
         """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""
         for key in d.results:
             msg_id, call_id = key.split("\x00", 1)
-            original = self._find_result(msg_id, call_id)
-            if original is not None:
+            result = self._find_result_block(msg_id, call_id)
+            if result is None:
+                continue
+            parts = [(k, p) for k, p in enumerate(result.content, 1) if isinstance(p, Image | Document)]
+            text = result_text(result)
+            if text or not parts:
                 self.store.put_artifact(
-                    self.session_id,
-                    artifact_id(call_id),
-                    original,
-                    {"layer": d.event.layer, "call_id": call_id},
+                    self.session_id, artifact_id(call_id), text, {"layer": d.event.layer, "call_id": call_id}
                 )
+            for k, part in parts:  # images and documents whole, each under its own id
+                meta: dict[str, Any] = {"layer": d.event.layer, "call_id": call_id, "part": k}
+                meta |= msgspec.to_builtins(part)
+                content = meta.pop("data", "")
+                self.store.put_artifact(self.session_id, part_artifact_id(call_id, k), content, meta)
         self.store.append(
             self.session_id,
             "clear" if d.event.layer != "tool_result_budget" else "offload",
@@ -635,12 +660,16 @@ class ContextEngine:
         event.details["quality"] = msgspec.to_builtins(q)
 
     def _find_result(self, message_id: str, call_id: str) -> str | None:
+        r = self._find_result_block(message_id, call_id)
+        return result_text(r) if r is not None else None
+
+    def _find_result_block(self, message_id: str, call_id: str) -> ToolResult | None:
         for msg in reversed(self.history):
             if msg.id != message_id:
                 continue
             for r in msg.tool_results:
                 if r.call_id == call_id:
-                    return result_text(r)
+                    return r
         return None
 
     def _commit_cut(self, cut: Cut) -> LayerEvent:
