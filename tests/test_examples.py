@@ -176,13 +176,17 @@ def test_agent_reads_a_file_and_answers(
 
 
 def test_agent_stops_after_max_turns(workspace: Path, tmp_path: Path) -> None:
-    """A model that keeps calling tools is stopped after --max-turns calls."""
+    """A model that keeps calling tools is stopped after --max-turns calls. Each response has its
+    own message id, as a provider's do (the engine's ingest is idempotent by message id)."""
+    replies: list[Reply] = [
+        ("status", 200, {**ANTHROPIC_TOOL_USE, "id": f"msg_tool_{k}"}, {}) for k in range(1, 4)
+    ]
     proc, requests = run_against_server(
         "anthropic_agent.py",
         ["--max-turns", "3", "Loop"],
         workspace,
         tmp_path,
-        default=("status", 200, ANTHROPIC_TOOL_USE, {}),
+        replies=replies,
     )
     assert len(requests) == 3
     assert "[stopped after 3 turns]" in proc.stdout

@@ -44,6 +44,7 @@ from ctxengine.layers.base import (
     Replacements,
     artifact_id,
     message_with_results,
+    part_artifact_id,
     result_text,
 )
 from ctxengine.layers.cache_clear import cache_clear
@@ -52,7 +53,7 @@ from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import overflow_guard
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.tool_result_budget import budget_message
-from ctxengine.messages import Message, RecordedCompaction, Text, ToolResult, Usage
+from ctxengine.messages import Document, Image, Message, RecordedCompaction, Text, ToolResult, Usage
 from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
 from ctxengine.policy import Policy
 from ctxengine.store import SessionStore, SQLiteStore
@@ -159,6 +160,8 @@ class ContextEngine:
         self.system = ""
         self.ledger = Ledger()
         self.history: list[Message] = []
+        self._ingested: dict[str, Message] = {}  # message id -> the message, for idempotent ingest
+        self.reingested = 0  # messages ingested again under the same id (ignored)
         self.recorded: dict[int, RecordedCompaction] = {}
         self._recorded_done: set[int] = set()
         self._recorded_before = 0
@@ -225,9 +228,28 @@ class ContextEngine:
 
     def ingest(self, message: Message) -> list[LayerEvent]:
         """Append a message to the session (and the store). Runs the tool-result budget on it.
-        Returns the events of decisions made. Raises ``StoreError`` when the store cannot take
-        the message (nothing is changed then)."""
+        Returns the events of decisions made.
+
+        Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
+        duplicate): a message whose id was already ingested with the same role and blocks (a
+        harness retrying a turn) changes nothing, returns no event and is counted in
+        ``reingested``; an empty id is never a duplicate. Raises ``ValueError`` for an id already
+        ingested with other content, and ``StoreError`` when the store cannot take the message
+        (nothing is changed then)."""
+        if message.id:
+            known = self._ingested.get(message.id)
+            if known is not None:
+                if (known.role, known.blocks) != (message.role, message.blocks):
+                    raise ValueError(
+                        f"message id {message.id!r} was already ingested with other content; "
+                        "message ids must be unique within a session"
+                    )
+                self.reingested += 1
+                log.info("ingest: message %r already ingested; ignored", message.id)
+                return []
         self.store.append(self.session_id, "message", msgspec.to_builtins(message))
+        if message.id:
+            self._ingested[message.id] = message
         if message.origin in RECORDED_ORIGINS and self.policy.compaction != "recorded":
             return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
         idx = len(self.history)
@@ -246,7 +268,13 @@ class ContextEngine:
                 return events
         before = self._predict()
         try:
-            decision = budget_message(message, self._policy_at(self.window), before)
+            decision = budget_message(
+                message,
+                self._policy_at(self.window),
+                before,
+                media_tokens=self.counter.count_block,
+                free_window=self.window - self.ledger.state.fixed_prefix,
+            )
             if decision is not None:
                 self._store_replacements(decision)
         except Exception as exc:  # the message still reaches the projection, unbudgeted
@@ -427,6 +455,18 @@ class ContextEngine:
             return "partial"
         return False
 
+    def retrieve_part(self, artifact: str) -> Image | Document:
+        """The image or document kept whole as ``artifact`` (``tool-result/<call id>/part-<k>``),
+        for a harness to attach again. Raises ``StoreError`` when there is none, ``ValueError``
+        when the artifact is not an image or document."""
+        content, meta = self.store.get_artifact(self.session_id, artifact)
+        fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "part")}
+        kind = fields.get("type")
+        if kind not in ("image", "document"):
+            raise ValueError(f"artifact {artifact!r} is not an image or a document")
+        part: Image | Document = msgspec.convert(fields | {"data": content}, Image | Document)
+        return part
+
     # ---------------------------------------------------------------- internals
 
     def _settle_notes(self) -> None:
@@ -589,14 +629,20 @@ class ContextEngine:
         """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""
         for key in d.results:
             msg_id, call_id = key.split("\x00", 1)
-            original = self._find_result(msg_id, call_id)
-            if original is not None:
+            result = self._find_result_block(msg_id, call_id)
+            if result is None:
+                continue
+            parts = [(k, p) for k, p in enumerate(result.content, 1) if isinstance(p, Image | Document)]
+            text = result_text(result)
+            if text or not parts:
                 self.store.put_artifact(
-                    self.session_id,
-                    artifact_id(call_id),
-                    original,
-                    {"layer": d.event.layer, "call_id": call_id},
+                    self.session_id, artifact_id(call_id), text, {"layer": d.event.layer, "call_id": call_id}
                 )
+            for k, part in parts:  # images and documents whole, each under its own id
+                meta: dict[str, Any] = {"layer": d.event.layer, "call_id": call_id, "part": k}
+                meta |= msgspec.to_builtins(part)
+                content = meta.pop("data", "")
+                self.store.put_artifact(self.session_id, part_artifact_id(call_id, k), content, meta)
         self.store.append(
             self.session_id,
             "clear" if d.event.layer != "tool_result_budget" else "offload",
@@ -641,12 +687,16 @@ class ContextEngine:
         }
 
     def _find_result(self, message_id: str, call_id: str) -> str | None:
+        r = self._find_result_block(message_id, call_id)
+        return result_text(r) if r is not None else None
+
+    def _find_result_block(self, message_id: str, call_id: str) -> ToolResult | None:
         for msg in reversed(self.history):
             if msg.id != message_id:
                 continue
             for r in msg.tool_results:
                 if r.call_id == call_id:
-                    return result_text(r)
+                    return r
         return None
 
     def _commit_cut(self, cut: Cut) -> LayerEvent:

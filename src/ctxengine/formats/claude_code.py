@@ -50,8 +50,10 @@ What it follows
 Edges
 -----
 * ``//`` comment lines and blank lines are skipped silently (``meta["comment_lines"]`` counts the
-  former). A line that is not JSON or not an object, or a user/assistant record without a usable
-  ``message``, is a ``Malformed`` entry plus a ``MalformedRecordWarning``; the rest loads.
+  former). A line that is not text (NUL bytes from an interrupted write, not UTF-8; see
+  ``formats.bad_line_reason``), wherever it is in the file, is one bad record. A line that is
+  not JSON or not an object, or a user/assistant record without a usable ``message``, is a
+  ``Malformed`` entry plus a ``MalformedRecordWarning``; the rest loads.
 * Image sizes are decoded from the PNG/GIF/WebP/JPEG header bytes of the base64 data (decoded
   progressively, so a large JPEG is not decoded whole unless its SOF marker is late).
 * Redacted thinking becomes ``Thinking(thinking=<data>, redacted=True)``: the opaque ``data`` is
@@ -65,6 +67,14 @@ Edges
   record tree (e.g. branches interleaved in file order) without re-reading the file.
 * One file is one ``Session``. A sidechain (subagent) file has ``sidechain=True``,
   ``session_id`` = the parent's ``sessionId`` and ``meta["agent_id"]``.
+* Sidechain records in a main file: older Claude Code versions wrote a sub-agent's records
+  (``isSidechain: true``, its ``agentId``) into the parent's file, between the parent's Task call
+  and its result. They belong to the sub-agent, which ran its own model calls in its own context:
+  they are kept out of the parent's messages and read as one more ``Session`` per ``agentId``
+  (``sidechain=True``, ``parent`` = this file, ``name="subagent <agentId>"``, listed in the
+  parent's ``meta["subagents"]``), after the parent. A main file is one with a user or assistant
+  record marked ``isSidechain: false``; a file of sidechain records only is one sidechain
+  session, as above.
 """
 
 from __future__ import annotations
@@ -80,6 +90,7 @@ from typing import Any
 
 import msgspec
 
+from ctxengine.formats import bad_line_reason
 from ctxengine.messages import (
     Block,
     Document,
@@ -105,6 +116,7 @@ MAX_WARNINGS = 20  # per file; further malformed lines are still recorded in Ses
 _BULKY_CHARS = 2000  # strings at least this long that look like base64 are elided in JSON dumps
 
 _decoder = msgspec.json.Decoder()
+_TURNS = ("user", "assistant")
 
 
 class MalformedRecordWarning(UserWarning):
@@ -118,9 +130,11 @@ class MalformedRecordWarning(UserWarning):
 def read(path: Path) -> list[Session]:
     """Read the Claude Code session JSONL at ``path``.
 
-    Returns a list holding exactly one ``Session`` (``format="claude-code"``,
-    ``source=str(path)``) whose ``messages`` are the full history in file order. Malformed lines
-    are recorded in ``Session.malformed`` and reported with a ``MalformedRecordWarning``.
+    Returns the ``Session`` of the file (``format="claude-code"``, ``source=str(path)``) whose
+    ``messages`` are the full history in file order, followed by one sidechain ``Session`` per
+    sub-agent whose ``isSidechain`` records are interleaved in a main session file (older Claude
+    Code versions wrote them there; see the module notes). Malformed lines are recorded in
+    ``Session.malformed`` and reported with a ``MalformedRecordWarning``.
 
     Raises ``TranscriptError`` if the file cannot be opened.
     """
@@ -129,12 +143,17 @@ def read(path: Path) -> list[Session]:
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot read ({exc.strerror or exc})") from None
     builder = _Builder(str(path))
+    records: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         stripped = line.strip()
         if not stripped:
             continue
         if stripped.startswith(b"//"):
             builder.comment_lines += 1
+            continue
+        reason = bad_line_reason(stripped)
+        if reason is not None:  # an interrupted write, a stray binary line: one bad record
+            builder.malformed(lineno, reason)
             continue
         try:
             record = _decoder.decode(stripped)
@@ -144,8 +163,29 @@ def read(path: Path) -> list[Session]:
         if not isinstance(record, dict):
             builder.malformed(lineno, f"record is a JSON {type(record).__name__}, not an object")
             continue
-        builder.add(record, lineno)
-    return [builder.finish()]
+        records.append((lineno, record))
+    main_file = any(r.get("isSidechain") is False and r.get("type") in _TURNS for _, r in records)
+    agents: dict[str, _Builder] = {}
+    for lineno, record in records:
+        if main_file and record.get("isSidechain") is True:
+            agent = record.get("agentId")
+            key = agent if isinstance(agent, str) else ""
+            if key not in agents:
+                agents[key] = _Builder(str(path))
+            agents[key].add(record, lineno)
+        else:
+            builder.add(record, lineno)
+    session = builder.finish()
+    subagents: list[Session] = []
+    for key, sub in agents.items():
+        side = sub.finish()
+        side.sidechain = True
+        side.parent = session.source
+        side.name = f"subagent {key}".rstrip()
+        subagents.append(side)
+    if subagents:
+        session.meta["subagents"] = [s.name for s in subagents]
+    return [session, *subagents]
 
 
 # --------------------------------------------------------------------------------------------

@@ -45,9 +45,11 @@ messages (``# AGENTS.md instructions``, ``<environment_context>``, ``<user_instr
 ones ``meta["context"]`` naming the kind. Message ids are ``m{line}`` (1-based line of the first
 record of the message); timestamps are the record timestamps in epoch seconds.
 
-Edges: a line that is not JSON, or not a ``{type, payload}`` object, is a ``Malformed(path, line,
-error)`` (plus a warning) and the rest loads; ``//`` comment lines are skipped. A missing, empty
-or binary file, or one without a single Codex record, raises ``TranscriptError``.
+Edges: a line that is not text (NUL bytes from an interrupted write, not UTF-8; see
+``formats.bad_line_reason``), not JSON, or not a ``{type, payload}`` object, is a ``Malformed(path,
+line, error)`` (plus a warning) and the rest loads, wherever the line is; ``//`` comment lines
+are skipped. A missing, empty or binary file (judged by more than one line), or one without a
+single Codex record, raises ``TranscriptError``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from typing import Any
 
 import msgspec
 
+from ctxengine.formats import bad_line_reason
 from ctxengine.formats.openai_chat import (
     SessionBuilder,
     ShapeError,
@@ -332,6 +335,10 @@ class _Reader:
                 continue
             if stripped.startswith(b"//"):
                 self.b.skip("comment")
+                continue
+            reason = bad_line_reason(stripped)
+            if reason is not None:  # an interrupted write, a stray binary line: one bad record
+                self.b.bad(n, reason)
                 continue
             try:
                 rec = msgspec.json.decode(stripped)

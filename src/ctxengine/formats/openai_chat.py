@@ -42,12 +42,14 @@ from __future__ import annotations
 import base64
 import binascii
 import mimetypes
+import re
 import warnings
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ctxengine.formats import readable_text
 from ctxengine.messages import (
     Block,
     Document,
@@ -66,6 +68,7 @@ from ctxengine.messages import (
 )
 
 BINARY_SNIFF_BYTES = 64 * 1024
+NEWLINE = b"\n"
 MAX_WARNINGS = 20  # per session; every malformed record is still kept in Session.malformed
 TEXT_PART_TYPES = {"text", "input_text", "output_text", "summary_text", "reasoning_text"}
 
@@ -83,7 +86,8 @@ def read_bytes(path: Path) -> bytes:
     """Return the bytes of ``path``.
 
     Raises ``TranscriptError`` (one line naming the path) for a missing path, a directory, an
-    unreadable, empty or binary (NUL bytes) file.
+    unreadable, empty or binary file (judged line by line: ``formats.readable_text``; one bad
+    line is left to the reader).
     """
     if not path.exists():
         raise TranscriptError(f"{path}: no such file")
@@ -95,8 +99,7 @@ def read_bytes(path: Path) -> bytes:
         raise TranscriptError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not data.strip():
         raise TranscriptError(f"{path}: empty file")
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise TranscriptError(f"{path}: binary file, not a transcript")
+    readable_text(path, data[:BINARY_SNIFF_BYTES], complete=len(data) <= BINARY_SNIFF_BYTES)
     return data
 
 
@@ -110,7 +113,9 @@ def load_json_document(path: Path) -> Any:
         return msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         reason = str(exc).replace("\n", " ")
-        raise TranscriptError(f"{path}: not valid JSON ({reason})") from None
+        at = re.search(r"\(byte (\d+)\)", reason)  # one document: a bad line spoils it, named
+        where = f":{data.count(NEWLINE, 0, int(at.group(1))) + 1}" if at else ""
+        raise TranscriptError(f"{path}{where}: not valid JSON ({reason})") from None
 
 
 def report_malformed(path: Path | str, line: int, error: str, *, warn: bool = True) -> Malformed:

@@ -100,6 +100,12 @@ def artifact_id(call_id: str) -> str:
     return f"tool-result/{call_id}"
 
 
+def part_artifact_id(call_id: str, part: int) -> str:
+    """The artifact id under which image or document ``part`` (1-based index in the result's
+    content) of a tool result is kept."""
+    return f"{artifact_id(call_id)}/part-{part}"
+
+
 def identifier_line(text: str, limit: int) -> str:
     """A line listing up to ``limit`` identifiers of ``text`` (empty when none)."""
     if limit <= 0:

@@ -7,33 +7,50 @@ message first. Where the tail looks important (errors, a closing summary, test t
 keeps head and tail. The decision is made once, when the result arrives, and frozen per tool call
 id, so the same history projects to the same bytes on every later call (prompt cache).
 
-Images and documents are never cut by a character cap: they are counted by pixels elsewhere.
-Results of tools with their own limits (``budget_exempt_tools``; Claude Code opts Read out) are
-left alone: our read tool pages at 2,000 lines and 25,000 tokens already.
+Images and documents get the same budget as text (issue 9, item 10: a 40-page PDF read at a 64K
+window made a 122K-token request). A part counts as ``MEDIA_CHARS_PER_TOKEN`` characters per
+token of the engine's count (Anthropic: 1,500-3,000 tokens a PDF page, w x h / 750 an image), so
+the per-tool and per-message caps apply to it as to text (a result whose text alone is over the
+cap keeps its parts beside the text preview, as before). An offloaded part is kept whole as
+artifact ``tool-result/<call id>/part-<k>`` and shown as one line saying what it was and how to
+get it back (a PDF page-wise: ``retrieve(id, pages="1-10")``). Text results of tools with their own
+limits (``budget_exempt_tools``; Claude Code opts Read out) are left alone (our read tool pages at
+2,000 lines and 25,000 tokens already), but their images and documents are not: nothing pages
+those. With the budget off (pi) and the overflow guard on, a result whose parts would take more
+than ``MEDIA_GUARD_SHARE`` of the free window is still offloaded: the guard never cuts the newest
+round, so a part that large could never be sent.
 Cost: $0. Runs on every ingested message.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ctxengine.layers.base import (
     LayerEvent,
     Replacements,
     artifact_id,
     identifier_line,
+    part_artifact_id,
     result_chars,
     result_key,
     result_text,
 )
-from ctxengine.messages import Message, Text, ToolResult
+from ctxengine.messages import Document, Image, Message, Text, ToolResult
 from ctxengine.policy import Policy
+from ctxengine.tokens.counter import pdf_pages
+
+MediaCounter = Callable[[Image | Document], int]
 
 LAYER = "tool_result_budget"
 TAIL_MATTERS_RE = re.compile(
     r"(?i)(error|exception|traceback|failed|failure|fatal|panic|passed|summary|total|exit code|\}\s*$)"
 )
 TAIL_PROBE_CHARS = 2_000  # how much of the end is inspected for "tail matters"
+MEDIA_CHARS_PER_TOKEN = 4  # an image or document counts as 4 chars a token (OpenClaw's ratio)
+MEDIA_GUARD_SHARE = 0.5  # with the budget off: parts above this share of the free window go
+PDF_PAGES_PER_READ = 10  # pages suggested for one page-wise retrieve
 
 
 def preview(result: ToolResult, policy: Policy) -> ToolResult:
@@ -64,34 +81,130 @@ def preview(result: ToolResult, policy: Policy) -> ToolResult:
     return ToolResult(result.call_id, (Text("\n".join(lines)), *others), result.is_error, result.name)
 
 
-def budget_message(msg: Message, policy: Policy, predicted: int) -> Replacements | None:
+def media_parts(result: ToolResult) -> list[tuple[int, Image | Document]]:
+    """(1-based index in ``result.content``, part) of its images and documents."""
+    return [(k, p) for k, p in enumerate(result.content, 1) if isinstance(p, Image | Document)]
+
+
+def media_line(call_id: str, k: int, part: Image | Document, tokens: int) -> str:
+    """The line shown for an offloaded image or document: what it was, its artifact, how to read it."""
+    aid = part_artifact_id(call_id, k)
+    if isinstance(part, Image):
+        size = f", {part.width}x{part.height} px" if part.width and part.height else ""
+        return (
+            f"[image ({part.media_type or 'unknown type'}{size}, ~{tokens:,} tokens) offloaded: too large "
+            f"for the context; kept whole as artifact {aid}]"
+        )
+    title = f' "{part.title}"' if part.title else ""
+    media = part.media_type.lower()
+    if media == "application/pdf" and part.data:
+        pages = pdf_pages(part.data)
+        first = f"1-{min(pages, PDF_PAGES_PER_READ)}" if pages > 1 else "1"
+        return (
+            f"[document{title} (application/pdf, {pages:,} pages, ~{tokens:,} tokens) offloaded: too large "
+            f'for the context; kept whole as artifact {aid}. Read it page-wise with retrieve(id="{aid}", '
+            f'pages="{first}")]'
+        )
+    how = f'page it with retrieve(id="{aid}", offset, limit)' if media.startswith("text/") else "kept whole"
+    return (
+        f"[document{title} ({part.media_type or 'unknown type'}, ~{tokens:,} tokens) offloaded: too large "
+        f"for the context; artifact {aid}: {how}]"
+    )
+
+
+def media_preview(
+    result: ToolResult, policy: Policy, tokens: dict[int, int], *, keep_text: bool
+) -> ToolResult:
+    """The replacement shown for an offloaded result with images or documents: its text (whole
+    when ``keep_text`` or short, else the usual preview) and one ``media_line`` per part."""
+    text = result_text(result)
+    lines = ["<persisted-output>"]
+    if text and (keep_text or len(text) <= policy.preview_chars):
+        lines.append(text)
+    elif text:
+        body = preview(ToolResult(result.call_id, (Text(text),), result.is_error, result.name), policy)
+        lines += result_text(body).split("\n")[1:-1]
+    lines += [media_line(result.call_id, k, p, tokens[k]) for k, p in media_parts(result)]
+    lines.append("</persisted-output>")
+    return ToolResult(result.call_id, (Text("\n".join(lines)),), result.is_error, result.name)
+
+
+def budget_message(
+    msg: Message,
+    policy: Policy,
+    predicted: int,
+    *,
+    media_tokens: MediaCounter | None = None,
+    free_window: int | None = None,
+) -> Replacements | None:
     """Decide which tool results of a newly arrived ``msg`` to offload (None when none).
 
-    ``predicted`` (tokens) only labels the event.
+    ``predicted`` (tokens) only labels the event. ``media_tokens`` counts an image or document in
+    tokens (the engine's counter; without it parts are not budgeted); ``free_window`` (tokens the
+    window leaves after the fixed prefix) sizes ``MEDIA_GUARD_SHARE``.
     """
     exempt = {t.lower() for t in policy.budget_exempt_tools}
-    results = [r for r in msg.tool_results if r.name.lower() not in exempt]
-    if not results or not policy.tool_result_budget:
-        return None
-    sizes = {r.call_id: result_chars(r) for r in results}
-    chosen = {cid for cid, n in sizes.items() if n > policy.tool_result_max_chars}
-    remaining = sum(n for cid, n in sizes.items() if cid not in chosen)
-    if remaining > policy.message_results_max_chars:
-        for cid, n in sorted(sizes.items(), key=lambda kv: -kv[1]):
-            if remaining <= policy.message_results_max_chars:
-                break
-            if cid not in chosen and n > policy.preview_chars * 2:
-                chosen.add(cid)
-                remaining -= n
+    part_tokens: dict[str, dict[int, int]] = {}
+    if media_tokens is not None:
+        for r in msg.tool_results:
+            parts = media_parts(r)
+            if parts:
+                part_tokens[r.call_id] = {k: media_tokens(p) for k, p in parts}
+    media = {cid: sum(t.values()) for cid, t in part_tokens.items()}
+    guard = (
+        int(free_window * MEDIA_GUARD_SHARE)
+        if policy.overflow_guard and free_window is not None and free_window > 0
+        else None
+    )
+    forced = {cid for cid, n in media.items() if guard is not None and n > guard}
+    chosen: set[str] = set()
+    results = [r for r in msg.tool_results if r.name.lower() not in exempt or r.call_id in media]
+    if policy.tool_result_budget:
+        sizes = {
+            r.call_id: (0 if r.name.lower() in exempt else result_chars(r))
+            + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0)
+            for r in results
+        }
+        chosen = {cid for cid, n in sizes.items() if n > policy.tool_result_max_chars}
+        remaining = sum(n for cid, n in sizes.items() if cid not in chosen)
+        if remaining > policy.message_results_max_chars:
+            for cid, n in sorted(sizes.items(), key=lambda kv: -kv[1]):
+                if remaining <= policy.message_results_max_chars:
+                    break
+                if cid not in chosen and n > policy.preview_chars * 2:
+                    chosen.add(cid)
+                    remaining -= n
+    else:  # only what the guard forces: results with parts
+        results = [r for r in msg.tool_results if r.call_id in forced]
+        sizes = {r.call_id: result_chars(r) + MEDIA_CHARS_PER_TOKEN * media[r.call_id] for r in results}
+    chosen |= forced
     if not chosen:
         return None
-    out = {result_key(msg.id, r.call_id): preview(r, policy) for r in results if r.call_id in chosen}
+    out: dict[str, ToolResult] = {}
+    for r in results:
+        if r.call_id not in chosen:
+            continue
+        key = result_key(msg.id, r.call_id)
+        own_text = r.name.lower() not in exempt and policy.tool_result_budget
+        text_over = own_text and result_chars(r) > policy.tool_result_max_chars
+        media_over = r.call_id in forced or (
+            MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0) > policy.tool_result_max_chars
+        )
+        if r.call_id in part_tokens and (media_over or not text_over):
+            out[key] = media_preview(r, policy, part_tokens[r.call_id], keep_text=not own_text)
+        else:  # the text alone is over the cap: its preview keeps the images and documents
+            out[key] = preview(r, policy)
     saved_chars = sum(sizes[c] for c in chosen) - sum(result_chars(r) for r in out.values())
+    details: dict[str, object] = {"call_ids": sorted(chosen), "chars_saved": saved_chars}
+    offloaded = sum(len(part_tokens[c]) for c in chosen if c in part_tokens)
+    if offloaded:
+        details["media_offloaded"] = offloaded
+        details["media_tokens"] = sum(media[c] for c in chosen if c in media)
     event = LayerEvent(
         layer=LAYER,
         reason=f"{len(chosen)} tool result(s) over the cap",
         tokens_before=predicted,
         tokens_after=predicted,  # the engine fills in the measured figure
-        details={"call_ids": sorted(chosen), "chars_saved": saved_chars},
+        details=details,
     )
     return Replacements(out, event)

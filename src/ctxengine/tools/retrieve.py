@@ -16,11 +16,22 @@ back in pages, with the read tool's rules:
   pretty JSON cut at 20,000 characters with a hint to narrow the query. With offset/limit the
   query result is paged instead.
 
+- ``pages`` (e.g. ``"3"``, ``"3-7"``): an offloaded PDF (artifact ``tool-result/<call id>/part-<k>``,
+  kept whole by the tool-result budget) is read page-wise, as Claude Code's Read takes ``pages``:
+  at most ``PDF_MAX_PAGES_PER_READ`` (20) pages a call, ``PDF_DEFAULT_PAGES`` (10) without
+  ``pages``, the text of each page (``pypdf``) under a ``--- page N of T ---`` line, the 25,000-token
+  cap and a hint for the next pages. A text document part is paged by lines like any text; an
+  image part cannot be returned as text: its description says so (``ContextEngine.retrieve_part``
+  gives it back to a harness).
+
 Ids may be given with or without the ``tool-result/`` prefix.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import io
 import json
 import re
 from collections.abc import Callable
@@ -28,14 +39,25 @@ from typing import Any
 
 import jmespath
 import jmespath.exceptions
+import pypdf
+import pypdf.errors
 
 from ctxengine.layers.base import artifact_id
 from ctxengine.store.base import SessionStore, StoreError
 from ctxengine.tokens.counter import TokenCounter
 from ctxengine.tools.base import ToolError, ToolSpec
-from ctxengine.tools.read import DEFAULT_COUNTER, cap_tokens, check_page_args, continuation_hint, numbered
+from ctxengine.tools.read import (
+    DEFAULT_COUNTER,
+    READ_MAX_TOKENS,
+    cap_tokens,
+    check_page_args,
+    continuation_hint,
+    numbered,
+)
 
 QUERY_MAX_CHARS = 20_000
+PDF_MAX_PAGES_PER_READ = 20  # Claude Code's Read: at most 20 PDF pages per request
+PDF_DEFAULT_PAGES = 10
 PREVIEW_MAX_DEPTH = 4
 PREVIEW_MAX_LINES = 150
 PREVIEW_MAX_KEYS = 30
@@ -47,14 +69,20 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def load_artifact(store: SessionStore, session: str, aid: str) -> tuple[str, str]:
     """(id, content) of artifact ``aid`` (``tool-result/`` prefix optional)."""
+    found, content, _ = load_artifact_meta(store, session, aid)
+    return found, content
+
+
+def load_artifact_meta(store: SessionStore, session: str, aid: str) -> tuple[str, str, dict[str, Any]]:
+    """(id, content, meta) of artifact ``aid`` (``tool-result/`` prefix optional)."""
     if not isinstance(aid, str) or not aid.strip():
         raise ToolError("id is required: the artifact id, e.g. tool-result/<tool call id>")
     aid = aid.strip()
     candidates = [aid] if aid.startswith("tool-result/") else [aid, artifact_id(aid)]
     for cand in candidates:
         try:
-            content, _ = store.get_artifact(session, cand)
-            return cand, content
+            content, meta = store.get_artifact(session, cand)
+            return cand, content, meta
         except StoreError:
             continue
     raise ToolError(
@@ -206,6 +234,60 @@ def _page(text: str, aid: str, start: int, count: int, counter: TokenCounter, he
     return "\n".join(parts)
 
 
+def parse_pages(pages: Any, total: int) -> tuple[int, int]:
+    """(first, last) 1-based pages of ``pages`` ("3" or "3-7"; None: the first
+    ``PDF_DEFAULT_PAGES``), checked against ``total`` and ``PDF_MAX_PAGES_PER_READ``."""
+    if pages is None:
+        return 1, min(total, PDF_DEFAULT_PAGES)
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(pages)) if isinstance(pages, str | int) else None
+    if m is None or isinstance(pages, bool):
+        raise ToolError(f'pages is a page or a range of pages such as "3" or "3-7"; got {pages!r}')
+    first = int(m.group(1))
+    last = int(m.group(2)) if m.group(2) else first
+    if first < 1 or last < first:
+        raise ToolError(f'pages are 1-based and the range must not run backwards; got {pages!r}')
+    if first > total:
+        raise ToolError(f"page {first} is past the end: the document has {total:,} pages.")
+    if last - first + 1 > PDF_MAX_PAGES_PER_READ:
+        raise ToolError(
+            f"at most {PDF_MAX_PAGES_PER_READ} pages per call; got {last - first + 1}. "
+            f'Read pages="{first}-{first + PDF_MAX_PAGES_PER_READ - 1}" first.'
+        )
+    return first, min(last, total)
+
+
+def _pdf_pages(aid: str, content: str, meta: dict[str, Any], pages: Any, counter: TokenCounter) -> str:
+    """The text of pages of the PDF kept as artifact ``aid`` (base64 ``content``)."""
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(base64.b64decode(content, validate=False)))
+        total = len(reader.pages)
+    except (binascii.Error, ValueError, pypdf.errors.PyPdfError) as exc:
+        raise ToolError(f"artifact {aid} is a PDF that cannot be read ({exc}).") from None
+    if total == 0:
+        return f"[Artifact {aid} is a PDF without pages.]"
+    first, last = parse_pages(pages, total)
+    title = f' "{meta["title"]}"' if meta.get("title") else ""
+    out = [f"[PDF{title}, artifact {aid}: pages {first}-{last} of {total:,}]"]
+    for n in range(first, last + 1):
+        try:
+            text = reader.pages[n - 1].extract_text() or ""
+        except (ValueError, KeyError, pypdf.errors.PyPdfError) as exc:
+            text = f"(the text of this page cannot be extracted: {exc})"
+        out.append(f"--- page {n} of {total:,} ---")
+        out.append(text.strip() or "(no extractable text on this page: scanned or drawn)")
+    body = "\n".join(out)
+    tokens = counter.count_text(body) if len(body) * 2 > READ_MAX_TOKENS else 0
+    if tokens > READ_MAX_TOKENS:
+        raise ToolError(
+            f"pages {first}-{last} of {aid} come to about {tokens:,} tokens, over the "
+            f"{READ_MAX_TOKENS:,}-token limit for one retrieve. Read fewer pages."
+        )
+    if last < total:
+        nxt = f"{last + 1}-{min(total, last + (last - first + 1))}"
+        body += f'\n\n[Showing pages {first}-{last} of {total:,}. Use pages="{nxt}" to continue.]'
+    return body
+
+
 def retrieve(
     store: SessionStore,
     session: str,
@@ -213,13 +295,27 @@ def retrieve(
     offset: int | None = None,
     limit: int | None = None,
     query: str | None = None,
+    pages: str | None = None,
     *,
     counter: TokenCounter | None = None,
 ) -> str:
     """Page through artifact ``id`` of ``session`` (see the module docs). Raises ``ToolError``."""
     start, count = check_page_args(offset, limit)
     counter = counter if counter is not None else DEFAULT_COUNTER
-    aid, content = load_artifact(store, session, id)
+    aid, content, meta = load_artifact_meta(store, session, id)
+    kind = meta.get("type")
+    media = str(meta.get("media_type", "")).lower()
+    if kind == "document" and media == "application/pdf":
+        return _pdf_pages(aid, content, meta, pages, counter)
+    if pages is not None:
+        raise ToolError(f"artifact {aid} is not a PDF, so pages does not apply. Page it with offset/limit.")
+    if kind == "image" or (kind == "document" and not media.startswith("text/")):
+        size = f", {meta['width']}x{meta['height']} px" if meta.get("width") and meta.get("height") else ""
+        return (
+            f"[Artifact {aid} is {'an image' if kind == 'image' else 'a document'} "
+            f"({media or 'unknown type'}{size}, {len(content):,} base64 chars) kept whole; it cannot be "
+            "returned as text. The harness can attach it again (ContextEngine.retrieve_part).]"
+        )
     paged = offset is not None or limit is not None
     data = parse_json(content)
     if query is not None:
@@ -265,7 +361,8 @@ RETRIEVE_DESCRIPTION = (
     "(tool-result/<call id>, as named in the placeholder). Text is paged like read: numbered lines "
     "from `offset` (1-based), `limit` lines (default 2,000). A JSON result without offset/limit "
     "returns its structure (paths, types, array lengths, samples); `query` runs a JMESPath "
-    "expression on it (e.g. `items[?status=='failed'].name`)."
+    "expression on it (e.g. `items[?status=='failed'].name`). An offloaded PDF is read page-wise "
+    'with `pages` (e.g. "1-10", at most 20 pages).'
 )
 
 RETRIEVE_PARAMETERS: dict[str, Any] = {
@@ -275,6 +372,7 @@ RETRIEVE_PARAMETERS: dict[str, Any] = {
         "offset": {"type": "integer", "minimum": 1, "description": "1-based line to start from."},
         "limit": {"type": "integer", "minimum": 1, "description": "Number of lines (default 2000)."},
         "query": {"type": "string", "description": "JMESPath expression, for JSON artifacts."},
+        "pages": {"type": "string", "description": 'PDF pages, e.g. "3" or "3-7" (at most 20).'},
     },
     "required": ["id"],
     "additionalProperties": False,
@@ -287,8 +385,14 @@ def specs(
     """The ``retrieve`` tool on ``store``'s artifacts of ``session`` (a session id, or a callable
     returning the current one)."""
 
-    def run(id: str, offset: int | None = None, limit: int | None = None, query: str | None = None) -> str:
+    def run(
+        id: str,
+        offset: int | None = None,
+        limit: int | None = None,
+        query: str | None = None,
+        pages: str | None = None,
+    ) -> str:
         sid = session() if callable(session) else session
-        return retrieve(store, sid, id, offset, limit, query, counter=counter)
+        return retrieve(store, sid, id, offset, limit, query, pages, counter=counter)
 
     return [ToolSpec("retrieve", RETRIEVE_DESCRIPTION, RETRIEVE_PARAMETERS, run)]
