@@ -63,6 +63,15 @@ def _mount_tools() -> None:
 _mount_tools()
 
 
+def _mount_eval() -> None:
+    from ctxengine.eval_cli import eval_command
+
+    app.command("eval", help="Grade each compaction with an LLM judge (Factory's four probes).")(eval_command)
+
+
+_mount_eval()
+
+
 def newest_user_session() -> Path | None:
     """The newest session file under ``~/.claude/projects`` or ``~/.codex/sessions``."""
     best: tuple[float, Path] | None = None

@@ -1,0 +1,473 @@
+"""LLM-judged probes at every compaction (issue 8, section 6), after Factory's evaluation of
+context compression (Factory.ai, "Evaluating context compression", Dec 2025).
+
+A recorded session is driven through the engine under a policy the way ``replay`` drives it (walk
+``session.messages``; ingest what is not a model call; at each call ``assemble``, then ingest the
+recorded response and ``after_turn``). At every projection whose events include a compaction
+layer (``replay.COMPACTION_LAYERS``, failed compactions excepted) a judge model is asked Factory's
+four probe questions (``PROBES``: recall, artifact, continuation, decision) twice:
+
+1. with the policy's context: the projection's messages and system prompt, as the agent would
+   have sent them at that call;
+2. with the full history: every message of the session so far (made pairing-valid with
+   ``layers.pairing.repair``);
+
+then a third call has the judge grade the first answer against the second, 0-5 per dimension,
+as one small JSON object parsed strictly (``parse_grade``). Three judge calls per compaction.
+
+Both requests carry the conversation as native messages (thinking removed: its signatures belong
+to the recorded model) with the tools the conversation called declared by name, and one final
+user message holding the questions. When a conversation is larger than the judge's input window
+(less the answer and the question), its oldest tool groups are dropped at a safe cut point
+(``layers.pairing.safe_cut_points``: never a result without its call), the judge is told how
+many messages were left out, and the probe record says so (``*_trimmed_messages``).
+
+A judge call that fails, an empty answer, and a grade that is not the JSON object asked for are
+failures: counted, their reason recorded, never graded 0. Units: tokens, USD.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Annotated, Literal
+
+import msgspec
+
+from ctxengine.engine import RECORDED_ORIGINS, ContextEngine
+from ctxengine.layers.pairing import repair, safe_cut_points
+from ctxengine.llm import LLMClient, LLMError, LLMRequest, ToolDefinition, call_stats
+from ctxengine.messages import Message, Session, Text, Thinking, Usage
+from ctxengine.models import Registry
+from ctxengine.policy import Policy
+from ctxengine.replay import COMPACTION_LAYERS
+from ctxengine.tokens.counter import TokenCounter, counter_for
+
+SCHEMA_VERSION = 1
+
+Dimension = Literal["recall", "artifact", "continuation", "decision"]
+DIMENSIONS: tuple[Dimension, ...] = ("recall", "artifact", "continuation", "decision")
+
+# Factory's four probe kinds, one question each (Factory, Dec 2025).
+PROBES: dict[Dimension, str] = {
+    "recall": "What was the most recent error or failure, and what exactly did it say?",
+    "artifact": "Which files have been modified so far, and how?",
+    "continuation": "What were you about to do next?",
+    "decision": "What key decisions have been made so far, and why?",
+}
+
+ANSWER_MAX_TOKENS = 1_500  # output cap of each probe answer
+GRADE_MAX_TOKENS = 200  # output cap of the grade (a small JSON object)
+TRIM_MARGIN = 0.9  # share of the judge's budget a conversation may fill (the counter may be an estimate)
+REPLY_EXCERPT_CHARS = 300  # of an unparseable grade, kept in the report
+
+JUDGE_SYSTEM = "You are a software engineering agent working in the user's repository."
+GRADER_SYSTEM = "You grade answers strictly and reply with JSON only."
+
+PROBE_PROMPT = (
+    "[Evaluation, not part of the task] Stop working on the task for a moment. Using only the "
+    "conversation above (do not call any tool), answer the four questions below, each under its "
+    "heading. Be precise and concise; quote exact text (error messages, file paths, code) where "
+    "the conversation gives it. If the conversation does not tell you, say so.{trimmed}\n\n{questions}"
+)
+TRIMMED_NOTE = " (The oldest {n} messages of the conversation were left out to fit your context window.)"
+
+GRADE_PROMPT = (
+    "An agent answered four questions about its own work twice: once from a compacted context "
+    "(<answer>) and once from the full history (<reference>). Grade how well <answer> matches "
+    "<reference> on each question, from 0 to 5: 5 = every fact of the reference, exact (same "
+    "error text, same files and changes, same next step, same decisions and reasons); 3 = the gist "
+    "with details missing or vague; 1 = little of it; 0 = missing or wrong. Facts in <answer> that "
+    "contradict <reference> lower the grade.\n\n"
+    "<questions>\n{questions}\n</questions>\n\n<answer>\n{answer}\n</answer>\n\n"
+    "<reference>\n{reference}\n</reference>\n\n"
+    'Reply with only this JSON object, integers from 0 to 5: {{"recall": n, "artifact": n, '
+    '"continuation": n, "decision": n}}'
+)
+
+_FENCE = re.compile(r"\A```(?:json)?\s*\n(.*)\n```\Z", re.DOTALL)
+
+Score = Annotated[int, msgspec.Meta(ge=0, le=5)]
+
+
+class Grade(msgspec.Struct, forbid_unknown_fields=True):
+    """The judge's grade of one probe: 0-5 per dimension (all four required, nothing else)."""
+
+    recall: Score
+    artifact: Score
+    continuation: Score
+    decision: Score
+
+    def as_dict(self) -> dict[str, int]:
+        return {d: int(getattr(self, d)) for d in DIMENSIONS}
+
+
+class GradeError(ValueError):
+    """The grade reply is not the JSON object asked for."""
+
+
+def parse_grade(text: str) -> Grade:
+    """The ``Grade`` in ``text``: exactly one JSON object with the four integer scores 0-5 and no
+    other key, optionally wrapped whole in one Markdown code fence. Anything else (prose around
+    it, a missing or extra key, a float, a score out of range) raises ``GradeError``."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    try:
+        return msgspec.json.decode(body, type=Grade)
+    except msgspec.ValidationError as exc:
+        raise GradeError(f"invalid grade: {exc}") from None
+    except msgspec.DecodeError:
+        raise GradeError("the grade is not a JSON object") from None
+
+
+class ProbeRecord(msgspec.Struct, kw_only=True):
+    """One probed compaction. ``call`` is the index of the model call among the session's calls,
+    ``message`` its index in ``session.messages``; ``layers`` the compaction layers of that
+    projection. Tokens (``*_tokens``) are the judge model's counter over the messages sent;
+    ``*_trimmed_messages`` how many of the oldest messages were left out to fit the judge's
+    window. ``grades`` is None when the probe failed (``error`` says why)."""
+
+    session: str
+    call: int
+    message: int
+    layers: list[str]
+    context_messages: int
+    context_tokens: int
+    context_trimmed_messages: int = 0
+    full_messages: int
+    full_tokens: int
+    full_trimmed_messages: int = 0
+    answer_context: str = ""
+    answer_full: str = ""
+    grades: dict[str, int] | None = None
+    mean: float | None = None
+    error: str | None = None
+
+
+class PolicyEval(msgspec.Struct, kw_only=True):
+    """A policy's probes over every session. ``mean`` per dimension and ``overall`` (mean of
+    the four) over the graded probes, None when none was graded. ``judge_*``: the judge's calls
+    for this policy (``judge_failed_calls`` of them failed), their tokens (input + output) and
+    cost in USD at the registry's prices for the judge model. ``failures``: probes that produced
+    no grade. ``context_trimmed`` / ``full_history_trimmed``: probes whose conversation was cut
+    to fit the judge's window."""
+
+    policy: str
+    sessions: int
+    compactions_probed: int
+    graded: int
+    failures: int
+    mean: dict[str, float | None]
+    overall: float | None
+    judge_calls: int
+    judge_failed_calls: int
+    judge_tokens: int
+    judge_cost_usd: float
+    context_trimmed: int
+    full_history_trimmed: int
+    probes: list[ProbeRecord]
+
+
+class EvalReport(msgspec.Struct, kw_only=True):
+    """The evaluation (the JSON ``ctxengine eval --json`` writes). ``window_tokens`` is the
+    policies' window (None: each session's model's); ``judge_window_tokens`` the judge's input
+    window; ``max_compactions`` the probes per session and policy (None: all)."""
+
+    schema_version: int = SCHEMA_VERSION
+    judge: str
+    judge_window_tokens: int
+    window_tokens: int | None
+    max_compactions: int | None
+    policies: list[PolicyEval]
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+# ------------------------------------------------------------------ requests to the judge
+
+
+def questions_text() -> str:
+    """The four probe questions under their headings (``## recall`` ...)."""
+    return "\n\n".join(f"## {d}\n{PROBES[d]}" for d in DIMENSIONS)
+
+
+def without_thinking(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` without thinking blocks (signed for the recorded model, not the judge);
+    messages left empty are dropped (pairing is unaffected: they held no tool block)."""
+    out: list[Message] = []
+    for m in messages:
+        if not any(isinstance(b, Thinking) for b in m.blocks):
+            out.append(m)
+            continue
+        kept = tuple(b for b in m.blocks if not isinstance(b, Thinking))
+        if kept:
+            out.append(msgspec.structs.replace(m, blocks=kept))
+    return out
+
+
+def fit(
+    messages: Sequence[Message], budget: int, count: Callable[[Message], int]
+) -> tuple[list[Message], int]:
+    """The newest part of ``messages`` (pairing-valid) that fits ``budget`` tokens, and how many
+    of the oldest messages were dropped. Cuts only at ``safe_cut_points``, so a tool result is
+    never sent without its call; when even the newest tool group is larger than ``budget`` it is
+    sent alone (the judge call may then fail as too long, and is counted as a failure)."""
+    msgs = list(messages)
+    tokens = [count(m) for m in msgs]
+    suffix = [0] * (len(msgs) + 1)
+    for i in range(len(msgs) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + tokens[i]
+    if suffix[0] <= budget:
+        return msgs, 0
+    cuts = [k for k in safe_cut_points(msgs) if k > 0]
+    if not cuts:
+        return msgs, 0
+    k = next((c for c in cuts if suffix[c] <= budget), cuts[-1])
+    return msgs[k:], k
+
+
+def tools_of(messages: Sequence[Message]) -> tuple[ToolDefinition, ...]:
+    """A definition (name only, any arguments) of every tool called in ``messages``: the
+    providers expect the tools a conversation uses to be declared."""
+    names = dict.fromkeys(c.name for m in messages for c in m.tool_calls if c.name)
+    return tuple(ToolDefinition(name=n) for n in names)
+
+
+class Judge:
+    """Asks ``client`` the probes and the grade. ``window`` is the judge's input window in
+    tokens (the conversation is trimmed to fit it, less the answer and the question); ``counter``
+    counts tokens in the judge's units."""
+
+    def __init__(self, client: LLMClient, *, window: int, counter: TokenCounter) -> None:
+        self.client = client
+        self.window = window
+        self.counter = counter
+        self._questions = questions_text()
+
+    def _budget(self, system: str) -> int:
+        fixed = (
+            self.counter.count_text(system)
+            + self.counter.count_text(PROBE_PROMPT + TRIMMED_NOTE + self._questions)
+            + ANSWER_MAX_TOKENS
+        )
+        return max(0, int(self.window * TRIM_MARGIN) - fixed)
+
+    def prepare(self, messages: Sequence[Message], system: str) -> tuple[list[Message], int, int]:
+        """The messages to send (thinking removed, trimmed to the window), the number of oldest
+        messages left out, and their tokens."""
+        msgs, dropped = fit(without_thinking(messages), self._budget(system), self.counter.count_message)
+        return msgs, dropped, sum(self.counter.count_message(m) for m in msgs)
+
+    def answer(self, messages: list[Message], system: str, dropped: int) -> str:
+        """The judge's answers to the four probes, given ``messages`` (already prepared) and
+        ``system``. Raises ``LLMError``, or ``ValueError`` when the reply holds no text."""
+        prompt = PROBE_PROMPT.format(
+            trimmed=TRIMMED_NOTE.format(n=dropped) if dropped else "", questions=self._questions
+        )
+        request = LLMRequest(
+            system=system or JUDGE_SYSTEM,
+            messages=[*messages, Message(role="user", blocks=(Text(prompt),), id="ctxengine-eval-probe")],
+            max_tokens=ANSWER_MAX_TOKENS,
+            temperature=0.0,
+            purpose="eval-probe",
+            tools=tools_of(messages),
+        )
+        text = self.client.complete(request).text.strip()
+        if not text:
+            raise ValueError("the judge gave no text answer to the probes")
+        return text
+
+    def grade(self, answer: str, reference: str) -> tuple[Grade | None, str]:
+        """The judge's grade of ``answer`` against ``reference``, or None with the reply when it
+        is not the JSON object asked for. Raises ``LLMError``."""
+        prompt = GRADE_PROMPT.format(questions=self._questions, answer=answer, reference=reference)
+        reply = self.client.complete(
+            LLMRequest(
+                system=GRADER_SYSTEM,
+                messages=[Message(role="user", blocks=(Text(prompt),), id="ctxengine-eval-grade")],
+                max_tokens=GRADE_MAX_TOKENS,
+                temperature=0.0,
+                purpose="eval-grade",
+            )
+        ).text
+        try:
+            return parse_grade(reply), reply
+        except GradeError:
+            return None, reply
+
+
+# ------------------------------------------------------------------ the driver
+
+
+def _is_call(msg: Message) -> bool:
+    return msg.role == "assistant" and not msg.meta.get("synthetic")
+
+
+def fixed_prefix(session: Session, counter: TokenCounter) -> int:
+    """Tokens of system prompt + tool definitions, inferred as ``replay`` does: the first recorded
+    usage minus the estimate of the messages before that call; else the system prompt counted."""
+    est = 0
+    for msg in session.messages:
+        if _is_call(msg) and msg.usage is not None and msg.usage.total_input > 0:
+            return max(0, msg.usage.total_input - est)
+        if msg.origin not in RECORDED_ORIGINS:
+            est += counter.count_message(msg)
+    return counter.count_text(session.system) if session.system else 0
+
+
+def _compaction_layers(events: Sequence[object]) -> list[str]:
+    out: list[str] = []
+    for e in events:
+        layer = getattr(e, "layer", "")
+        details = getattr(e, "details", {})
+        if layer in COMPACTION_LAYERS and "error" not in details and layer not in out:
+            out.append(layer)
+    return out
+
+
+def probe_session(
+    session: Session,
+    policy: Policy,
+    judge: Judge,
+    *,
+    window: int | None = None,
+    registry: Registry | None = None,
+    max_compactions: int | None = None,
+) -> list[ProbeRecord]:
+    """Drive ``session`` through the engine under ``policy`` at ``window`` tokens (default: the
+    model's) and probe the first ``max_compactions`` compactions (None: all) with ``judge``.
+
+    The engine's ledger is anchored on its own prediction after each call (the recorded usage
+    measured the recorded context, not the policy's). Raises ``WindowTooSmallError`` for a
+    window under 16,000 tokens; a failing judge call is recorded in its probe, never raised.
+    """
+    registry = registry or Registry.default()
+    counter = counter_for(registry.get(session.model or "unknown"))
+    engine = ContextEngine(
+        policy,
+        model=session.model,
+        window=window,
+        registry=registry,
+        counter=counter,
+        session_id=f"{session.source}#{session.name}",
+        restore_from_transcript=True,
+    )
+    engine.bootstrap(
+        system=session.system,
+        fixed_prefix_tokens=fixed_prefix(session, counter),
+        recorded_compactions=session.compactions,
+    )
+    label = f"{session.source}#{session.name}" if session.name else session.source
+    history: list[Message] = []  # every message so far (a recorded compaction's own ones excepted)
+    records: list[ProbeRecord] = []
+    calls = 0
+    try:
+        for i, msg in enumerate(session.messages):
+            if not _is_call(msg):
+                engine.ingest(msg)
+                if msg.origin not in RECORDED_ORIGINS:
+                    history.append(msg)
+                continue
+            proj = engine.assemble(now=msg.timestamp)
+            layers = _compaction_layers(proj.events)
+            if layers:
+                records.append(_probe(judge, label, calls, i, layers, proj.messages, proj.system, history))
+                if max_compactions is not None and len(records) >= max_compactions:
+                    break
+            engine.ingest(msg)
+            out = msg.usage.output_tokens if msg.usage is not None else 0
+            engine.after_turn(Usage(input_tokens=proj.tokens, output_tokens=out))
+            history.append(msg)
+            calls += 1
+    finally:
+        engine.dispose()
+    return records
+
+
+def _probe(
+    judge: Judge,
+    label: str,
+    call: int,
+    index: int,
+    layers: list[str],
+    context: Sequence[Message],
+    system: str,
+    history: Sequence[Message],
+) -> ProbeRecord:
+    ctx, ctx_dropped, ctx_tokens = judge.prepare(context, system)
+    full, full_dropped, full_tokens = judge.prepare(repair(history)[0], system)
+    rec = ProbeRecord(
+        session=label,
+        call=call,
+        message=index,
+        layers=layers,
+        context_messages=len(ctx),
+        context_tokens=ctx_tokens,
+        context_trimmed_messages=ctx_dropped,
+        full_messages=len(full),
+        full_tokens=full_tokens,
+        full_trimmed_messages=full_dropped,
+    )
+    try:
+        rec.answer_context = judge.answer(ctx, system, ctx_dropped)
+        rec.answer_full = judge.answer(full, system, full_dropped)
+        grade, reply = judge.grade(rec.answer_context, rec.answer_full)
+    except (LLMError, ValueError) as exc:
+        rec.error = str(exc)
+        return rec
+    if grade is None:
+        rec.error = f"unparseable grade: {reply[:REPLY_EXCERPT_CHARS]!r}"
+        return rec
+    rec.grades = grade.as_dict()
+    rec.mean = round(sum(rec.grades.values()) / len(DIMENSIONS), 4)
+    return rec
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
+def evaluate_policy(
+    sessions: Sequence[Session],
+    policy: Policy,
+    judge: Judge,
+    *,
+    window: int | None = None,
+    registry: Registry | None = None,
+    max_compactions: int | None = None,
+    on_session: Callable[[], None] | None = None,
+) -> PolicyEval:
+    """``probe_session`` over ``sessions`` under ``policy``, summed into a ``PolicyEval`` (the
+    judge's calls counted from ``judge.client.calls`` while this policy ran). ``on_session`` is
+    called after each session (progress)."""
+    start = len(judge.client.calls)
+    probes: list[ProbeRecord] = []
+    for s in sessions:
+        probes.extend(
+            probe_session(s, policy, judge, window=window, registry=registry, max_compactions=max_compactions)
+        )
+        if on_session is not None:
+            on_session()
+    stats = call_stats(judge.client.calls[start:])
+    graded = [p for p in probes if p.grades is not None]
+    means: dict[str, float | None] = {
+        d: _mean([p.grades[d] for p in graded if p.grades is not None]) for d in DIMENSIONS
+    }
+    known = [m for m in means.values() if m is not None]
+    return PolicyEval(
+        policy=policy.name,
+        sessions=len(sessions),
+        compactions_probed=len(probes),
+        graded=len(graded),
+        failures=len(probes) - len(graded),
+        mean=means,
+        overall=_mean(known) if len(known) == len(DIMENSIONS) else None,
+        judge_calls=stats.calls,
+        judge_failed_calls=stats.calls - stats.ok,
+        judge_tokens=stats.usage.total_input + stats.usage.output_tokens,
+        judge_cost_usd=round(stats.cost_usd, 6),
+        context_trimmed=sum(1 for p in probes if p.context_trimmed_messages),
+        full_history_trimmed=sum(1 for p in probes if p.full_trimmed_messages),
+        probes=probes,
+    )
