@@ -523,6 +523,8 @@ def bench_command(
     if not names:
         raise common.fail("--policies names no policy")
     common.check_window_option(window)
+    common.check_output(json_out, "--json")
+    common.check_output(plot_out, "--plot")
     if jobs < 1:
         raise common.fail(f"--jobs must be at least 1, not {jobs}")
     try:

@@ -20,6 +20,7 @@ from ctxengine.cli_common import (
     ModelOption,
     ModelsOption,
     check_model,
+    check_output,
     check_window_option,
     fail,
     load_registry,
@@ -118,6 +119,8 @@ def replay(
 
     pol = _load_policy(policy, policy_file)
     check_window_option(window)
+    check_output(json_out, "--json")
+    check_output(plot_out, "--plot")
     engines = EngineRegistry()
     engines.load_entry_points()
     if engine not in engines.ids():

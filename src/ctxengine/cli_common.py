@@ -10,6 +10,8 @@ warning naming file and line, and the rest still loads. Depends on no command mo
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 import warnings
 from collections.abc import Iterable, Sequence
@@ -103,6 +105,28 @@ def require_paths(paths: Iterable[Path]) -> None:
     for p in paths:
         if not p.exists():
             raise fail(f"{p}: no such file or directory")
+
+
+def check_output(path: Path | None, option: str) -> None:
+    """Check, before any work, that ``option``'s output file (``--json``, ``--plot``) can be
+    written: not a directory, and its folder exists or can be made (the nearest existing ancestor
+    is a writable directory). A bad path prints ``error: OPTION PATH: why`` and raises
+    ``typer.Exit(2)``; nothing is created here."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise fail(f"{option} {path}: is a directory; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise fail(f"{option} {path}: the file is not writable")
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise fail(f"{option} {path}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise fail(f"{option} {path}: cannot write in {folder}")
+    if option == "--plot" and importlib.util.find_spec("matplotlib") is None:
+        raise fail("--plot needs matplotlib: pip install 'ctxengine[plot]'")
 
 
 def load_registry(models: Path | None) -> Registry:

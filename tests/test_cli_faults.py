@@ -1,0 +1,134 @@
+"""Faults a new user hit on the command line (issue 9, items 13-18), each pinned: what the
+commands say and how they exit on inputs and options that used to pass in silence or end in a
+traceback. In-process with typer's ``CliRunner`` on small synthetic transcripts (and the smallest
+real one), so the file stays cheap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from conftest import SWE_AGENT
+from ctxengine.cli import app
+
+SWE_0X = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+MODEL = "claude-sonnet-4-5-20250929"
+
+
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args))
+
+
+def one_error_line(res: Result, *words: str) -> str:
+    """Exit 2, one line on stderr naming each of ``words``, nothing on stdout; returns the line."""
+    assert res.exit_code == 2, (res.exit_code, res.stdout, res.stderr, res.exception)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert res.stdout == ""
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def _record(i: int, kind: str, message: dict[str, Any], session: str) -> str:
+    return json.dumps(
+        {
+            "parentUuid": f"00000000-0000-0000-0000-{i - 1:012d}" if i > 1 else None,
+            "isSidechain": False,
+            "type": kind,
+            "message": message,
+            "uuid": f"00000000-0000-0000-0000-{i:012d}",
+            "timestamp": f"2026-05-01T09:{i // 60:02d}:{i % 60:02d}Z",
+            "sessionId": session,
+            "cwd": "/home/dev/proj",
+            "version": "2.1.0",
+            "userType": "external",
+        }
+    )
+
+
+def cc_session(
+    path: Path, calls: int, *, prefix_tokens: int = 3_000, result_chars: int = 400, session: str = "s"
+) -> Path:
+    """A Claude Code session of ``calls`` model calls (a Read each, its result ``result_chars``
+    long), each call's recorded usage a fixed prefix of ``prefix_tokens`` plus what came before."""
+    lines = [_record(1, "user", {"role": "user", "content": "Read the modules and fix the bug."}, session)]
+    n = 1
+    grown = 0
+    for k in range(calls):
+        n += 1
+        path_in = {"file_path": f"m{k}.py"}
+        read = {"type": "tool_use", "id": f"toolu_{k:04d}", "name": "Read", "input": path_in}
+        msg = {
+            "id": f"msg_{k:04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": [read],
+            "stop_reason": "tool_use",
+            "usage": {
+                "input_tokens": 5,
+                "cache_read_input_tokens": prefix_tokens + grown,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": 50,
+            },
+        }
+        lines.append(_record(n, "assistant", msg, session))
+        n += 1
+        body = (f"def f{k}(x):\n    return x + {k}\n" * (result_chars // 30 + 1))[:result_chars]
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{k:04d}", "content": body}
+        lines.append(_record(n, "user", {"role": "user", "content": [result]}, session))
+        grown += 60 + result_chars // 3
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ 16: output paths checked first
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_output_path_that_is_a_directory_fails_before_the_work(
+    command: str, option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_work(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("transcripts were loaded before the output path was checked")
+
+    monkeypatch.setattr("ctxengine.cli_common.load_transcripts", no_work)
+    monkeypatch.setattr("ctxengine.cli.load_transcripts", no_work)
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    one_error_line(cli(command, str(src), option, str(tmp_path)), option, str(tmp_path), "directory")
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_output_path_under_a_file_fails_in_one_line(command: str, tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    out = src / "sub" / "report.json"  # its parent's parent is a file: no folder can be made there
+    one_error_line(cli(command, str(src), "--json", str(out)), "--json", str(out), "not a directory")
+
+
+def test_output_path_in_a_folder_that_cannot_be_written_fails_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxengine.cli_common as common
+
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = common.os.access
+    monkeypatch.setattr(common.os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
+    out = locked / "missing" / "report.json"
+    one_error_line(cli("replay", str(src), "--json", str(out)), "--json", "cannot write in", str(locked))
+
+
+def test_missing_folders_of_an_output_path_are_still_made(tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    out = tmp_path / "new" / "deeper" / "report.json"
+    res = cli("replay", str(src), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(out.read_text())["session"]["calls"] == 2
