@@ -37,16 +37,34 @@ from ctxengine.cli_common import (
 from ctxengine.models import WindowTooSmallError
 from ctxengine.policy import Policy, get_policy
 
-app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="Context-window management for LLM agents."
-)
+app = typer.Typer(add_completion=False, help="Context-window management for LLM agents.")
 
 USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
 
-@app.callback()
-def _root() -> None:
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ctxengine")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
+        return "unknown (not installed)"
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    show_version: Annotated[
+        bool, typer.Option("--version", is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Context-window management for LLM agents."""
+    if show_version:
+        typer.echo(f"ctxengine {_version()}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:  # bare ``ctxengine``: the help, and success
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
 
 
 def _mount_tools() -> None:
@@ -110,7 +128,7 @@ def replay(
     llm: LlmOption = None,
     llm_base_url: LlmBaseUrlOption = None,
     llm_timeout: LlmTimeoutOption = 120.0,
-    quiet: Annotated[bool, typer.Option(help="No table.")] = False,
+    quiet: Annotated[bool, typer.Option(help="No table (with --json or --plot).")] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
     from ctxengine import report
@@ -121,6 +139,8 @@ def replay(
     check_window_option(window)
     check_output(json_out, "--json")
     check_output(plot_out, "--plot")
+    if quiet and not (json_out or plot_out):
+        raise fail("--quiet leaves the table out and nothing else is written: add --json FILE or --plot FILE")
     engines = EngineRegistry()
     engines.load_entry_points()
     if engine not in engines.ids():
