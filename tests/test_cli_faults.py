@@ -132,3 +132,98 @@ def test_missing_folders_of_an_output_path_are_still_made(tmp_path: Path) -> Non
     res = cli("replay", str(src), "--json", str(out), "--quiet")
     assert res.exit_code == 0, res.stderr
     assert json.loads(out.read_text())["session"]["calls"] == 2
+
+
+# ------------------------------------------------------------------ 18: small things a new user hit
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    res = cli("--version")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip() == f"ctxengine {version('ctxengine')}"
+
+
+@pytest.mark.parametrize("args", [(), ("tool",)])
+def test_bare_command_prints_its_help_and_succeeds(args: tuple[str, ...]) -> None:
+    res = cli(*args)
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    assert "Usage:" in res.stdout
+    for command in ("replay", "bench") if not args else ("read", "search", "instructions"):
+        assert command in res.stdout
+
+
+def test_quiet_without_json_or_plot_is_refused(tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    one_error_line(cli("replay", str(src), "--quiet"), "--quiet", "--json", "--plot")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("tool_result_max_chars = -1", "tool_result_max_chars"),
+        ("tool_result_max_chars = 0", "tool_result_max_chars"),
+        ("keep_recent_tokens = -5000", "keep_recent_tokens"),
+        ("compact_at_share = 1.5", "compact_at_share"),
+        ("idle_gap_s = nan", "idle_gap_s"),
+        ("cache_clear_target = 0.6\ncache_clear_trigger = 0.5", "cache_clear_target"),
+    ],
+)
+def test_policy_file_with_an_out_of_range_value_is_refused(body: str, field: str, tmp_path: Path) -> None:
+    pol = tmp_path / "p.toml"
+    pol.write_text(body + "\n", encoding="utf-8")
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    one_error_line(cli("replay", str(src), "--policy-file", str(pol)), str(pol), field)
+
+
+def test_every_built_in_policy_and_preset_is_in_range() -> None:
+    from ctxengine.policy import BUILTIN, presets, range_problems
+
+    policies = {**BUILTIN, **presets()}
+    assert len(policies) >= 7
+    assert {name: range_problems(p) for name, p in policies.items()} == {name: [] for name in policies}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def handler():\n    return 'context window'\n", encoding="utf-8")
+    (root / "AGENTS.md").write_text("agent rules\n", encoding="utf-8")
+    (tmp_path / "secret.md").write_text("context window secret\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("path", ["../..", "..", "../*.md", "/etc"])
+def test_tool_search_refuses_a_path_outside_the_workspace_like_read(workspace: Path, path: str) -> None:
+    res = cli("tool", "search", "-w", str(workspace), "--index", ":memory:", "--path", path, "context")
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith("Error: ") and "outside the workspace root" in res.stderr
+    assert res.stdout == ""
+    read = cli("tool", "read", "--workspace", str(workspace), "../secret.md")
+    assert read.exit_code == 2 and "outside the workspace root" in read.stderr  # the same refusal
+
+
+def test_tool_search_inside_the_workspace_still_filters(workspace: Path) -> None:
+    for path in ("src", "src/", "src/*.py", "./src"):
+        res = cli("tool", "search", "-w", str(workspace), "--index", ":memory:", "--path", path, "context")
+        assert res.exit_code == 0, res.stderr
+        assert "src/app.py" in res.stdout
+
+
+@pytest.mark.parametrize("name", ["../secret.md", "/etc/hostname"])
+def test_tool_instructions_refuses_a_file_outside_the_workspace(workspace: Path, name: str) -> None:
+    res = cli("tool", "instructions", "--workspace", str(workspace), "AGENTS.md", name)
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith("Error: ") and "outside the workspace root" in res.stderr
+    assert "secret" not in res.stdout + res.stderr.replace("secret.md", "")
+
+
+def test_bench_without_a_terminal_prints_a_line_per_policy(tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    res = cli("bench", str(src), "--policies", "none,default,pi")
+    assert res.exit_code == 0, res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("bench: ")]
+    assert [x.split()[1] for x in lines] == ["none", "default", "pi"]
+    assert all("1 session(s)" in x and x.endswith(" s") for x in lines)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -328,9 +329,11 @@ def run_bench(
     models: Path | None = None,
     model: str | None = None,
     progress: Progress | None = None,
+    on_policy: Callable[[str], None] | None = None,
 ) -> BenchResult:
     """Replay every session under every runner. With ``jobs`` > 1 (and ``paths`` to reload the
     sessions from, and ``model`` for those that name none) the replays run in that many processes.
+    ``on_policy`` is given one line as each policy is done (where a progress bar is not shown).
     Raises ``WindowTooSmallError``."""
     registry = registry or Registry.default()
     engines = engine_registry()
@@ -347,7 +350,8 @@ def run_bench(
         else None
     )
     try:
-        for runner in runners:
+        for number, runner in enumerate(runners, 1):
+            started = time.perf_counter()
             if progress is not None and task is not None:
                 progress.update(task, description=f"bench ({runner.name})")
             mine: list[SessionRow] = []
@@ -356,6 +360,8 @@ def run_bench(
                 if progress is not None and task is not None:
                     progress.advance(task, len(sessions))
                 rows[runner.name] = summarize_rows(runner, [], [])
+                if on_policy is not None:
+                    on_policy(f"{runner.name} ({number}/{len(runners)}): unavailable")
                 continue
             results: list[tuple[int, SessionRow | str]]
             if pool is not None:
@@ -383,6 +389,12 @@ def run_bench(
                     mine.append(outcome)
             session_rows.extend(mine)
             rows[runner.name] = summarize_rows(runner, mine, errors)
+            if on_policy is not None:
+                failed = f", {len(errors)} failed" if errors else ""
+                on_policy(
+                    f"{runner.name} ({number}/{len(runners)}): {len(mine)} session(s){failed} "
+                    f"in {time.perf_counter() - started:,.1f} s"
+                )
     finally:
         if pool is not None:
             pool.shutdown()
@@ -553,6 +565,8 @@ def bench_command(
                 models=models,
                 model=model,
                 progress=progress,
+                # without a terminal the progress bar shows nothing: a line per policy instead
+                on_policy=None if common.err.is_terminal else lambda line: common.say("bench:", line),
             )
     except WindowTooSmallError as exc:
         raise common.fail(str(exc)) from None
