@@ -227,3 +227,101 @@ def test_bench_without_a_terminal_prints_a_line_per_policy(tmp_path: Path) -> No
     lines = [x for x in res.stderr.splitlines() if x.startswith("bench: ")]
     assert [x.split()[1] for x in lines] == ["none", "default", "pi"]
     assert all("1 session(s)" in x and x.endswith(" s") for x in lines)
+
+
+# ------------------------------------------------------------------ 13: what the replay says
+
+
+def _user_only(path: Path) -> Path:
+    lines = [_record(i, "user", {"role": "user", "content": f"note {i}"}, "u") for i in range(1, 4)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_a_file_with_no_model_calls_says_so(command: str, tmp_path: Path) -> None:
+    src = _user_only(tmp_path / "notes.jsonl")
+    line = one_error_line(cli(command, str(src)), str(src), "no model calls")
+    assert "None" not in line
+
+
+def test_sessions_without_model_calls_are_left_out_of_a_folder_with_a_note(tmp_path: Path) -> None:
+    _user_only(tmp_path / "f" / "a_notes.jsonl")
+    cc_session(tmp_path / "f" / "b.jsonl", 2)
+    out = tmp_path / "r.json"
+    res = cli("replay", str(tmp_path / "f"), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert "1 session(s) with no model calls left out: a_notes.jsonl" in " ".join(res.stderr.split())
+    assert [r["session"]["calls"] for r in json.loads(out.read_text())] == [2]
+
+
+def test_replay_help_lists_every_policy() -> None:
+    from ctxengine.policy import BUILTIN, presets
+
+    res = cli("replay", "--help")
+    assert res.exit_code == 0
+    for name in [*BUILTIN, *presets()]:
+        assert name in res.stdout, name
+    src = Path(__file__)  # each listed preset is accepted by --policy (refused only as a transcript)
+    for name in presets():
+        line = one_error_line(cli("replay", str(src), "--policy", name))
+        assert "unknown policy" not in line
+
+
+def test_swe_agent_recorded_cost_is_the_trajectory_s_own(transcripts: Path, tmp_path: Path) -> None:
+    recorded = json.loads(SWE_0X.read_text())["info"]["model_stats"]["instance_cost"]
+    out = tmp_path / "r.json"
+    res = cli("replay", str(SWE_0X), "--model", "gpt-4o", "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["recorded_cost_usd"] == pytest.approx(recorded)
+    assert summary["recorded_cost_from"] == "transcript"
+    assert f"{recorded:.2f}" in res.stdout  # beside ours in the table
+
+
+def test_a_session_with_usage_keeps_its_usage_as_the_recorded_cost(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 3)), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["recorded_cost_from"] == "usage" and summary["recorded_cost_usd"] > 0
+
+
+@pytest.fixture
+def failing_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache-aware clearing layer raises on every call; the engine catches it and goes on."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("injected layer fault")
+
+    monkeypatch.setattr("ctxengine.engine.cache_clear", broken)
+
+
+@pytest.mark.usefixtures("failing_layer")
+def test_layer_failures_the_engine_swallows_are_reported_by_replay(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 3)), "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["summary"]["layer_failures"] == len(data["calls"]) == 3  # once per assemble
+    assert "warning: 3 layer failure(s)" in " ".join(res.stderr.split())
+
+
+@pytest.mark.usefixtures("failing_layer")
+def test_layer_failures_are_reported_by_bench(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    res = cli("bench", str(src), "--policies", "none,default", "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["policies"]["default"]["layer_failures"] == 3
+    assert [s["layer_failures"] for s in data["sessions"]] == [3, 3]
+    assert "layer" in res.stdout and "failures" in res.stdout  # the column appears when non-zero
+    assert "warning: 6 layer failure(s)" in " ".join(res.stderr.split())
+
+
+def test_no_layer_failure_no_column_and_no_warning(tmp_path: Path) -> None:
+    res = cli("bench", str(cc_session(tmp_path / "s.jsonl", 2)), "--policies", "none")
+    assert res.exit_code == 0, res.stderr
+    assert "failures" not in res.stdout and "layer failure" not in res.stderr

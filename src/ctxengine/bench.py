@@ -71,6 +71,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     recall_uses: int
     pairing_violations: int
     wall_time_s: float
+    layer_failures: int = 0  # layer exceptions the engine caught and went on without
 
 
 class PolicyRow(msgspec.Struct, kw_only=True):
@@ -103,6 +104,7 @@ class PolicyRow(msgspec.Struct, kw_only=True):
     pairing_violations: int = 0
     wall_time_s: float = 0.0
     wall_time_s_per_session: float = 0.0
+    layer_failures: int = 0
 
 
 class Comparison(msgspec.Struct, kw_only=True):
@@ -200,6 +202,7 @@ def session_row(report: SessionReport, wall: float) -> SessionRow:
         recall_uses=s.recall_uses,
         pairing_violations=s.pairing_violations,
         wall_time_s=round(wall, 4),
+        layer_failures=s.layer_failures,
     )
 
 
@@ -261,6 +264,7 @@ def summarize_rows(runner: Runner, rows: list[SessionRow], errors: list[str]) ->
     out.recall_uses = sum(r.recall_uses for r in rows)
     out.reference_recall = round(out.recall_hits / out.recall_uses, 4) if out.recall_uses else None
     out.pairing_violations = sum(r.pairing_violations for r in rows)
+    out.layer_failures = sum(r.layer_failures for r in rows)
     out.wall_time_s = round(sum(r.wall_time_s for r in rows), 3)
     out.wall_time_s_per_session = round(out.wall_time_s / n, 4)
     return out
@@ -432,6 +436,9 @@ def bench_table(result: BenchResult, title: str) -> Table:
         ("wall s\ntotal / session", "right"),
     ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
+    failures = any(r.layer_failures for r in result.policies.values())
+    if failures:  # layer exceptions the engine caught: shown whenever there are any
+        table.add_column("layer\nfailures", justify="right")
     ours = ("default", "none", "recorded")
     for group in (ours, PRESETS, tuple(peers.PEERS)):
         names = [n for n in result.policies if n in group]
@@ -443,7 +450,7 @@ def bench_table(result: BenchResult, title: str) -> Table:
         for name in names:
             r = result.policies[name]
             if r.unavailable:
-                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * 9)
+                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * (9 + failures))
                 continue
             table.add_row(
                 name,
@@ -458,6 +465,7 @@ def bench_table(result: BenchResult, title: str) -> Table:
                 "–" if r.reference_recall is None else f"{r.reference_recall:.4f}",
                 str(r.pairing_violations),
                 f"{r.wall_time_s:,.1f} / {r.wall_time_s_per_session:.3f}",
+                *([str(r.layer_failures)] if failures else []),
             )
     return table
 
@@ -590,6 +598,9 @@ def bench_command(
     for row in result.policies.values():
         for e in row.errors[:5]:
             common.say("error:", f"{row.policy}: {e}")
+    common.report_layer_failures(
+        sum(r.layer_failures for r in result.policies.values()), "the JSON's layer_failures per policy"
+    )
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=1))

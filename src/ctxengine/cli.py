@@ -27,6 +27,7 @@ from ctxengine.cli_common import (
     load_transcripts,
     make_llm,
     progress_bar,
+    report_layer_failures,
     require_paths,
     say,
     stdout_console,
@@ -35,7 +36,7 @@ from ctxengine.cli_common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
 from ctxengine.models import WindowTooSmallError
-from ctxengine.policy import Policy, get_policy
+from ctxengine.policy import BUILTIN, Policy, get_policy, presets
 
 app = typer.Typer(add_completion=False, help="Context-window management for LLM agents.")
 
@@ -99,6 +100,12 @@ def newest_user_session() -> Path | None:
     return best[1] if best else None
 
 
+POLICY_HELP = (
+    f"Policy: ours ({', '.join(BUILTIN)}) or a harness preset ({', '.join(presets())}); "
+    "--policy-file for your own."
+)
+
+
 def _load_policy(name: str, policy_file: Path | None) -> Policy:
     try:
         return Policy.from_toml(policy_file) if policy_file else get_policy(name)
@@ -111,7 +118,7 @@ def replay(
     path: Annotated[
         Path | None, typer.Argument(help="Transcript file or folder (default: your newest session).")
     ] = None,
-    policy: Annotated[str, typer.Option(help="Policy: default, none, recorded.")] = "default",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "default",
     policy_file: Annotated[Path | None, typer.Option(help="Load the policy from a TOML file.")] = None,
     window: Annotated[
         int | None, typer.Option(help="Context window in tokens (default: the model's).")
@@ -186,6 +193,7 @@ def replay(
 
     if not quiet:
         report.print_table(reports, f"ctxengine replay — policy {pol.name}", stdout_console())
+    report_layer_failures(sum(r.summary.layer_failures for r in reports), "summary.layer_failures")
     if json_out:
         report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
         say("wrote", str(json_out))

@@ -233,7 +233,36 @@ def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Se
     malformed = sum(len(s.malformed) for s in sessions)
     if malformed:
         say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
+    callless = [s for s in sessions if not has_model_calls(s)]
+    if len(callless) == len(sessions):
+        what = "the transcript records" if len(sessions) == 1 else f"none of {len(sessions)} sessions records"
+        raise fail(
+            f"{', '.join(map(str, paths))}: no model calls to replay ({what} an assistant turn, "
+            "only user messages or metadata)"
+        )
+    if callless:
+        named = ", ".join(os.path.basename(s.source) + (f" {s.name}" if s.name else "") for s in callless[:3])
+        more = f" and {len(callless) - 3} more" if len(callless) > 3 else ""
+        say("note:", f"{len(callless)} session(s) with no model calls left out: {named}{more}")
+        sessions = [s for s in sessions if has_model_calls(s)]
     assumed = assume_model(sessions, model)
     if assumed:
         say("note:", f"{assumed} session(s) name no model: replayed as {model}")
     return sessions
+
+
+def has_model_calls(session: Session) -> bool:
+    """Whether ``session`` records a model call (an assistant message the harness did not make up),
+    the replay's measure of a call."""
+    return any(m.role == "assistant" and not m.meta.get("synthetic") for m in session.messages)
+
+
+def report_layer_failures(failures: int, where: str) -> None:
+    """One ``warning:`` line when the engine caught layer exceptions (``failures`` > 0) and went on
+    without the layer: counted and reported (``where`` says where the count is), never silent."""
+    if failures:
+        say(
+            "warning:",
+            f"{failures} layer failure(s): the engine caught a layer's exception and went on without it "
+            f"(the session unchanged by that layer); counted in {where}",
+        )

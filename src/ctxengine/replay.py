@@ -108,7 +108,7 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     llm_tokens: int
     llm_cost_usd: float
     cost_usd: float
-    recorded_cost_usd: float | None
+    recorded_cost_usd: float | None  # the recorded usage priced, else the transcript's own figure
     cache_hit_ratio: float | None
     reference_recall: float | None
     recall_hits: int
@@ -120,6 +120,10 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     prediction_error: ErrorStats
     delta_error: ErrorStats
     cache_model_error: ErrorStats
+    # where ``recorded_cost_usd`` comes from: "usage" (the recorded usage at our prices),
+    # "transcript" (the harness's own figure, SWE-agent's ``info.model_stats.instance_cost``)
+    recorded_cost_from: str | None = None
+    layer_failures: int = 0  # layer exceptions the engine caught and went on without (never silent)
 
 
 class SessionInfo(msgspec.Struct, kw_only=True):
@@ -278,7 +282,11 @@ def replay_session(
     ids = _Ids()
     warnings: list[str] = []
     if not model.price_known:
-        warnings.append(f"no known price for model {session.model!r}: priced at fallback rates")
+        warnings.append(
+            f"no known price for model {session.model!r}: priced at fallback rates"
+            if session.model
+            else "the transcript names no model (give one with --model): priced at fallback rates"
+        )
 
     fixed = infer_fixed_prefix(session, count)
     resolved_window = resolve_window(model, user_override=window)
@@ -473,6 +481,10 @@ def replay_session(
     sent_total = sum(c.sent_tokens for c in calls)
     total_hits = sum(c.recall_hits for c in calls)
     total_uses = sum(c.recall_uses for c in calls)
+    layer_failures = getattr(engine, "failures", 0)  # a plugin engine may not count them
+    if isinstance(layer_failures, bool) or not isinstance(layer_failures, int):
+        layer_failures = 0
+    transcript_cost = _transcript_cost(session)
     engine.dispose()
     summary = SessionSummary(
         peak_sent_tokens=max((c.sent_tokens for c in calls), default=0),
@@ -491,7 +503,11 @@ def replay_session(
         llm_tokens=llm_tokens,
         llm_cost_usd=round(llm_cost, 6),
         cost_usd=round(sum(c.cost_usd for c in calls) + llm_cost, 6),
-        recorded_cost_usd=round(recorded_cost, 6) if recorded_cost_known else None,
+        recorded_cost_usd=round(recorded_cost, 6) if recorded_cost_known else transcript_cost,
+        recorded_cost_from="usage"
+        if recorded_cost_known
+        else ("transcript" if transcript_cost is not None else None),
+        layer_failures=layer_failures,
         cache_hit_ratio=round(read / sent_total, 4) if sent_total else None,
         reference_recall=round(total_hits / total_uses, 4) if total_uses else None,
         recall_hits=total_hits,
@@ -523,6 +539,16 @@ def replay_session(
         summary=summary,
         warnings=warnings + [str(m) for m in session.malformed],
     )
+
+
+def _transcript_cost(session: Session) -> float | None:
+    """The cost (USD) the harness itself recorded for the session, when the transcript has one
+    (SWE-agent: ``info.model_stats.instance_cost``); None otherwise."""
+    stats = session.meta.get("model_stats")
+    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not cost >= 0:
+        return None
+    return round(float(cost), 6)
 
 
 def _quality_summary(events: list[dict[str, Any]]) -> dict[str, float | int | None]:
