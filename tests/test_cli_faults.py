@@ -52,10 +52,17 @@ def _record(i: int, kind: str, message: dict[str, Any], session: str) -> str:
 
 
 def cc_session(
-    path: Path, calls: int, *, prefix_tokens: int = 3_000, result_chars: int = 400, session: str = "s"
+    path: Path,
+    calls: int,
+    *,
+    prefix_tokens: int = 3_000,
+    result_chars: int = 400,
+    session: str = "s",
+    usage: bool = True,
 ) -> Path:
     """A Claude Code session of ``calls`` model calls (a Read each, its result ``result_chars``
-    long), each call's recorded usage a fixed prefix of ``prefix_tokens`` plus what came before."""
+    long), each call's recorded usage (unless not ``usage``) a fixed prefix of ``prefix_tokens``
+    plus what came before."""
     lines = [_record(1, "user", {"role": "user", "content": "Read the modules and fix the bug."}, session)]
     n = 1
     grown = 0
@@ -77,6 +84,8 @@ def cc_session(
                 "output_tokens": 50,
             },
         }
+        if not usage:
+            del msg["usage"]
         lines.append(_record(n, "assistant", msg, session))
         n += 1
         body = (f"def f{k}(x):\n    return x + {k}\n" * (result_chars // 30 + 1))[:result_chars]
@@ -306,6 +315,9 @@ def test_layer_failures_the_engine_swallows_are_reported_by_replay(tmp_path: Pat
     data = json.loads(out.read_text())
     assert data["summary"]["layer_failures"] == len(data["calls"]) == 3  # once per assemble
     assert "warning: 3 layer failure(s)" in " ".join(res.stderr.split())
+    from ctxengine.report import COLUMNS
+
+    assert COLUMNS["fail"].explain in " ".join(res.stdout.split())  # a table column when non-zero
 
 
 @pytest.mark.usefixtures("failing_layer")
@@ -325,3 +337,84 @@ def test_no_layer_failure_no_column_and_no_warning(tmp_path: Path) -> None:
     res = cli("bench", str(cc_session(tmp_path / "s.jsonl", 2)), "--policies", "none")
     assert res.exit_code == 0, res.stderr
     assert "failures" not in res.stdout and "layer failure" not in res.stderr
+
+
+# ------------------------------------------------------------------ 14: the replay table
+
+
+def _reports(tmp_path: Path) -> list[Any]:
+    """Reports of a session with recorded usage, one without, and the SWE-agent 0.x file."""
+    from ctxengine.formats import load
+    from ctxengine.policy import get_policy
+    from ctxengine.replay import replay_session
+
+    files = [
+        cc_session(tmp_path / "a_long_session_name_as_real_ones_have_4530697c.jsonl", 4),
+        cc_session(tmp_path / "b_without_usage.jsonl", 3, usage=False),
+        SWE_0X,
+    ]
+    return [replay_session(s, get_policy("default"), window=64_000) for f in files for s in load(f)]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_table_fits_the_terminal_without_cutting_a_number(width: int, tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from ctxengine import report
+
+    reports = _reports(tmp_path)
+    console = Console(width=width, record=True)
+    table = report.summary_table(reports, report.table_title("default", reports), width)
+    console.print(table)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    labels = [str(c) for c in table.columns[0]._cells]
+    assert text.count("…") == sum(label.count("…") for label in labels)  # only names are cut
+    # every figure of every shown column is printed whole, and the caption explains them
+    for key in ("calls", "peak", "ovf", "cost", "rec", "content", "refs", "hit", "pair", "pred", "delta"):
+        assert report.COLUMNS[key].explain in " ".join(text.split()), key
+        for r in reports:
+            assert report._cells([r])[key] in text
+    assert "window 64,000 tokens" in text.splitlines()[0]
+
+
+def test_the_table_shows_content_recall_beside_reference_recall(tmp_path: Path) -> None:
+    import types
+
+    import msgspec
+    from rich.console import Console
+
+    from ctxengine import report
+
+    [r] = _reports(tmp_path)[:1]
+    assert report._cells([r])["content"] == "–"  # not measured (yet): a dash, not a number
+    fields = msgspec.structs.asdict(r.summary)
+    with_content = msgspec.structs.replace(r, summary=types.SimpleNamespace(**fields, content_recall=0.625))
+    console = Console(width=80, record=True)
+    console.print(report.summary_table([with_content], "t", 80))
+    text = console.export_text()
+    assert "0.625" in text and "content" in text and "refs" in text
+
+
+def test_the_total_compares_costs_on_the_same_sessions(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from ctxengine import report
+
+    reports = _reports(tmp_path)[:2]  # one with recorded usage, one without
+    assert [r.summary.recorded_cost_usd is None for r in reports] == [False, True]
+    console = Console(width=200, record=True)
+    console.print(report.summary_table(reports, "t", 200))
+    rows = {line.split("  ")[0].strip(): line for line in console.export_text().splitlines()}
+    cells = report._cells([reports[0]])
+    assert "all (2)" in rows and "with rec. $ (1)" in rows
+    assert f" {cells['cost']} " in rows["with rec. $ (1)"] and f" {cells['rec']} " in rows["with rec. $ (1)"]
+    assert report._cells(reports)["rec"] == "–"  # no sum over only some of the sessions on the "all" row
+    ours_all = report._cells(reports)["cost"]
+    assert f" {ours_all} " in rows["all (2)"]
+
+
+def test_replay_table_title_names_the_window(tmp_path: Path) -> None:
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 2)), "--window", "64000")
+    assert res.exit_code == 0, res.stderr
+    assert "ctxengine replay — policy default, window 64,000 tokens" in res.stdout

@@ -192,7 +192,7 @@ def replay(
         raise fail(str(exc)) from None
 
     if not quiet:
-        report.print_table(reports, f"ctxengine replay — policy {pol.name}", stdout_console())
+        report.print_table(reports, report.table_title(pol.name, reports), stdout_console())
     report_layer_failures(sum(r.summary.layer_failures for r in reports), "summary.layer_failures")
     if json_out:
         report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
