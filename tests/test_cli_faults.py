@@ -418,3 +418,38 @@ def test_replay_table_title_names_the_window(tmp_path: Path) -> None:
     res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 2)), "--window", "64000")
     assert res.exit_code == 0, res.stderr
     assert "ctxengine replay — policy default, window 64,000 tokens" in res.stdout
+
+
+# ------------------------------------------------------------------ 17: windows the engine refuses
+
+
+def test_a_model_window_under_the_minimum_says_what_to_do(transcripts: Path) -> None:
+    res = cli("replay", str(SWE_0X), "--model", "gpt-4")
+    assert res.exit_code == 2 and res.stdout == "", (res.stdout, res.stderr)
+    [line] = [x for x in res.stderr.splitlines() if x.startswith("error:")]  # after the --model note
+    for words in ("gpt-4", "8,192", "16,000", "--window 16000", "overflow guard"):
+        assert words in line, words
+    res = cli("replay", str(SWE_0X), "--model", "gpt-4", "--window", "16000")  # the advice works
+    assert res.exit_code == 0, res.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_a_fixed_prefix_larger_than_the_window_is_one_clear_error(command: str, tmp_path: Path) -> None:
+    import re
+
+    src = cc_session(tmp_path / "big_prefix.jsonl", 6, prefix_tokens=26_000)
+    res = cli(command, str(src), "--window", "20000")
+    assert res.exit_code == 2 and res.stdout == "", (res.stdout, res.stderr)
+    [line] = [x for x in res.stderr.splitlines() if x.startswith("error:")]  # besides the <32K warning
+    assert str(src) in line and "fixed prefix" in line and "20,000" in line
+    found = re.search(r"prefix \(system prompt and tool definitions\) is ([\d,]+)", line)
+    assert found is not None
+    prefix = int(found[1].replace(",", ""))
+    assert 25_000 < prefix <= 26_005
+    advice = re.search(r"--window (\d+)", line)
+    assert advice is not None and int(advice[1]) > prefix
+    suggested = advice[1]
+    out = tmp_path / "r.json"
+    res = cli("replay", str(src), "--window", suggested, "--json", str(out), "--quiet")  # the advice works
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(out.read_text())["summary"]["overflows"] == 0

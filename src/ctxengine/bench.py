@@ -577,7 +577,7 @@ def bench_command(
                 on_policy=None if common.err.is_terminal else lambda line: common.say("bench:", line),
             )
     except WindowTooSmallError as exc:
-        raise common.fail(str(exc)) from None
+        raise common.window_error(exc) from None
     elapsed = time.perf_counter() - started
     out = common.stdout_console()
     where = f"window {window:,} tokens" if window else "each model's window"

@@ -31,10 +31,12 @@ from ctxengine.cli_common import (
     require_paths,
     say,
     stdout_console,
+    window_error,
 )
 from ctxengine.cli_common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
+from ctxengine.messages import Session
 from ctxengine.models import WindowTooSmallError
 from ctxengine.policy import BUILTIN, Policy, get_policy, presets
 
@@ -166,10 +168,11 @@ def replay(
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if plot_out else None
     rec_policy = get_policy("recorded")
-    try:
-        with progress_bar(disable=len(sessions) < 2) as progress:
-            task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
-            for s in sessions:
+    refused: tuple[WindowTooSmallError, Session] | None = None
+    with progress_bar(disable=len(sessions) < 2) as progress:
+        task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
+        for s in sessions:
+            try:
                 reports.append(
                     replay_session(
                         s,
@@ -181,15 +184,18 @@ def replay(
                         llm=client,
                     )
                 )
-                if recorded_reports is not None:
-                    recorded_reports.append(
-                        reports[-1]
-                        if pol.name == "recorded"
-                        else replay_session(s, rec_policy, window=window, registry=registry, validate=False)
-                    )
-                progress.advance(task)
-    except WindowTooSmallError as exc:
-        raise fail(str(exc)) from None
+            except WindowTooSmallError as exc:
+                refused = (exc, s)  # said once the progress bar is gone
+                break
+            if recorded_reports is not None:
+                recorded_reports.append(
+                    reports[-1]
+                    if pol.name == "recorded"
+                    else replay_session(s, rec_policy, window=window, registry=registry, validate=False)
+                )
+            progress.advance(task)
+    if refused is not None:
+        raise window_error(*refused) from None
 
     if not quiet:
         report.print_table(reports, report.table_title(pol.name, reports), stdout_console())

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ctxengine.formats import link_sidechains, load
 from ctxengine.messages import Session, TranscriptError
-from ctxengine.models import Registry, WindowTooSmallError, WindowWarning, check_window
+from ctxengine.models import MIN_WINDOW_TOKENS, Registry, WindowTooSmallError, WindowWarning, check_window
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient
@@ -200,6 +200,22 @@ def check_window_option(window: int | None) -> None:
     for w in caught:
         say("warning:", str(w.message))
     warnings.filterwarnings("ignore", category=WindowWarning)
+
+
+def window_error(exc: WindowTooSmallError, session: Session | None = None) -> typer.Exit:
+    """``fail`` with what a user can do about a window the engine refuses: a fixed prefix larger
+    than the window says which window would do (its own message); a model window under the
+    minimum (16,000 tokens, the overflow guard's: room for the newest round and the response)
+    names the session and model, and the options that replay it."""
+    message = str(exc)
+    if type(exc) is WindowTooSmallError:
+        whose = f"{session.source}: model {session.model}: " if session is not None else ""
+        message = (
+            f"{whose}{message} (the overflow guard's minimum); replay it as if the window were "
+            f"larger with --window {MIN_WINDOW_TOKENS} or more, or name a model with a larger window "
+            "(--model for transcripts that name none, --models FILE.toml to change a window)"
+        )
+    return fail(message)
 
 
 def check_model(model: str | None, registry: Registry) -> None:

@@ -35,7 +35,7 @@ from ctxengine.formats.anthropic_writer import breakpoint_indices, to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult, Usage
-from ctxengine.models import ModelInfo, Registry, resolve_window
+from ctxengine.models import MIN_WINDOW_TOKENS, ModelInfo, Registry, WindowTooSmallError, resolve_window
 from ctxengine.plugins import EngineRegistry
 from ctxengine.policy import Policy
 from ctxengine.tokens.counter import TokenCounter, counter_for
@@ -62,6 +62,22 @@ DELTA_MIN_TOKENS = 200  # delta_error only on calls whose recorded growth exceed
 ONE_HOUR_TTL_S = 3600.0
 ANCHOR_TOLERANCE = 0.15  # the recorded call anchors the engine track when the transcript explains it
 # within this share of its total
+
+
+class PrefixTooLargeError(WindowTooSmallError):
+    """The session's fixed prefix (system prompt and tool definitions, which no layer can shrink)
+    is at least the window: every call would overflow whatever the policy does. A
+    ``WindowTooSmallError`` for this session, whose message says which window would do."""
+
+    def __init__(self, source: str, window: int, prefix: int) -> None:
+        ValueError.__init__(
+            self,
+            f"{source}: the fixed prefix (system prompt and tool definitions) is {prefix:,} tokens, "
+            f"more than the {window:,}-token window: no policy can fit a single call; give a window "
+            f"above it, e.g. --window {-(-(prefix + MIN_WINDOW_TOKENS) // 1000) * 1000}",
+        )
+        self.tokens = window
+        self.prefix = prefix
 
 
 class CallRecord(msgspec.Struct, kw_only=True):
@@ -272,7 +288,8 @@ def replay_session(
     as the model for notes and summaries.
 
     Returns the full report. Raises nothing for odd sessions: a session with no calls gives an
-    empty report. Raises ``WindowTooSmallError`` for a window under 16,000 tokens and
+    empty report. Raises ``WindowTooSmallError`` for a window under 16,000 tokens (its subclass
+    ``PrefixTooLargeError`` when the session's fixed prefix does not fit the window) and
     ``KeyError`` for an unknown engine id.
     """
     registry = registry or Registry.default()
@@ -290,6 +307,8 @@ def replay_session(
 
     fixed = infer_fixed_prefix(session, count)
     resolved_window = resolve_window(model, user_override=window)
+    if fixed >= resolved_window:
+        raise PrefixTooLargeError(session.source, resolved_window, fixed)
     engine = (engines or EngineRegistry()).create(
         engine_id,
         policy=policy,
