@@ -453,3 +453,73 @@ def test_a_fixed_prefix_larger_than_the_window_is_one_clear_error(command: str, 
     res = cli("replay", str(src), "--window", suggested, "--json", str(out), "--quiet")  # the advice works
     assert res.exit_code == 0, res.stderr
     assert json.loads(out.read_text())["summary"]["overflows"] == 0
+
+
+# ------------------------------------------------------------------ 15: --llm, the server unreachable
+
+
+class _DeadServer:
+    """An ``LLMClient`` whose server is unreachable (after ``answers`` good replies): every call
+    raises ``LLMConnectionError`` at once, and each attempt is counted."""
+
+    provider = "openai"
+    model = "gpt-4o-mini"
+    timeout = 1.0
+    max_retries = 0
+
+    def __init__(self, answers: int = 0) -> None:
+        self.answers = answers
+        self.attempts = 0
+        self.calls: list[Any] = []
+
+    def complete(self, request: Any) -> Any:
+        from ctxengine.llm import LLMConnectionError, LLMResponse
+        from ctxengine.messages import Usage
+
+        self.attempts += 1
+        if self.attempts <= self.answers:
+            text = "## Current state\nReading the modules m0.py to m9.py.\n"
+            usage = Usage(input_tokens=1_000, output_tokens=50)
+            return LLMResponse(text, usage, self.model, 0.001, 0.01, "stop")
+        raise LLMConnectionError("Connection error: [Errno 111] Connection refused", provider="openai")
+
+
+@pytest.fixture
+def dead_server(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def make(answers: int = 0) -> _DeadServer:
+        server = _DeadServer(answers)
+        monkeypatch.setattr("ctxengine.llm.make_client", lambda *a, **k: server)
+        return server
+
+    return make
+
+
+def _llm_replay(tmp_path: Path, *extra: str) -> tuple[Result, dict[str, Any]]:
+    src = cc_session(tmp_path / "s.jsonl", 24, result_chars=6_000)
+    out = tmp_path / "r.json"
+    llm = ("--llm", "openai:gpt-4o-mini")
+    res = cli("replay", str(src), "--window", "32000", *llm, "--json", str(out), *extra)
+    return res, json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_llm_unreachable_fails_fast_and_exits_non_zero(tmp_path: Path, dead_server: Any) -> None:
+    from ctxengine.cli_common import BREAKER_FAILURES
+
+    server = dead_server()
+    res, data = _llm_replay(tmp_path)
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    assert server.attempts == BREAKER_FAILURES  # then no request waits for the server again
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "no LLM call succeeded" in errors[0] and "Connection refused" in errors[0]
+    failed = [e for c in data["calls"] for e in c["events"] if "error" in e["details"]]
+    assert len(failed) > BREAKER_FAILURES  # the replay went on with the $0 fallbacks, and wrote its report
+    assert data["summary"]["llm_calls"] == 0
+
+
+def test_llm_failing_after_an_answer_ends_with_a_warning_and_exit_0(tmp_path: Path, dead_server: Any) -> None:
+    server = dead_server(answers=1)
+    res, _ = _llm_replay(tmp_path)
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    assert server.attempts == 1 + 3
+    [warning] = [x for x in " ".join(res.stderr.split()).split("warning: ")[1:] if "--llm" in x]
+    assert "1 LLM call(s) succeeded, 3 LLM call(s) failed" in warning and "not sent" in warning

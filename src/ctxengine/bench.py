@@ -611,3 +611,4 @@ def bench_command(
         except RuntimeError as exc:
             raise common.fail(str(exc)) from None
         common.say("wrote", str(plot_out))
+    common.finish_llm(client)

@@ -23,6 +23,7 @@ from ctxengine.cli_common import (
     check_output,
     check_window_option,
     fail,
+    finish_llm,
     load_registry,
     load_transcripts,
     make_llm,
@@ -209,6 +210,7 @@ def replay(
         except RuntimeError as exc:
             raise fail(str(exc)) from None
         say("wrote", str(plot_out))
+    finish_llm(client)
 
 
 def main() -> None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import typer
 from rich.console import Console
@@ -27,7 +28,7 @@ from ctxengine.messages import Session, TranscriptError
 from ctxengine.models import MIN_WINDOW_TOKENS, Registry, WindowTooSmallError, WindowWarning, check_window
 
 if TYPE_CHECKING:
-    from ctxengine.llm import LLMClient
+    from ctxengine.llm import CallRecord, LLMClient, LLMRequest, LLMResponse
 
 err = Console(stderr=True)
 TABLE_WIDTH = 200  # columns when stdout is not a terminal (a log, a pipe)
@@ -82,8 +83,80 @@ def progress_bar(*, disable: bool = False) -> Progress:
     )
 
 
-def make_llm(llm: str | None, base_url: str | None, timeout: float) -> LLMClient | None:
-    """The client for ``--llm PROVIDER:MODEL`` (``anthropic`` or ``openai``), or ``None`` without one.
+BREAKER_FAILURES = 3  # consecutive failed LLM calls after which the run makes no more
+
+
+class GuardedClient:
+    """The ``--llm`` client with a run-wide circuit breaker: after ``BREAKER_FAILURES``
+    consecutive calls that fail for a reason the next call would share (connection, timeout,
+    auth, server error, rate limit: not a request's own prompt-too-long or bad request), every
+    further call fails at once with ``LLMConnectionError`` instead of waiting for the server
+    again, so an unreachable server costs seconds, not minutes; the callers fall back to the $0
+    summaries and notes as they do on any LLM error. ``ok``, ``failed``, ``skipped`` and
+    ``last_error`` are what ``finish_llm`` reports. Thread-safe (notes may update in the
+    background); everything else (``provider``, ``model``, ``calls``, ``timeout``, ...) is the
+    wrapped client's."""
+
+    def __init__(self, inner: LLMClient, spec: str, trip_after: int = BREAKER_FAILURES) -> None:
+        self.inner = inner
+        self.spec = spec
+        self.trip_after = trip_after
+        self.ok = 0
+        self.failed = 0
+        self.skipped = 0
+        self.consecutive = 0
+        self.last_error = ""
+        self._lock = threading.Lock()
+
+    @property
+    def open(self) -> bool:
+        return self.consecutive >= self.trip_after
+
+    @property
+    def provider(self) -> str:
+        return self.inner.provider
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        return self.inner.calls
+
+    def __getattr__(self, name: str) -> Any:  # timeout, max_retries, ... of the wrapped client
+        return getattr(self.inner, name)
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        from ctxengine.llm import BadRequestError, LLMConnectionError, LLMError, PromptTooLongError
+
+        with self._lock:
+            if self.open:
+                self.skipped += 1
+                raise LLMConnectionError(
+                    f"not sent: the last {self.consecutive} LLM calls failed ({self.last_error})",
+                    provider=self.provider,
+                    model=self.model,
+                )
+        try:
+            response = self.inner.complete(request)
+        except (PromptTooLongError, BadRequestError):
+            raise  # this request's own fault: the next one may well succeed
+        except LLMError as exc:
+            with self._lock:
+                self.failed += 1
+                self.consecutive += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            raise
+        with self._lock:
+            self.ok += 1
+            self.consecutive = 0
+        return response
+
+
+def make_llm(llm: str | None, base_url: str | None, timeout: float) -> GuardedClient | None:
+    """The client for ``--llm PROVIDER:MODEL`` (``anthropic`` or ``openai``), or ``None`` without one,
+    behind the run's circuit breaker (``GuardedClient``; report it with ``finish_llm``).
 
     ``base_url`` is ``--llm-base-url`` (OpenAI-compatible servers too); ``timeout`` is seconds per
     request. A bad spec, an unknown provider or a missing SDK prints ``error: --llm SPEC: why`` and
@@ -94,9 +167,32 @@ def make_llm(llm: str | None, base_url: str | None, timeout: float) -> LLMClient
     from ctxengine.llm import LLMError, make_client
 
     try:
-        return make_client(llm, base_url=base_url, timeout=timeout)
+        return GuardedClient(make_client(llm, base_url=base_url, timeout=timeout), llm)
     except (ValueError, LLMError, ImportError) as exc:
         raise fail(f"--llm {llm}: {exc}") from None
+
+
+def finish_llm(client: GuardedClient | None) -> None:
+    """At the end of a run with ``--llm``: when LLM calls failed, say so in one line; when none
+    ever succeeded, as an ``error:`` (the run's summaries and notes are all the $0 fallbacks)
+    and raise ``typer.Exit(2)``; when the breaker opened after some succeeded, as a ``warning:``."""
+    if client is None or not client.failed:
+        return
+    failed = f"{client.failed} LLM call(s) failed (the last: {client.last_error})"
+    skipped = (
+        f", {client.skipped} more not sent after {client.trip_after} failures in a row"
+        if client.skipped
+        else ""
+    )
+    if not client.ok:
+        raise fail(
+            f"--llm {client.spec}: no LLM call succeeded: {failed}{skipped}; every summary and notes "
+            "update fell back to the $0 structured one (check the server, --llm-base-url and the key)"
+        )
+    say(
+        "warning:",
+        f"--llm {client.spec}: {client.ok} LLM call(s) succeeded, {failed}{skipped}; those fell back to $0",
+    )
 
 
 def require_paths(paths: Iterable[Path]) -> None:
@@ -230,9 +326,10 @@ def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Se
 
     Warnings raised while loading (a malformed record: file and line) are printed as
     ``warning: ...`` lines, then the notes on skipped files and the count of malformed records as
-``note: ...``. A single file that
-    cannot be read (unknown format, empty, binary), or no session at all, prints one ``error:``
-    line and raises ``typer.Exit(2)``. Check the paths exist first (``require_paths``).
+    ``note: ...``. A single file that cannot be read (unknown format, empty, binary), no session
+    at all, or sessions none of which records a model call print one ``error:`` line and raise
+    ``typer.Exit(2)`` (sessions without a call among others are left out with a ``note:``).
+    Check the paths exist first (``require_paths``).
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
