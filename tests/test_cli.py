@@ -114,11 +114,13 @@ def test_window_below_the_minimum_is_one_line_and_exit_2() -> None:
     assert "16,000" in line
 
 
-def test_small_window_warns_once_in_one_line(transcripts: Path) -> None:
-    """Under 32,000 tokens: one warning line for the whole folder (6 sessions), not a Python
-    warning per session. (30,000: at 20,000 a session's 24,530-token fixed prefix cannot fit, an
-    error since issue 9 item 17.)"""
-    res = run(str(CLAUDE_CODE), "--window", "30000")
+def test_small_window_warns_once_in_one_line(transcripts: Path, tmp_path: Path) -> None:
+    """Under 32,000 tokens: one warning line for the whole folder (3 sessions), not a Python
+    warning per session. (30,000: at 20,000 some real sessions' fixed prefix cannot fit, an error
+    since issue 9 item 17.)"""
+    for name in ("a", "b", "c"):
+        copy_of(SIDECHAIN, tmp_path / "folder" / f"{name}.jsonl")
+    res = run(str(tmp_path / "folder"), "--window", "30000")
     assert res.exit_code == 0, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if "32,000" in ln]
     assert lines == [
