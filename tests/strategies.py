@@ -47,6 +47,19 @@ _texts = st.one_of(
 )
 
 
+# strategies built once, not at every draw (hypothesis validates each new strategy object, which
+# took most of the property tests' time); what they draw is unchanged
+_RESULT_KINDS = st.sampled_from(("text", "text", "text", "image", "text+image", "empty", "document"))
+_TOOL_INPUTS = st.fixed_dictionaries(
+    {"path": st.sampled_from(("a.py", "src/b.ts", "README.md"))},
+    optional={"limit": st.integers(1, 500), "pattern": st.sampled_from(("foo", "^def "))},
+)
+_THINKING_KINDS = st.sampled_from(("signed", "signed", "unsigned", "redacted"))
+_GAPS = st.sampled_from((1.0, 30.0, 400.0))
+_TOOL_NAMES = st.sampled_from(TOOLS)
+_ROLES = st.sampled_from(("user", "assistant", "system"))
+
+
 class _Ids:
     def __init__(self) -> None:
         self._n = itertools.count()
@@ -57,7 +70,7 @@ class _Ids:
 
 @st.composite
 def _result_content(draw: st.DrawFn) -> tuple[ResultPart, ...]:
-    kind = draw(st.sampled_from(["text", "text", "text", "image", "text+image", "empty", "document"]))
+    kind = draw(_RESULT_KINDS)
     if kind == "text":
         return (Text(draw(_texts)),)
     if kind == "image":
@@ -69,19 +82,17 @@ def _result_content(draw: st.DrawFn) -> tuple[ResultPart, ...]:
     return ()
 
 
+_RESULT_CONTENT = _result_content()
+
+
 def _tool_input(draw: st.DrawFn, name: str) -> dict[str, Any] | str:
     if name == "apply_patch":
         return "*** Begin Patch\n*** Update File: a.py\n-x\n+y\n*** End Patch"
-    return draw(
-        st.fixed_dictionaries(
-            {"path": st.sampled_from(["a.py", "src/b.ts", "README.md"])},
-            optional={"limit": st.integers(1, 500), "pattern": st.sampled_from(["foo", "^def "])},
-        )
-    )
+    return draw(_TOOL_INPUTS)
 
 
 def _thinking(draw: st.DrawFn) -> Thinking:
-    kind = draw(st.sampled_from(["signed", "signed", "unsigned", "redacted"]))
+    kind = draw(_THINKING_KINDS)
     if kind == "signed":
         return Thinking(draw(_texts), signature="EqQBCkYIBxgCKkB" + str(draw(st.integers(0, 99))))
     if kind == "redacted":
@@ -97,7 +108,7 @@ def _valid_session(draw: st.DrawFn, min_turns: int, max_turns: int) -> list[Mess
 
     def add(role: str, blocks: list[Block], **kw: Any) -> None:
         nonlocal now
-        now += draw(st.sampled_from([1.0, 30.0, 400.0]))
+        now += draw(_GAPS)
         msgs.append(Message(role=role, blocks=tuple(blocks), id=ids("m"), timestamp=now, **kw))  # type: ignore[arg-type]
 
     for turn in range(draw(st.integers(min_turns, max_turns))):
@@ -114,7 +125,7 @@ def _valid_session(draw: st.DrawFn, min_turns: int, max_turns: int) -> list[Mess
                 blocks.append(Text(draw(_texts)))
             calls = []
             for _ in range(draw(st.integers(1, 3))):
-                name = draw(st.sampled_from(TOOLS))
+                name = draw(_TOOL_NAMES)
                 calls.append(ToolCall(ids("toolu_"), name, _tool_input(draw, name)))
             blocks.extend(calls)
             aborted = draw(st.integers(0, 9)) == 0
@@ -128,7 +139,7 @@ def _valid_session(draw: st.DrawFn, min_turns: int, max_turns: int) -> list[Mess
             results: list[Block] = [
                 ToolResult(
                     c.id,
-                    draw(_result_content()),
+                    draw(_RESULT_CONTENT),
                     is_error=draw(st.integers(0, 4)) == 0,
                     name=c.name if draw(st.booleans()) else "",
                 )
@@ -211,7 +222,7 @@ def _corrupt(draw: st.DrawFn, msgs: list[Message]) -> list[Message]:
             orphan = ToolResult(ids("ghost_"), (Text("stale output"),))
             msgs.insert(pos, Message("user", (orphan,), ids("x")))
         elif op == "empty":
-            msgs.insert(pos, Message(draw(st.sampled_from(["user", "assistant", "system"])), (), ids("x")))
+            msgs.insert(pos, Message(draw(_ROLES), (), ids("x")))
         elif op in ("dup_call", "call_in_user") and calls:
             i, b = draw(st.sampled_from(calls))
             role = "assistant" if op == "dup_call" else "user"

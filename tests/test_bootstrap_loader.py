@@ -173,19 +173,18 @@ def test_instructions_tool_explicit_files(tmp_path: Path) -> None:
     (tmp_path / "outside_secret.md").write_text("secret\n")
     ex = default_executor(root)
 
-    files = ["docs/STYLE.md", "GONE.md", "../outside_secret.md"]
+    files = ["docs/STYLE.md", "GONE.md"]
     out = ex.run("instructions", {"files": files})
-    assert out == load_bootstrap_files(root, files).text + (
-        "\n\n[warning] ../outside_secret.md: outside the workspace root; not loaded"
-    )
+    assert out == load_bootstrap_files(root, files).text
     assert out.startswith("## docs/STYLE.md\n\nstyle rules\n")
     assert "## GONE.md\n\n[MISSING] Expected at: GONE.md" in out
     assert "agent rules" not in out  # exactly the files given, no defaults
-    assert "secret" not in out.replace("outside_secret.md", "")  # refused, not read
 
-    out = ex.run("instructions", {"files": [str(tmp_path / "outside_secret.md")]})
-    assert out.startswith("No instruction files found (looked for ") and "\n\n[warning] " in out
-    assert "secret\n" not in out
+    # a file outside the root is refused as read refuses it: an error, nothing loaded
+    for outside in ("../outside_secret.md", str(tmp_path / "outside_secret.md")):
+        with pytest.raises(ToolError, match="outside the workspace root") as refused:
+            ex.run("instructions", {"files": [*files, outside]})
+        assert "secret\n" not in str(refused.value)
 
     big = "".join(f"{i:06d} " + "a" * 92 + "\n" for i in range(1, 501))  # 50,000 chars
     (root / "BIG.md").write_text(big)

@@ -141,9 +141,9 @@ def suffix_of_history(proj: Projection, engine: ContextEngine, skip: int) -> int
 @pytest.mark.parametrize("policy", [DEFAULT, Policy()], ids=["default", "claude-code"])
 def test_result_at_the_cap_stays_and_one_char_over_is_offloaded(policy: Policy) -> None:
     engine = engine_for(policy)
-    # the cap as resolved for the window (default: min(20,000, 2% of the window x 4) = 16,000)
+    # the cap as resolved for the window (default: min(50,000, 10% of the window x 4) = 50,000)
     cap = policy.for_window(engine.window).tool_result_max_chars
-    assert cap == (16_000 if policy.name == "default" else 50_000)
+    assert cap == 50_000
     chat = Chat(engine)
     chat.user("read both files")
     assert (len(filler(cap, 1)), len(filler(cap + 1, 2))) == (cap, cap + 1)

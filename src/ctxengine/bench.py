@@ -19,6 +19,7 @@ import hashlib
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -83,6 +84,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     pairing_violations: int
     wall_time_s: float
     held_out: bool  # in the held-out half of the documented split (``held_out``)
+    layer_failures: int = 0  # layer exceptions the engine caught and went on without
 
 
 class PolicyRow(msgspec.Struct, kw_only=True):
@@ -126,6 +128,7 @@ class PolicyRow(msgspec.Struct, kw_only=True):
     pairing_violations: int = 0
     wall_time_s: float = 0.0
     wall_time_s_per_session: float = 0.0
+    layer_failures: int = 0
 
 
 class Comparison(msgspec.Struct, kw_only=True):
@@ -252,6 +255,7 @@ def session_row(report: SessionReport, wall: float) -> SessionRow:
         pairing_violations=s.pairing_violations,
         wall_time_s=round(wall, 4),
         held_out=held_out(report.session.source, report.session.name),
+        layer_failures=s.layer_failures,
     )
 
 
@@ -326,6 +330,7 @@ def summarize_rows(runner: Runner, rows: list[SessionRow], errors: list[str]) ->
     out.refetch_cost_usd = round(sum(r.refetch_cost_usd for r in rows), 6)
     out.cost_with_refetch_usd = round(sum(r.cost_with_refetch_usd for r in rows), 6)
     out.pairing_violations = sum(r.pairing_violations for r in rows)
+    out.layer_failures = sum(r.layer_failures for r in rows)
     out.wall_time_s = round(sum(r.wall_time_s for r in rows), 3)
     out.wall_time_s_per_session = round(out.wall_time_s / n, 4)
     return out
@@ -404,9 +409,11 @@ def run_bench(
     models: Path | None = None,
     model: str | None = None,
     progress: Progress | None = None,
+    on_policy: Callable[[str], None] | None = None,
 ) -> BenchResult:
     """Replay every session under every runner. With ``jobs`` > 1 (and ``paths`` to reload the
     sessions from, and ``model`` for those that name none) the replays run in that many processes.
+    ``on_policy`` is given one line as each policy is done (where a progress bar is not shown).
     Raises ``WindowTooSmallError``."""
     registry = registry or Registry.default()
     engines = engine_registry()
@@ -424,7 +431,8 @@ def run_bench(
         else None
     )
     try:
-        for runner in runners:
+        for number, runner in enumerate(runners, 1):
+            started = time.perf_counter()
             if progress is not None and task is not None:
                 progress.update(task, description=f"bench ({runner.name})")
             mine: list[SessionRow] = []
@@ -433,6 +441,8 @@ def run_bench(
                 if progress is not None and task is not None:
                     progress.advance(task, len(sessions))
                 rows[runner.name] = summarize_rows(runner, [], [])
+                if on_policy is not None:
+                    on_policy(f"{runner.name} ({number}/{len(runners)}): unavailable")
                 continue
             results: list[tuple[int, SessionRow | str]]
             if pool is not None:
@@ -462,6 +472,12 @@ def run_bench(
             rows[runner.name] = summarize_rows(runner, mine, errors)
             halves["tuning"][runner.name] = summarize_rows(runner, [r for r in mine if not r.held_out], [])
             halves["held_out"][runner.name] = summarize_rows(runner, [r for r in mine if r.held_out], [])
+            if on_policy is not None:
+                failed = f", {len(errors)} failed" if errors else ""
+                on_policy(
+                    f"{runner.name} ({number}/{len(runners)}): {len(mine)} session(s){failed} "
+                    f"in {time.perf_counter() - started:,.1f} s"
+                )
     finally:
         if pool is not None:
             pool.shutdown()
@@ -509,6 +525,9 @@ def bench_table(result: BenchResult, title: str, rows: dict[str, PolicyRow] | No
         "wall s",
     ):
         table.add_column(col, justify="left" if col == "policy" else "right")
+    failures = any(r.layer_failures for r in rows.values())
+    if failures:  # layer exceptions the engine caught: shown whenever there are any
+        table.add_column("layer\nfailures", justify="right")
     ours = ("default", "none", "recorded", *baselines.BASELINES)
     for group in (ours, PRESETS, tuple(peers.PEERS)):
         names = [n for n in rows if n in group]
@@ -520,7 +539,7 @@ def bench_table(result: BenchResult, title: str, rows: dict[str, PolicyRow] | No
         for name in names:
             r = rows[name]
             if r.unavailable:
-                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * 12)
+                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * (12 + failures))
                 continue
             table.add_row(
                 name,
@@ -538,6 +557,7 @@ def bench_table(result: BenchResult, title: str, rows: dict[str, PolicyRow] | No
                 _share(r.reference_recall),
                 str(r.pairing_violations),
                 f"{r.wall_time_s:,.1f}",
+                *([str(r.layer_failures)] if failures else []),
             )
     return table
 
@@ -631,6 +651,8 @@ def bench_command(
     if not names:
         raise common.fail("--policies names no policy")
     common.check_window_option(window)
+    common.check_output(json_out, "--json")
+    common.check_output(plot_out, "--plot")
     if jobs < 1:
         raise common.fail(f"--jobs must be at least 1, not {jobs}")
     try:
@@ -659,9 +681,11 @@ def bench_command(
                 models=models,
                 model=model,
                 progress=progress,
+                # without a terminal the progress bar shows nothing: a line per policy instead
+                on_policy=None if common.err.is_terminal else lambda line: common.say("bench:", line),
             )
     except WindowTooSmallError as exc:
-        raise common.fail(str(exc)) from None
+        raise common.window_error(exc) from None
     elapsed = time.perf_counter() - started
     out = common.stdout_console()
     where = f"window {window:,} tokens" if window else "each model's window"
@@ -682,6 +706,9 @@ def bench_command(
     for row in result.policies.values():
         for e in row.errors[:5]:
             common.say("error:", f"{row.policy}: {e}")
+    common.report_layer_failures(
+        sum(r.layer_failures for r in result.policies.values()), "the JSON's layer_failures per policy"
+    )
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=1))
@@ -692,3 +719,4 @@ def bench_command(
         except RuntimeError as exc:
             raise common.fail(str(exc)) from None
         common.say("wrote", str(plot_out))
+    common.finish_llm(client)

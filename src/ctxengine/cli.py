@@ -20,32 +20,55 @@ from ctxengine.cli_common import (
     ModelOption,
     ModelsOption,
     check_model,
+    check_output,
     check_window_option,
     fail,
+    finish_llm,
     load_registry,
     load_transcripts,
     make_llm,
     progress_bar,
+    report_layer_failures,
     require_paths,
     say,
     stdout_console,
+    window_error,
 )
 from ctxengine.cli_common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
+from ctxengine.messages import Session
 from ctxengine.models import WindowTooSmallError
-from ctxengine.policy import Policy, get_policy
+from ctxengine.policy import BUILTIN, Policy, get_policy, presets
 
-app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="Context-window management for LLM agents."
-)
+app = typer.Typer(add_completion=False, help="Context-window management for LLM agents.")
 
 USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
 
-@app.callback()
-def _root() -> None:
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ctxengine")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
+        return "unknown (not installed)"
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    show_version: Annotated[
+        bool, typer.Option("--version", is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Context-window management for LLM agents."""
+    if show_version:
+        typer.echo(f"ctxengine {_version()}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:  # bare ``ctxengine``: the help, and success
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
 
 
 def _mount_tools() -> None:
@@ -89,6 +112,12 @@ def newest_user_session() -> Path | None:
     return best[1] if best else None
 
 
+POLICY_HELP = (
+    f"Policy: ours ({', '.join(BUILTIN)}) or a harness preset ({', '.join(presets())}); "
+    "--policy-file for your own."
+)
+
+
 def _load_policy(name: str, policy_file: Path | None) -> Policy:
     try:
         return Policy.from_toml(policy_file) if policy_file else get_policy(name)
@@ -101,7 +130,7 @@ def replay(
     path: Annotated[
         Path | None, typer.Argument(help="Transcript file or folder (default: your newest session).")
     ] = None,
-    policy: Annotated[str, typer.Option(help="Policy: default, none, recorded.")] = "default",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "default",
     policy_file: Annotated[Path | None, typer.Option(help="Load the policy from a TOML file.")] = None,
     window: Annotated[
         int | None, typer.Option(help="Context window in tokens (default: the model's).")
@@ -118,7 +147,7 @@ def replay(
     llm: LlmOption = None,
     llm_base_url: LlmBaseUrlOption = None,
     llm_timeout: LlmTimeoutOption = 120.0,
-    quiet: Annotated[bool, typer.Option(help="No table.")] = False,
+    quiet: Annotated[bool, typer.Option(help="No table (with --json or --plot).")] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
     from ctxengine import report
@@ -127,6 +156,10 @@ def replay(
 
     pol = _load_policy(policy, policy_file)
     check_window_option(window)
+    check_output(json_out, "--json")
+    check_output(plot_out, "--plot")
+    if quiet and not (json_out or plot_out):
+        raise fail("--quiet leaves the table out and nothing else is written: add --json FILE or --plot FILE")
     engines = EngineRegistry()
     engines.load_entry_points()
     if engine not in engines.ids():
@@ -145,10 +178,11 @@ def replay(
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if plot_out else None
     rec_policy = get_policy("recorded")
-    try:
-        with progress_bar(disable=len(sessions) < 2) as progress:
-            task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
-            for s in sessions:
+    refused: tuple[WindowTooSmallError, Session] | None = None
+    with progress_bar(disable=len(sessions) < 2) as progress:
+        task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
+        for s in sessions:
+            try:
                 reports.append(
                     replay_session(
                         s,
@@ -160,18 +194,22 @@ def replay(
                         llm=client,
                     )
                 )
-                if recorded_reports is not None:
-                    recorded_reports.append(
-                        reports[-1]
-                        if pol.name == "recorded"
-                        else replay_session(s, rec_policy, window=window, registry=registry, validate=False)
-                    )
-                progress.advance(task)
-    except WindowTooSmallError as exc:
-        raise fail(str(exc)) from None
+            except WindowTooSmallError as exc:
+                refused = (exc, s)  # said once the progress bar is gone
+                break
+            if recorded_reports is not None:
+                recorded_reports.append(
+                    reports[-1]
+                    if pol.name == "recorded"
+                    else replay_session(s, rec_policy, window=window, registry=registry, validate=False)
+                )
+            progress.advance(task)
+    if refused is not None:
+        raise window_error(*refused) from None
 
     if not quiet:
-        report.print_table(reports, f"ctxengine replay — policy {pol.name}", stdout_console())
+        report.print_table(reports, report.table_title(pol.name, reports), stdout_console())
+    report_layer_failures(sum(r.summary.layer_failures for r in reports), "summary.layer_failures")
     if json_out:
         report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
         say("wrote", str(json_out))
@@ -181,6 +219,7 @@ def replay(
         except RuntimeError as exc:
             raise fail(str(exc)) from None
         say("wrote", str(plot_out))
+    finish_llm(client)
 
 
 def main() -> None:

@@ -10,11 +10,14 @@ warning naming file and line, and the rest still loads. Depends on no command mo
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
+import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import typer
 from rich.console import Console
@@ -22,10 +25,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ctxengine.formats import link_sidechains, load
 from ctxengine.messages import Session, TranscriptError
-from ctxengine.models import Registry, WindowTooSmallError, WindowWarning, check_window
+from ctxengine.models import MIN_WINDOW_TOKENS, Registry, WindowTooSmallError, WindowWarning, check_window
 
 if TYPE_CHECKING:
-    from ctxengine.llm import LLMClient
+    from ctxengine.llm import CallRecord, LLMClient, LLMRequest, LLMResponse
 
 err = Console(stderr=True)
 TABLE_WIDTH = 200  # columns when stdout is not a terminal (a log, a pipe)
@@ -80,8 +83,80 @@ def progress_bar(*, disable: bool = False) -> Progress:
     )
 
 
-def make_llm(llm: str | None, base_url: str | None, timeout: float) -> LLMClient | None:
-    """The client for ``--llm PROVIDER:MODEL`` (``anthropic`` or ``openai``), or ``None`` without one.
+BREAKER_FAILURES = 3  # consecutive failed LLM calls after which the run makes no more
+
+
+class GuardedClient:
+    """The ``--llm`` client with a run-wide circuit breaker: after ``BREAKER_FAILURES``
+    consecutive calls that fail for a reason the next call would share (connection, timeout,
+    auth, server error, rate limit: not a request's own prompt-too-long or bad request), every
+    further call fails at once with ``LLMConnectionError`` instead of waiting for the server
+    again, so an unreachable server costs seconds, not minutes; the callers fall back to the $0
+    summaries and notes as they do on any LLM error. ``ok``, ``failed``, ``skipped`` and
+    ``last_error`` are what ``finish_llm`` reports. Thread-safe (notes may update in the
+    background); everything else (``provider``, ``model``, ``calls``, ``timeout``, ...) is the
+    wrapped client's."""
+
+    def __init__(self, inner: LLMClient, spec: str, trip_after: int = BREAKER_FAILURES) -> None:
+        self.inner = inner
+        self.spec = spec
+        self.trip_after = trip_after
+        self.ok = 0
+        self.failed = 0
+        self.skipped = 0
+        self.consecutive = 0
+        self.last_error = ""
+        self._lock = threading.Lock()
+
+    @property
+    def open(self) -> bool:
+        return self.consecutive >= self.trip_after
+
+    @property
+    def provider(self) -> str:
+        return self.inner.provider
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        return self.inner.calls
+
+    def __getattr__(self, name: str) -> Any:  # timeout, max_retries, ... of the wrapped client
+        return getattr(self.inner, name)
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        from ctxengine.llm import BadRequestError, LLMConnectionError, LLMError, PromptTooLongError
+
+        with self._lock:
+            if self.open:
+                self.skipped += 1
+                raise LLMConnectionError(
+                    f"not sent: the last {self.consecutive} LLM calls failed ({self.last_error})",
+                    provider=self.provider,
+                    model=self.model,
+                )
+        try:
+            response = self.inner.complete(request)
+        except (PromptTooLongError, BadRequestError):
+            raise  # this request's own fault: the next one may well succeed
+        except LLMError as exc:
+            with self._lock:
+                self.failed += 1
+                self.consecutive += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            raise
+        with self._lock:
+            self.ok += 1
+            self.consecutive = 0
+        return response
+
+
+def make_llm(llm: str | None, base_url: str | None, timeout: float) -> GuardedClient | None:
+    """The client for ``--llm PROVIDER:MODEL`` (``anthropic`` or ``openai``), or ``None`` without one,
+    behind the run's circuit breaker (``GuardedClient``; report it with ``finish_llm``).
 
     ``base_url`` is ``--llm-base-url`` (OpenAI-compatible servers too); ``timeout`` is seconds per
     request. A bad spec, an unknown provider or a missing SDK prints ``error: --llm SPEC: why`` and
@@ -92,9 +167,32 @@ def make_llm(llm: str | None, base_url: str | None, timeout: float) -> LLMClient
     from ctxengine.llm import LLMError, make_client
 
     try:
-        return make_client(llm, base_url=base_url, timeout=timeout)
+        return GuardedClient(make_client(llm, base_url=base_url, timeout=timeout), llm)
     except (ValueError, LLMError, ImportError) as exc:
         raise fail(f"--llm {llm}: {exc}") from None
+
+
+def finish_llm(client: GuardedClient | None) -> None:
+    """At the end of a run with ``--llm``: when LLM calls failed, say so in one line; when none
+    ever succeeded, as an ``error:`` (the run's summaries and notes are all the $0 fallbacks)
+    and raise ``typer.Exit(2)``; when the breaker opened after some succeeded, as a ``warning:``."""
+    if client is None or not client.failed:
+        return
+    failed = f"{client.failed} LLM call(s) failed (the last: {client.last_error})"
+    skipped = (
+        f", {client.skipped} more not sent after {client.trip_after} failures in a row"
+        if client.skipped
+        else ""
+    )
+    if not client.ok:
+        raise fail(
+            f"--llm {client.spec}: no LLM call succeeded: {failed}{skipped}; every summary and notes "
+            "update fell back to the $0 structured one (check the server, --llm-base-url and the key)"
+        )
+    say(
+        "warning:",
+        f"--llm {client.spec}: {client.ok} LLM call(s) succeeded, {failed}{skipped}; those fell back to $0",
+    )
 
 
 def require_paths(paths: Iterable[Path]) -> None:
@@ -103,6 +201,28 @@ def require_paths(paths: Iterable[Path]) -> None:
     for p in paths:
         if not p.exists():
             raise fail(f"{p}: no such file or directory")
+
+
+def check_output(path: Path | None, option: str) -> None:
+    """Check, before any work, that ``option``'s output file (``--json``, ``--plot``) can be
+    written: not a directory, and its folder exists or can be made (the nearest existing ancestor
+    is a writable directory). A bad path prints ``error: OPTION PATH: why`` and raises
+    ``typer.Exit(2)``; nothing is created here."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise fail(f"{option} {path}: is a directory; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise fail(f"{option} {path}: the file is not writable")
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise fail(f"{option} {path}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise fail(f"{option} {path}: cannot write in {folder}")
+    if option == "--plot" and importlib.util.find_spec("matplotlib") is None:
+        raise fail("--plot needs matplotlib: pip install 'ctxengine[plot]'")
 
 
 def load_registry(models: Path | None) -> Registry:
@@ -178,6 +298,22 @@ def check_window_option(window: int | None) -> None:
     warnings.filterwarnings("ignore", category=WindowWarning)
 
 
+def window_error(exc: WindowTooSmallError, session: Session | None = None) -> typer.Exit:
+    """``fail`` with what a user can do about a window the engine refuses: a fixed prefix larger
+    than the window says which window would do (its own message); a model window under the
+    minimum (16,000 tokens, the overflow guard's: room for the newest round and the response)
+    names the session and model, and the options that replay it."""
+    message = str(exc)
+    if type(exc) is WindowTooSmallError:
+        whose = f"{session.source}: model {session.model}: " if session is not None else ""
+        message = (
+            f"{whose}{message} (the overflow guard's minimum); replay it as if the window were "
+            f"larger with --window {MIN_WINDOW_TOKENS} or more, or name a model with a larger window "
+            "(--model for transcripts that name none, --models FILE.toml to change a window)"
+        )
+    return fail(message)
+
+
 def check_model(model: str | None, registry: Registry) -> None:
     """``--model`` must be in the registry (else its prices and window would be guesses): an
     unknown name prints ``error: ...`` and raises ``typer.Exit(2)``."""
@@ -190,9 +326,10 @@ def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Se
 
     Warnings raised while loading (a malformed record: file and line) are printed as
     ``warning: ...`` lines, then the notes on skipped files and the count of malformed records as
-``note: ...``. A single file that
-    cannot be read (unknown format, empty, binary), or no session at all, prints one ``error:``
-    line and raises ``typer.Exit(2)``. Check the paths exist first (``require_paths``).
+    ``note: ...``. A single file that cannot be read (unknown format, empty, binary), no session
+    at all, or sessions none of which records a model call print one ``error:`` line and raise
+    ``typer.Exit(2)`` (sessions without a call among others are left out with a ``note:``).
+    Check the paths exist first (``require_paths``).
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -209,7 +346,36 @@ def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Se
     malformed = sum(len(s.malformed) for s in sessions)
     if malformed:
         say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
+    callless = [s for s in sessions if not has_model_calls(s)]
+    if len(callless) == len(sessions):
+        what = "the transcript records" if len(sessions) == 1 else f"none of {len(sessions)} sessions records"
+        raise fail(
+            f"{', '.join(map(str, paths))}: no model calls to replay ({what} an assistant turn, "
+            "only user messages or metadata)"
+        )
+    if callless:
+        named = ", ".join(os.path.basename(s.source) + (f" {s.name}" if s.name else "") for s in callless[:3])
+        more = f" and {len(callless) - 3} more" if len(callless) > 3 else ""
+        say("note:", f"{len(callless)} session(s) with no model calls left out: {named}{more}")
+        sessions = [s for s in sessions if has_model_calls(s)]
     assumed = assume_model(sessions, model)
     if assumed:
         say("note:", f"{assumed} session(s) name no model: replayed as {model}")
     return sessions
+
+
+def has_model_calls(session: Session) -> bool:
+    """Whether ``session`` records a model call (an assistant message the harness did not make up),
+    the replay's measure of a call."""
+    return any(m.role == "assistant" and not m.meta.get("synthetic") for m in session.messages)
+
+
+def report_layer_failures(failures: int, where: str) -> None:
+    """One ``warning:`` line when the engine caught layer exceptions (``failures`` > 0) and went on
+    without the layer: counted and reported (``where`` says where the count is), never silent."""
+    if failures:
+        say(
+            "warning:",
+            f"{failures} layer failure(s): the engine caught a layer's exception and went on without it "
+            f"(the session unchanged by that layer); counted in {where}",
+        )

@@ -268,9 +268,53 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         data.setdefault("name", p.stem)  # a file's policy is not reported as its base
         merged = msgspec.structs.asdict(base) | data
         try:
-            return msgspec.convert(merged, cls)
+            policy = msgspec.convert(merged, cls)
         except msgspec.ValidationError as exc:
             raise ValueError(f"{p}: invalid policy: {exc}") from None
+        problems = range_problems(policy)
+        if problems:
+            raise ValueError(f"{p}: invalid policy: {'; '.join(problems)}")
+        return policy
+
+
+AT_LEAST_ONE = frozenset(
+    {
+        "tool_result_max_chars",
+        "message_results_max_chars",
+        "summary_llm_max_output",
+        "breaker_failures",
+        "summary_max_tokens",
+        "summary_stages",
+        "notes_max_tokens",
+    }
+)  # sizes and counts that 0 would make meaningless (a 0-char cap offloads every result)
+SHARES = frozenset({"cache_clear_trigger", "cache_clear_target", "summary_middle_keep"})
+"""Fields that are shares of something (0..1) besides the ``*_share`` ones."""
+
+
+def range_problems(policy: Policy) -> list[str]:
+    """What is out of range in ``policy``, one phrase per field (empty when it is sound): every
+    number finite and not negative; the sizes and counts in ``AT_LEAST_ONE`` at least 1; every
+    share (``*_share`` and ``SHARES``) at most 1; the clearing target not above its trigger."""
+    problems: list[str] = []
+    for name in policy.__struct_fields__:
+        value = getattr(policy, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value != value or value in (float("inf"), float("-inf")):
+            problems.append(f"{name} must be a finite number, not {value}")
+        elif name in AT_LEAST_ONE and value < 1:
+            problems.append(f"{name} must be at least 1, not {value}")
+        elif value < 0:
+            problems.append(f"{name} must not be negative, not {value}")
+        elif (name.endswith("_share") or name in SHARES) and value > 1:
+            problems.append(f"{name} is a share (0 to 1), not {value}")
+    if not problems and policy.cache_clear_target > policy.cache_clear_trigger:
+        problems.append(
+            f"cache_clear_target ({policy.cache_clear_target}) must not exceed cache_clear_trigger "
+            f"({policy.cache_clear_trigger})"
+        )
+    return problems
 
 
 NONE = Policy(

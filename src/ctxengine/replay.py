@@ -36,7 +36,7 @@ from ctxengine.formats.anthropic_writer import breakpoint_indices, to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult, Usage
-from ctxengine.models import ModelInfo, Registry, resolve_window
+from ctxengine.models import MIN_WINDOW_TOKENS, ModelInfo, Registry, WindowTooSmallError, resolve_window
 from ctxengine.plugins import EngineRegistry
 from ctxengine.policy import Policy
 from ctxengine.tokens.counter import TokenCounter, counter_for
@@ -63,6 +63,22 @@ DELTA_MIN_TOKENS = 200  # delta_error only on calls whose recorded growth exceed
 ONE_HOUR_TTL_S = 3600.0
 ANCHOR_TOLERANCE = 0.15  # the recorded call anchors the engine track when the transcript explains it
 # within this share of its total
+
+
+class PrefixTooLargeError(WindowTooSmallError):
+    """The session's fixed prefix (system prompt and tool definitions, which no layer can shrink)
+    is at least the window: every call would overflow whatever the policy does. A
+    ``WindowTooSmallError`` for this session, whose message says which window would do."""
+
+    def __init__(self, source: str, window: int, prefix: int) -> None:
+        ValueError.__init__(
+            self,
+            f"{source}: the fixed prefix (system prompt and tool definitions) is {prefix:,} tokens, "
+            f"more than the {window:,}-token window: no policy can fit a single call; give a window "
+            f"above it, e.g. --window {-(-(prefix + MIN_WINDOW_TOKENS) // 1000) * 1000}",
+        )
+        self.tokens = window
+        self.prefix = prefix
 
 
 class CallRecord(msgspec.Struct, kw_only=True):
@@ -113,7 +129,7 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     llm_tokens: int
     llm_cost_usd: float
     cost_usd: float
-    recorded_cost_usd: float | None
+    recorded_cost_usd: float | None  # the recorded usage priced, else the transcript's own figure
     cache_hit_ratio: float | None
     reference_recall: float | None
     recall_hits: int
@@ -137,6 +153,10 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     prediction_error: ErrorStats
     delta_error: ErrorStats
     cache_model_error: ErrorStats
+    # where ``recorded_cost_usd`` comes from: "usage" (the recorded usage at our prices),
+    # "transcript" (the harness's own figure, SWE-agent's ``info.model_stats.instance_cost``)
+    recorded_cost_from: str | None = None
+    layer_failures: int = 0  # layer exceptions the engine caught and went on without (never silent)
 
 
 class SessionInfo(msgspec.Struct, kw_only=True):
@@ -285,7 +305,8 @@ def replay_session(
     as the model for notes and summaries.
 
     Returns the full report. Raises nothing for odd sessions: a session with no calls gives an
-    empty report. Raises ``WindowTooSmallError`` for a window under 16,000 tokens and
+    empty report. Raises ``WindowTooSmallError`` for a window under 16,000 tokens (its subclass
+    ``PrefixTooLargeError`` when the session's fixed prefix does not fit the window) and
     ``KeyError`` for an unknown engine id.
     """
     registry = registry or Registry.default()
@@ -295,10 +316,16 @@ def replay_session(
     ids = _Ids()
     warnings: list[str] = []
     if not model.price_known:
-        warnings.append(f"no known price for model {session.model!r}: priced at fallback rates")
+        warnings.append(
+            f"no known price for model {session.model!r}: priced at fallback rates"
+            if session.model
+            else "the transcript names no model (give one with --model): priced at fallback rates"
+        )
 
     fixed = infer_fixed_prefix(session, count)
     resolved_window = resolve_window(model, user_override=window)
+    if fixed >= resolved_window:
+        raise PrefixTooLargeError(session.source, resolved_window, fixed)
     engine = (engines or EngineRegistry()).create(
         engine_id,
         policy=policy,
@@ -503,6 +530,10 @@ def replay_session(
     sent_total = sum(c.sent_tokens for c in calls)
     total_hits = sum(c.recall_hits for c in calls)
     total_uses = sum(c.recall_uses for c in calls)
+    layer_failures = getattr(engine, "failures", 0)  # a plugin engine may not count them
+    if isinstance(layer_failures, bool) or not isinstance(layer_failures, int):
+        layer_failures = 0
+    transcript_cost = _transcript_cost(session)
     engine.dispose()
     c_hits = sum(c.content_hits for c in calls)
     c_grounded = sum(c.content_grounded for c in calls)
@@ -530,7 +561,11 @@ def replay_session(
         llm_tokens=llm_tokens,
         llm_cost_usd=round(llm_cost, 6),
         cost_usd=round(cost_total, 6),
-        recorded_cost_usd=round(recorded_cost, 6) if recorded_cost_known else None,
+        recorded_cost_usd=round(recorded_cost, 6) if recorded_cost_known else transcript_cost,
+        recorded_cost_from="usage"
+        if recorded_cost_known
+        else ("transcript" if transcript_cost is not None else None),
+        layer_failures=layer_failures,
         cache_hit_ratio=round(read / sent_total, 4) if sent_total else None,
         reference_recall=round(total_hits / total_uses, 4) if total_uses else None,
         recall_hits=total_hits,
@@ -574,6 +609,16 @@ def replay_session(
         summary=summary,
         warnings=warnings + [str(m) for m in session.malformed],
     )
+
+
+def _transcript_cost(session: Session) -> float | None:
+    """The cost (USD) the harness itself recorded for the session, when the transcript has one
+    (SWE-agent: ``info.model_stats.instance_cost``); None otherwise."""
+    stats = session.meta.get("model_stats")
+    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not cost >= 0:
+        return None
+    return round(float(cost), 6)
 
 
 def _quality_summary(events: list[dict[str, Any]]) -> dict[str, float | int | None]:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -21,11 +22,7 @@ GROUP_ABOVE = 5  # a file with more sessions than this is shown as one row
 
 
 def _fmt_pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}%"
-
-
-def _fmt_ratio(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3f}"
+    return "–" if x is None else f"{x:.1f}%"
 
 
 def write_json(reports: Sequence[SessionReport], path: Path, *, as_list: bool) -> None:
@@ -37,6 +34,7 @@ def write_json(reports: Sequence[SessionReport], path: Path, *, as_list: bool) -
 
 FORMAT_SHORT = {"claude-code": "cc", "codex": "codex", "swe-agent": "swe", "openai-chat": "chat"}
 NAME_CHARS = 44
+LABEL_MIN = 16  # the session column never gets narrower than this (names are cut in the middle)
 
 
 def _short(name: str, limit: int = NAME_CHARS) -> str:
@@ -48,55 +46,166 @@ def _short(name: str, limit: int = NAME_CHARS) -> str:
     return name[:head] + "…" + name[-(keep - head) :]
 
 
-def summary_table(reports: Sequence[SessionReport], title: str) -> Table:
-    """One row per session (sessions of a many-session file pooled into one row) and a total.
-    Narrow enough for a 120-column terminal; the JSON has every figure."""
-    table = Table(title=title, show_lines=False, caption=_caption(reports))
-    for col, just in (
-        ("session", "left"),
-        ("fmt", "left"),
-        ("calls", "right"),
-        ("peak tok", "right"),
-        ("ovf", "right"),
-        ("compact ($0)", "right"),
-        ("cost $", "right"),
-        ("rec. $", "right"),
-        ("hit", "right"),
-        ("recall", "right"),
-        ("pair", "right"),
-        ("pred", "right"),
-        ("Δ err", "right"),
-    ):
-        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+class _Column(msgspec.Struct, frozen=True):
+    key: str
+    header: str  # one line, or two (a two-line header keeps a column as narrow as its numbers)
+    explain: str  # for the caption
+
+
+COLUMNS = {
+    c.key: c
+    for c in (
+        _Column("fmt", "fmt", "fmt: transcript format"),
+        _Column("calls", "calls", "calls: model calls"),
+        _Column("peak", "peak\ntokens", "peak: largest request"),
+        _Column("ovf", "ovf", "ovf: calls over the window"),
+        _Column("compact", "compact\n($0)", "compact: compactions (of them $0)"),
+        _Column("cost", "cost $", "cost $: ours, with prompt caching"),
+        _Column(
+            "rec", "rec. $", "rec. $: the recorded run's cost (a total: on the sessions that recorded one)"
+        ),
+        _Column("content", "content", "content: content recall"),
+        _Column("refs", "refs", "refs: reference recall (identifiers used that were still in context)"),
+        _Column("hit", "hit", "hit: prompt-cache hit ratio"),
+        _Column("pair", "pair", "pair: tool-call pairing violations"),
+        _Column("pred", "pred", "pred: the ledger's median error on the recorded input tokens"),
+        _Column("delta", "Δ err", "Δ err: the same on their growth since the previous call"),
+        _Column("fail", "layer\nfail", "layer fail: layer exceptions the engine caught"),
+    )
+}
+Slot = tuple[str, ...]  # the figures one table column holds, one per line
+WIDE: tuple[Slot, ...] = tuple((k,) for k in COLUMNS)
+"""One figure per column, one line per row: a wide terminal or a log."""
+STACKED: tuple[Slot, ...] = (
+    ("fmt", "calls"),
+    ("peak", "ovf"),
+    ("compact", "fail"),
+    ("cost", "rec"),
+    ("content", "refs"),
+    ("hit", "pair"),
+    ("pred", "delta"),
+)
+"""Two figures per column, two lines per row: a normal terminal (80 columns) shows every one."""
+DROP_ORDER = ("fmt", "delta", "pred", "hit", "content", "pair", "compact")
+"""Figures left out, in this order, when even the stacked table does not fit (``--json`` has them)."""
+
+
+def table_title(policy: str, reports: Sequence[SessionReport]) -> str:
+    """``ctxengine replay — policy NAME, window N tokens`` (or the windows' range)."""
+    windows = sorted({r.window_tokens for r in reports})
+    if not windows:
+        return f"ctxengine replay — policy {policy}"
+    where = (
+        f"window {windows[0]:,} tokens"
+        if len(windows) == 1
+        else f"windows {windows[0]:,}–{windows[-1]:,} tokens"
+    )
+    return f"ctxengine replay — policy {policy}, {where}"
+
+
+def summary_table(reports: Sequence[SessionReport], title: str, width: int = 200) -> Table:
+    """One row per session (sessions of a many-session file pooled into one row) and the totals,
+    fitted to ``width`` columns so that no number is cut: one figure per column when that fits,
+    else two stacked in each column (two lines per row), then figures left out (``DROP_ORDER``)
+    if even that is too wide; the session name is cut in the middle to the room left. The
+    caption says what each figure is and which were left out; the JSON has every figure."""
     groups: dict[str, list[SessionReport]] = defaultdict(list)
     for r in reports:
         groups[r.session.source].append(r)
     rows: list[tuple[str, list[SessionReport]]] = []
     for source, rs in groups.items():
         if len(rs) > GROUP_ABOVE:
-            rows.append((f"{_short(os.path.basename(source), NAME_CHARS - 8)} ({len(rs)})", rs))
+            rows.append((f"{os.path.basename(source)} ({len(rs)})", rs))
         else:
             rows.extend(
-                (_short(os.path.basename(source) + (f" {r.session.name}" if r.session.name else "")), [r])
-                for r in rs
+                (os.path.basename(source) + (f" {r.session.name}" if r.session.name else ""), [r]) for r in rs
             )
-    for label, rs in rows:
-        table.add_row(label, *_cells(rs))
+    with_rec = [r for r in reports if r.summary.recorded_cost_usd is not None]
+    totals: list[tuple[str, list[SessionReport]]] = []
     if len(rows) > 1:
-        table.add_section()
-        table.add_row(f"all ({len(reports)} sessions)", *_cells(list(reports)))
+        totals.append((f"all ({len(reports)})", list(reports)))
+        if with_rec and len(with_rec) < len(reports):  # like with like: both costs on the same sessions
+            totals.append((f"with rec. $ ({len(with_rec)})", with_rec))
+    cells = [(label, _cells(rs)) for label, rs in rows]
+    total_cells = [(label, _cells(rs)) for label, rs in totals]
+    shown = {k for k in COLUMNS if k != "fail" or any(r.summary.layer_failures for r in reports)}
+    console = Console(width=10 * width)  # measures the table's natural width, not clamped to ``width``
+
+    def fit(layout: tuple[Slot, ...]) -> tuple[tuple[Slot, ...], int]:
+        slots = tuple(t for t in (tuple(k for k in slot if k in shown) for slot in layout) if t)
+        return slots, _measure(console, _build(title, slots, cells, total_cells, LABEL_MIN))
+
+    layout, need = fit(WIDE)
+    if need > width:
+        layout, need = fit(STACKED)
+    for key in DROP_ORDER:
+        if need <= width:
+            break
+        shown.discard(key)
+        layout, need = fit(layout)
+    label_chars = max(LABEL_MIN, min(NAME_CHARS, LABEL_MIN + width - need))
+    table = _build(title, layout, cells, total_cells, label_chars)
+    keys = [k for slot in layout for k in slot]
+    left_out = [k for k in COLUMNS if k not in keys and k != "fail"]
+    table.caption = _caption(reports, keys, left_out)
     return table
 
 
-def _caption(reports: Sequence[SessionReport]) -> str:
+def _measure(console: Console, table: Table) -> int:
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options, table).maximum
+
+
+def _build(
+    title: str,
+    layout: Sequence[Slot],
+    cells: Sequence[tuple[str, dict[str, str]]],
+    totals: Sequence[tuple[str, dict[str, str]]],
+    label_chars: int,
+) -> Table:
+    stacked = any(len(slot) > 1 for slot in layout)
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),  # one space after each column, then the divider's
+        pad_edge=False,
+        caption_justify="left",
+        show_lines=stacked,  # two lines per row: a rule between rows keeps them apart
+    )
+    table.add_column("session", justify="left", no_wrap=True)
+    for slot in layout:
+        # stacked, each figure's header is one line, its first (the caption says the rest)
+        header = "\n".join(COLUMNS[k].header.split("\n")[0] if stacked else COLUMNS[k].header for k in slot)
+        table.add_column(header, justify="right", no_wrap=True)
+    for label, row in cells:
+        table.add_row(_short(label, label_chars), *("\n".join(row[k] for k in slot) for slot in layout))
+    if totals:
+        table.add_section()
+    for label, row in totals:
+        table.add_row(_short(label, label_chars), *("\n".join(row[k] for k in slot) for slot in layout))
+    return table
+
+
+def _caption(reports: Sequence[SessionReport], shown: Sequence[str], left_out: Sequence[str]) -> str:
+    notes = [COLUMNS[k].explain for k in shown]
+    if left_out:
+        names = ", ".join(COLUMNS[k].header.replace("\n", " ") for k in left_out)
+        notes.append(f"left out at this width: {names} (--json has every figure)")
     unpriced = sorted({r.session.model or "unknown" for r in reports if not r.summary.price_known})
-    notes = ["compact = compactions (of which $0); rec. $ = the recorded usage priced, where recorded"]
     if unpriced:
         notes.append("no known price, fallback rates: " + ", ".join(unpriced))
-    return "; ".join(notes)
+    return "; ".join(notes) + "."
 
 
-def _cells(rs: Sequence[SessionReport]) -> list[str]:
+def _fmt_share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _cells(rs: Sequence[SessionReport]) -> dict[str, str]:
+    """The figures of one row, by column key. ``rec. $`` only when every session of the row
+    recorded a cost (else the ``with rec. $`` total row compares both costs on those that did);
+    recall of references and content recall pooled (hits / uses, hits / grounded shingles)."""
     s = [r.summary for r in rs]
     uses = sum(x.recall_uses for x in s)
     hits = sum(x.recall_hits for x in s)
@@ -105,25 +214,30 @@ def _cells(rs: Sequence[SessionReport]) -> list[str]:
     sent = sum(sum(c.sent_tokens for c in r.calls) for r in rs)
     read = sum(sum(c.cache_read_tokens for c in r.calls) for r in rs)
     formats = {FORMAT_SHORT.get(r.session.format, r.session.format) for r in rs}
-    return [
-        formats.pop() if len(formats) == 1 else "mixed",
-        str(sum(r.session.calls for r in rs)),
-        f"{max(x.peak_sent_tokens for x in s):,}",
-        str(sum(x.overflows for x in s)),
-        f"{sum(sum(x.compactions.values()) for x in s)} ({sum(x.compactions_free for x in s)})",
-        f"{sum(x.cost_usd for x in s):.2f}",
-        # the recorded cost is compared on the same sessions: those that recorded usage
-        f"{sum(x.recorded_cost_usd or 0.0 for x in with_rec):.2f}" if with_rec else "–",
-        _fmt_ratio(read / sent if sent else None),
-        _fmt_ratio(hits / uses if uses else None),
-        str(sum(x.pairing_violations for x in s)),
-        _fmt_pct(s[0].prediction_error.median_abs_pct) if one else "–",
-        _fmt_pct(s[0].delta_error.median_abs_pct) if one else "–",
-    ]
+    grounded = sum(x.content_grounded for x in s)
+    c_hits = sum(x.content_hits for x in s)
+    complete = bool(with_rec) and len(with_rec) == len(s)
+    return {
+        "fmt": formats.pop() if len(formats) == 1 else "mixed",
+        "calls": str(sum(r.session.calls for r in rs)),
+        "peak": f"{max(x.peak_sent_tokens for x in s):,}",
+        "ovf": str(sum(x.overflows for x in s)),
+        "compact": f"{sum(sum(x.compactions.values()) for x in s)} ({sum(x.compactions_free for x in s)})",
+        "cost": f"{sum(x.cost_usd for x in s):.2f}",
+        "rec": f"{sum(x.recorded_cost_usd or 0.0 for x in with_rec):.2f}" if complete else "–",
+        "content": _fmt_share(c_hits / grounded if grounded else None),
+        "refs": _fmt_share(hits / uses if uses else None),
+        "hit": _fmt_share(read / sent if sent else None),
+        "pair": str(sum(x.pairing_violations for x in s)),
+        "pred": _fmt_pct(s[0].prediction_error.median_abs_pct) if one else "–",
+        "delta": _fmt_pct(s[0].delta_error.median_abs_pct) if one else "–",
+        "fail": str(sum(x.layer_failures for x in s)),
+    }
 
 
 def print_table(reports: Sequence[SessionReport], title: str, console: Console | None = None) -> None:
-    (console or Console()).print(summary_table(reports, title))
+    console = console or Console()
+    console.print(summary_table(reports, title, console.width))
 
 
 def plot(reports: Sequence[SessionReport], recorded: Sequence[SessionReport] | None, path: Path) -> None:

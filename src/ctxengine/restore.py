@@ -98,11 +98,18 @@ def recent_files(
             continue  # gone from disk
         header = f"[Restored after compaction{origin_note}] {path} ({source})"
         note = f" [cut to {file_tokens:,} tokens; read the rest with offset/limit]"
-        room = min(file_tokens, total_tokens - used) - count(header + note + ":\n")
+        limit = min(file_tokens, total_tokens - used)
+        room = limit - count(header + note + ":\n")
         if room <= 0:
             break
         body, cut = _cut_to_tokens(content, room, count)
         text = f"{header}{note if cut else ''}:\n{body}"
+        while count(text) > limit and room > 0:  # header and body count more together than apart
+            room -= count(text) - limit
+            body, cut = _cut_to_tokens(content, room, count)
+            text = f"{header}{note if cut else ''}:\n{body}"
+        if room <= 0:
+            break
         used += count(text)
         out.append(Message(role="user", blocks=(Text(text),), id=f"restore:{path}", origin="restore"))
     return out

@@ -27,7 +27,8 @@ feature can call it again and get the same text for the same files.
 ``instructions`` is the agent tool over both (``specs(workspace)``, registered by ``build_tools``
 and so served by ``ctxengine mcp`` and ``ctxengine tool instructions``): without ``files`` the
 defaults, with ``files`` exactly those (absent ones marked MISSING); the rendered text, then one
-``[warning] ...`` line per loader warning (a refused, skipped or unreadable file).
+``[warning] ...`` line per loader warning (a skipped or unreadable file). A file outside the root
+is an error of the tool call, as for ``read`` (the CLI exits 2), not a warning.
 """
 
 from __future__ import annotations
@@ -226,11 +227,14 @@ def load_bootstrap_files(
 def instructions(workspace: Workspace, files: Sequence[str] | None = None) -> str:
     """The ``instructions`` tool: ``load_bootstrap`` (the defaults) when ``files`` is omitted or
     empty, else ``load_bootstrap_files`` (exactly ``files``, absent ones marked MISSING); the
-    rendered text followed by the loader's warnings."""
+    rendered text followed by the loader's warnings. A file outside the workspace is refused
+    with ``Workspace.resolve``'s ``ToolError``, as ``read`` refuses it (nothing is loaded)."""
     if files is not None and (
         not isinstance(files, (list, tuple)) or not all(isinstance(f, str) and f.strip() for f in files)
     ):
         raise ToolError(f"files must be a list of workspace-relative paths, got {files!r}")
+    for f in files or ():
+        workspace.resolve(f)
     names: Sequence[str] = files or DEFAULT_NAMES
     loaded = load_bootstrap_files(workspace.root, files) if files else load_bootstrap(workspace.root)
     out = loaded.text or f"No instruction files found (looked for {', '.join(names)})."

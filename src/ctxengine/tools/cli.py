@@ -40,9 +40,16 @@ from ctxengine.tools.workspace import Workspace
 
 tool_app = typer.Typer(
     add_completion=False,
-    no_args_is_help=True,
     help="Run an agent tool and print exactly what the model would see (a refusal exits 2).",
 )
+
+
+@tool_app.callback(invoke_without_command=True)
+def _tools(ctx: typer.Context) -> None:
+    """Run an agent tool and print exactly what the model would see (a refusal exits 2)."""
+    if ctx.invoked_subcommand is None:  # bare ``ctxengine tool``: the help, and success
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
 
 WorkspaceOption = Annotated[
     Path, typer.Option("--workspace", "-w", help="Workspace root the tool is confined to.")

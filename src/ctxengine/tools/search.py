@@ -442,6 +442,7 @@ class SearchIndex:
             raise ToolError(f"k must be a number of results (1-{MAX_K}), got {k!r}") from None
         if path is not None and not isinstance(path, str):
             raise ToolError("path must be a directory or glob string")
+        _confine(self.workspace, path)
         match = fts_query(query)
         if not match:
             raise ToolError("the query has no searchable word; give words or a quoted phrase")
@@ -530,9 +531,23 @@ class SearchIndex:
 
     def run(self, query: str, k: int = DEFAULT_K, scope: Scope = "all", path: str | None = None) -> str:
         """Update the index, search, and render the results for the model (the ``search`` tool)."""
+        if isinstance(path, str):
+            _confine(self.workspace, path)  # refused before the index is brought up to date
         self.update()
         hits = self.search(query, k, scope, path)
         return render_hits(query, hits, k, "BM25 + semantic (RRF)" if self.embedder else "BM25")
+
+
+def _confine(workspace: Workspace, path: str | None) -> None:
+    """Refuse a ``path`` filter that leaves the workspace (``../..``, an absolute path outside
+    it), as ``read`` refuses such a path, with ``Workspace.resolve``'s ``ToolError``; a glob is
+    checked up to its first wildcard. A path inside the root passes unchanged."""
+    if not path or not path.strip():
+        return
+    p = path.strip()
+    wild = min((i for i, ch in enumerate(p) if ch in "*?["), default=len(p))
+    literal = p if wild == len(p) else p[:wild].rpartition("/")[0]
+    workspace.resolve(literal or ".")
 
 
 def _path_glob(path: str | None) -> tuple[str, str] | None:

@@ -1,0 +1,525 @@
+"""Faults a new user hit on the command line (issue 9, items 13-18), each pinned: what the
+commands say and how they exit on inputs and options that used to pass in silence or end in a
+traceback. In-process with typer's ``CliRunner`` on small synthetic transcripts (and the smallest
+real one), so the file stays cheap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from conftest import SWE_AGENT
+from ctxengine.cli import app
+
+SWE_0X = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+MODEL = "claude-sonnet-4-5-20250929"
+
+
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args))
+
+
+def one_error_line(res: Result, *words: str) -> str:
+    """Exit 2, one line on stderr naming each of ``words``, nothing on stdout; returns the line."""
+    assert res.exit_code == 2, (res.exit_code, res.stdout, res.stderr, res.exception)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert res.stdout == ""
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def _record(i: int, kind: str, message: dict[str, Any], session: str) -> str:
+    return json.dumps(
+        {
+            "parentUuid": f"00000000-0000-0000-0000-{i - 1:012d}" if i > 1 else None,
+            "isSidechain": False,
+            "type": kind,
+            "message": message,
+            "uuid": f"00000000-0000-0000-0000-{i:012d}",
+            "timestamp": f"2026-05-01T09:{i // 60:02d}:{i % 60:02d}Z",
+            "sessionId": session,
+            "cwd": "/home/dev/proj",
+            "version": "2.1.0",
+            "userType": "external",
+        }
+    )
+
+
+def cc_session(
+    path: Path,
+    calls: int,
+    *,
+    prefix_tokens: int = 3_000,
+    result_chars: int = 400,
+    session: str = "s",
+    usage: bool = True,
+) -> Path:
+    """A Claude Code session of ``calls`` model calls (a Read each, its result ``result_chars``
+    long), each call's recorded usage (unless not ``usage``) a fixed prefix of ``prefix_tokens``
+    plus what came before."""
+    lines = [_record(1, "user", {"role": "user", "content": "Read the modules and fix the bug."}, session)]
+    n = 1
+    grown = 0
+    for k in range(calls):
+        n += 1
+        path_in = {"file_path": f"m{k}.py"}
+        read = {"type": "tool_use", "id": f"toolu_{k:04d}", "name": "Read", "input": path_in}
+        msg = {
+            "id": f"msg_{k:04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": [read],
+            "stop_reason": "tool_use",
+            "usage": {
+                "input_tokens": 5,
+                "cache_read_input_tokens": prefix_tokens + grown,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": 50,
+            },
+        }
+        if not usage:
+            del msg["usage"]
+        lines.append(_record(n, "assistant", msg, session))
+        n += 1
+        body = (f"def f{k}(x):\n    return x + {k}\n" * (result_chars // 30 + 1))[:result_chars]
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{k:04d}", "content": body}
+        lines.append(_record(n, "user", {"role": "user", "content": [result]}, session))
+        grown += 60 + result_chars // 3
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ 16: output paths checked first
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_output_path_that_is_a_directory_fails_before_the_work(
+    command: str, option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_work(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("transcripts were loaded before the output path was checked")
+
+    monkeypatch.setattr("ctxengine.cli_common.load_transcripts", no_work)
+    monkeypatch.setattr("ctxengine.cli.load_transcripts", no_work)
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    one_error_line(cli(command, str(src), option, str(tmp_path)), option, str(tmp_path), "directory")
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_output_path_under_a_file_fails_in_one_line(command: str, tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    out = src / "sub" / "report.json"  # its parent's parent is a file: no folder can be made there
+    one_error_line(cli(command, str(src), "--json", str(out)), "--json", str(out), "not a directory")
+
+
+def test_output_path_in_a_folder_that_cannot_be_written_fails_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxengine.cli_common as common
+
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = common.os.access
+    monkeypatch.setattr(common.os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
+    out = locked / "missing" / "report.json"
+    one_error_line(cli("replay", str(src), "--json", str(out)), "--json", "cannot write in", str(locked))
+
+
+def test_missing_folders_of_an_output_path_are_still_made(tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    out = tmp_path / "new" / "deeper" / "report.json"
+    res = cli("replay", str(src), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(out.read_text())["session"]["calls"] == 2
+
+
+# ------------------------------------------------------------------ 18: small things a new user hit
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    res = cli("--version")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip() == f"ctxengine {version('ctxengine')}"
+
+
+@pytest.mark.parametrize("args", [(), ("tool",)])
+def test_bare_command_prints_its_help_and_succeeds(args: tuple[str, ...]) -> None:
+    res = cli(*args)
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    assert "Usage:" in res.stdout
+    for command in ("replay", "bench") if not args else ("read", "search", "instructions"):
+        assert command in res.stdout
+
+
+def test_quiet_without_json_or_plot_is_refused(tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    one_error_line(cli("replay", str(src), "--quiet"), "--quiet", "--json", "--plot")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("tool_result_max_chars = -1", "tool_result_max_chars"),
+        ("tool_result_max_chars = 0", "tool_result_max_chars"),
+        ("keep_recent_tokens = -5000", "keep_recent_tokens"),
+        ("compact_at_share = 1.5", "compact_at_share"),
+        ("idle_gap_s = nan", "idle_gap_s"),
+        ("cache_clear_target = 0.6\ncache_clear_trigger = 0.5", "cache_clear_target"),
+    ],
+)
+def test_policy_file_with_an_out_of_range_value_is_refused(body: str, field: str, tmp_path: Path) -> None:
+    pol = tmp_path / "p.toml"
+    pol.write_text(body + "\n", encoding="utf-8")
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    one_error_line(cli("replay", str(src), "--policy-file", str(pol)), str(pol), field)
+
+
+def test_every_built_in_policy_and_preset_is_in_range() -> None:
+    from ctxengine.policy import BUILTIN, presets, range_problems
+
+    policies = {**BUILTIN, **presets()}
+    assert len(policies) >= 7
+    assert {name: range_problems(p) for name, p in policies.items()} == {name: [] for name in policies}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def handler():\n    return 'context window'\n", encoding="utf-8")
+    (root / "AGENTS.md").write_text("agent rules\n", encoding="utf-8")
+    (tmp_path / "secret.md").write_text("context window secret\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("path", ["../..", "..", "../*.md", "/etc"])
+def test_tool_search_refuses_a_path_outside_the_workspace_like_read(workspace: Path, path: str) -> None:
+    res = cli("tool", "search", "-w", str(workspace), "--index", ":memory:", "--path", path, "context")
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith("Error: ") and "outside the workspace root" in res.stderr
+    assert res.stdout == ""
+    read = cli("tool", "read", "--workspace", str(workspace), "../secret.md")
+    assert read.exit_code == 2 and "outside the workspace root" in read.stderr  # the same refusal
+
+
+def test_tool_search_inside_the_workspace_still_filters(workspace: Path) -> None:
+    for path in ("src", "src/", "src/*.py", "./src"):
+        res = cli("tool", "search", "-w", str(workspace), "--index", ":memory:", "--path", path, "context")
+        assert res.exit_code == 0, res.stderr
+        assert "src/app.py" in res.stdout
+
+
+@pytest.mark.parametrize("name", ["../secret.md", "/etc/hostname"])
+def test_tool_instructions_refuses_a_file_outside_the_workspace(workspace: Path, name: str) -> None:
+    res = cli("tool", "instructions", "--workspace", str(workspace), "AGENTS.md", name)
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith("Error: ") and "outside the workspace root" in res.stderr
+    assert "secret" not in res.stdout + res.stderr.replace("secret.md", "")
+
+
+def test_bench_without_a_terminal_prints_a_line_per_policy(tmp_path: Path) -> None:
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    res = cli("bench", str(src), "--policies", "none,default,pi")
+    assert res.exit_code == 0, res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("bench: ")]
+    assert [x.split()[1] for x in lines] == ["none", "default", "pi"]
+    assert all("1 session(s)" in x and x.endswith(" s") for x in lines)
+
+
+# ------------------------------------------------------------------ 13: what the replay says
+
+
+def _user_only(path: Path) -> Path:
+    lines = [_record(i, "user", {"role": "user", "content": f"note {i}"}, "u") for i in range(1, 4)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_a_file_with_no_model_calls_says_so(command: str, tmp_path: Path) -> None:
+    src = _user_only(tmp_path / "notes.jsonl")
+    line = one_error_line(cli(command, str(src)), str(src), "no model calls")
+    assert "None" not in line
+
+
+def test_sessions_without_model_calls_are_left_out_of_a_folder_with_a_note(tmp_path: Path) -> None:
+    _user_only(tmp_path / "f" / "a_notes.jsonl")
+    cc_session(tmp_path / "f" / "b.jsonl", 2)
+    out = tmp_path / "r.json"
+    res = cli("replay", str(tmp_path / "f"), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert "1 session(s) with no model calls left out: a_notes.jsonl" in " ".join(res.stderr.split())
+    assert [r["session"]["calls"] for r in json.loads(out.read_text())] == [2]
+
+
+def test_replay_help_lists_every_policy() -> None:
+    from ctxengine.policy import BUILTIN, presets
+
+    res = cli("replay", "--help")
+    assert res.exit_code == 0
+    for name in [*BUILTIN, *presets()]:
+        assert name in res.stdout, name
+    src = Path(__file__)  # each listed preset is accepted by --policy (refused only as a transcript)
+    for name in presets():
+        line = one_error_line(cli("replay", str(src), "--policy", name))
+        assert "unknown policy" not in line
+
+
+def test_swe_agent_recorded_cost_is_the_trajectory_s_own(transcripts: Path, tmp_path: Path) -> None:
+    recorded = json.loads(SWE_0X.read_text())["info"]["model_stats"]["instance_cost"]
+    out = tmp_path / "r.json"
+    res = cli("replay", str(SWE_0X), "--model", "gpt-4o", "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["recorded_cost_usd"] == pytest.approx(recorded)
+    assert summary["recorded_cost_from"] == "transcript"
+    assert f"{recorded:.2f}" in res.stdout  # beside ours in the table
+
+
+def test_a_session_with_usage_keeps_its_usage_as_the_recorded_cost(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 3)), "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["recorded_cost_from"] == "usage" and summary["recorded_cost_usd"] > 0
+
+
+@pytest.fixture
+def failing_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache-aware clearing layer raises on every call; the engine catches it and goes on."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("injected layer fault")
+
+    monkeypatch.setattr("ctxengine.engine.cache_clear", broken)
+
+
+@pytest.mark.usefixtures("failing_layer")
+def test_layer_failures_the_engine_swallows_are_reported_by_replay(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 3)), "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["summary"]["layer_failures"] == len(data["calls"]) == 3  # once per assemble
+    assert "warning: 3 layer failure(s)" in " ".join(res.stderr.split())
+    from ctxengine.report import COLUMNS
+
+    assert COLUMNS["fail"].explain in " ".join(res.stdout.split())  # a table column when non-zero
+
+
+@pytest.mark.usefixtures("failing_layer")
+def test_layer_failures_are_reported_by_bench(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    res = cli("bench", str(src), "--policies", "none,default", "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["policies"]["default"]["layer_failures"] == 3
+    assert [s["layer_failures"] for s in data["sessions"]] == [3, 3]
+    assert "layer" in res.stdout and "failures" in res.stdout  # the column appears when non-zero
+    assert "warning: 6 layer failure(s)" in " ".join(res.stderr.split())
+
+
+def test_no_layer_failure_no_column_and_no_warning(tmp_path: Path) -> None:
+    res = cli("bench", str(cc_session(tmp_path / "s.jsonl", 2)), "--policies", "none")
+    assert res.exit_code == 0, res.stderr
+    assert "failures" not in res.stdout and "layer failure" not in res.stderr
+
+
+# ------------------------------------------------------------------ 14: the replay table
+
+
+def _reports(tmp_path: Path) -> list[Any]:
+    """Reports of a session with recorded usage, one without, and the SWE-agent 0.x file."""
+    from ctxengine.formats import load
+    from ctxengine.policy import get_policy
+    from ctxengine.replay import replay_session
+
+    files = [
+        cc_session(tmp_path / "a_long_session_name_as_real_ones_have_4530697c.jsonl", 4),
+        cc_session(tmp_path / "b_without_usage.jsonl", 3, usage=False),
+        SWE_0X,
+    ]
+    return [replay_session(s, get_policy("default"), window=64_000) for f in files for s in load(f)]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_table_fits_the_terminal_without_cutting_a_number(width: int, tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from ctxengine import report
+
+    reports = _reports(tmp_path)
+    console = Console(width=width, record=True)
+    table = report.summary_table(reports, report.table_title("default", reports), width)
+    console.print(table)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    labels = [str(c) for c in table.columns[0]._cells]
+    assert text.count("…") == sum(label.count("…") for label in labels)  # only names are cut
+    # every figure of every shown column is printed whole, and the caption explains them
+    for key in ("calls", "peak", "ovf", "cost", "rec", "content", "refs", "hit", "pair", "pred", "delta"):
+        assert report.COLUMNS[key].explain in " ".join(text.split()), key
+        for r in reports:
+            assert report._cells([r])[key] in text
+    assert "window 64,000 tokens" in text.splitlines()[0]
+
+
+def test_the_table_shows_content_recall_beside_reference_recall(tmp_path: Path) -> None:
+    import types
+
+    import msgspec
+    from rich.console import Console
+
+    from ctxengine import report
+
+    [r] = _reports(tmp_path)[:1]
+    assert report._cells([r])["content"] == "–"  # not measured (yet): a dash, not a number
+    fields = msgspec.structs.asdict(r.summary)
+    with_content = msgspec.structs.replace(r, summary=types.SimpleNamespace(**fields, content_recall=0.625))
+    console = Console(width=80, record=True)
+    console.print(report.summary_table([with_content], "t", 80))
+    text = console.export_text()
+    assert "0.625" in text and "content" in text and "refs" in text
+
+
+def test_the_total_compares_costs_on_the_same_sessions(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from ctxengine import report
+
+    reports = _reports(tmp_path)[:2]  # one with recorded usage, one without
+    assert [r.summary.recorded_cost_usd is None for r in reports] == [False, True]
+    console = Console(width=200, record=True)
+    console.print(report.summary_table(reports, "t", 200))
+    rows = {line.split("  ")[0].strip(): line for line in console.export_text().splitlines()}
+    cells = report._cells([reports[0]])
+    assert "all (2)" in rows and "with rec. $ (1)" in rows
+    assert f" {cells['cost']} " in rows["with rec. $ (1)"] and f" {cells['rec']} " in rows["with rec. $ (1)"]
+    assert report._cells(reports)["rec"] == "–"  # no sum over only some of the sessions on the "all" row
+    ours_all = report._cells(reports)["cost"]
+    assert f" {ours_all} " in rows["all (2)"]
+
+
+def test_replay_table_title_names_the_window(tmp_path: Path) -> None:
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 2)), "--window", "64000")
+    assert res.exit_code == 0, res.stderr
+    assert "ctxengine replay — policy default, window 64,000 tokens" in res.stdout
+
+
+# ------------------------------------------------------------------ 17: windows the engine refuses
+
+
+def test_a_model_window_under_the_minimum_says_what_to_do(transcripts: Path) -> None:
+    res = cli("replay", str(SWE_0X), "--model", "gpt-4")
+    assert res.exit_code == 2 and res.stdout == "", (res.stdout, res.stderr)
+    [line] = [x for x in res.stderr.splitlines() if x.startswith("error:")]  # after the --model note
+    for words in ("gpt-4", "8,192", "16,000", "--window 16000", "overflow guard"):
+        assert words in line, words
+    res = cli("replay", str(SWE_0X), "--model", "gpt-4", "--window", "16000")  # the advice works
+    assert res.exit_code == 0, res.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_a_fixed_prefix_larger_than_the_window_is_one_clear_error(command: str, tmp_path: Path) -> None:
+    import re
+
+    src = cc_session(tmp_path / "big_prefix.jsonl", 6, prefix_tokens=26_000)
+    res = cli(command, str(src), "--window", "20000")
+    assert res.exit_code == 2 and res.stdout == "", (res.stdout, res.stderr)
+    [line] = [x for x in res.stderr.splitlines() if x.startswith("error:")]  # besides the <32K warning
+    assert str(src) in line and "fixed prefix" in line and "20,000" in line
+    found = re.search(r"prefix \(system prompt and tool definitions\) is ([\d,]+)", line)
+    assert found is not None
+    prefix = int(found[1].replace(",", ""))
+    assert 25_000 < prefix <= 26_005
+    advice = re.search(r"--window (\d+)", line)
+    assert advice is not None and int(advice[1]) > prefix
+    suggested = advice[1]
+    out = tmp_path / "r.json"
+    res = cli("replay", str(src), "--window", suggested, "--json", str(out), "--quiet")  # the advice works
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(out.read_text())["summary"]["overflows"] == 0
+
+
+# ------------------------------------------------------------------ 15: --llm, the server unreachable
+
+
+class _DeadServer:
+    """An ``LLMClient`` whose server is unreachable (after ``answers`` good replies): every call
+    raises ``LLMConnectionError`` at once, and each attempt is counted."""
+
+    provider = "openai"
+    model = "gpt-4o-mini"
+    timeout = 1.0
+    max_retries = 0
+
+    def __init__(self, answers: int = 0) -> None:
+        self.answers = answers
+        self.attempts = 0
+        self.calls: list[Any] = []
+
+    def complete(self, request: Any) -> Any:
+        from ctxengine.llm import LLMConnectionError, LLMResponse
+        from ctxengine.messages import Usage
+
+        self.attempts += 1
+        if self.attempts <= self.answers:
+            text = "## Current state\nReading the modules m0.py to m9.py.\n"
+            usage = Usage(input_tokens=1_000, output_tokens=50)
+            return LLMResponse(text, usage, self.model, 0.001, 0.01, "stop")
+        raise LLMConnectionError("Connection error: [Errno 111] Connection refused", provider="openai")
+
+
+@pytest.fixture
+def dead_server(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def make(answers: int = 0) -> _DeadServer:
+        server = _DeadServer(answers)
+        monkeypatch.setattr("ctxengine.llm.make_client", lambda *a, **k: server)
+        return server
+
+    return make
+
+
+def _llm_replay(tmp_path: Path, *extra: str) -> tuple[Result, dict[str, Any]]:
+    src = cc_session(tmp_path / "s.jsonl", 24, result_chars=6_000)
+    out = tmp_path / "r.json"
+    llm = ("--llm", "openai:gpt-4o-mini")
+    res = cli("replay", str(src), "--window", "32000", *llm, "--json", str(out), *extra)
+    return res, json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_llm_unreachable_fails_fast_and_exits_non_zero(tmp_path: Path, dead_server: Any) -> None:
+    from ctxengine.cli_common import BREAKER_FAILURES
+
+    server = dead_server()
+    res, data = _llm_replay(tmp_path)
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    assert server.attempts == BREAKER_FAILURES  # then no request waits for the server again
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "no LLM call succeeded" in errors[0] and "Connection refused" in errors[0]
+    failed = [e for c in data["calls"] for e in c["events"] if "error" in e["details"]]
+    assert len(failed) > BREAKER_FAILURES  # the replay went on with the $0 fallbacks, and wrote its report
+    assert data["summary"]["llm_calls"] == 0
+
+
+def test_llm_failing_after_an_answer_ends_with_a_warning_and_exit_0(tmp_path: Path, dead_server: Any) -> None:
+    server = dead_server(answers=1)
+    res, _ = _llm_replay(tmp_path)
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    assert server.attempts == 1 + 3
+    [warning] = [x for x in " ".join(res.stderr.split()).split("warning: ")[1:] if "--llm" in x]
+    assert "1 LLM call(s) succeeded, 3 LLM call(s) failed" in warning and "not sent" in warning
