@@ -18,8 +18,7 @@ from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import artifact_id
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import WindowWarning
-ModelWindowWarning = Warning
+from ctxengine.models import ModelWindowWarning, WindowWarning
 from ctxengine.policy import get_policy
 from ctxengine.replay import replay_session
 
