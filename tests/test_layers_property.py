@@ -191,8 +191,9 @@ def test_corrupt_sessions_never_reuse_a_call_id_in_the_projection(
 def test_the_small_policy_exercises_every_layer() -> None:
     """The properties above are only worth something if the layers act on the random sessions:
     over a fixed (derandomized) run under ``SMALL``, every layer of the cascade makes decisions.
-    The reserves are derived for the window (issue 9, item 4), so a second run sets a threshold
-    low enough for these short sessions to reach it on most calls."""
+    The reserves are derived for the window (issue 9, item 4) and an early compaction waits until
+    it leaves room, so a second run sets thresholds (compaction, clearing) low enough for these
+    short sessions to reach them."""
     seen: Counter[str] = Counter()
 
     def sweep(policies: list[Policy]) -> None:
@@ -217,7 +218,13 @@ def test_the_small_policy_exercises_every_layer() -> None:
         run()
 
     sweep([SMALL, SMALL_STRUCTURED, SMALL.with_(compaction="none")])
-    sweep([SMALL.with_(compact_at_share=0.05)])
+    sweep(
+        [
+            SMALL.with_(compact_at_share=0.05),
+            SMALL_STRUCTURED.with_(compact_at_share=0.05),
+            SMALL.with_(cache_clear_trigger=0.1, cache_clear_target=0.0, compact_at_share=0.3),
+        ]
+    )
     assert set(seen) >= {
         "tool_result_budget",
         "idle_clear",

@@ -629,6 +629,7 @@ class Compactor:
                 self._finish(sm, ctx, state)
                 if not early or self._room(sm.event.tokens_after, outer, p.sm_gain_factor):
                     return done
+                return None  # no room yet: wait for the reserve threshold (a summary would keep more)
             ctx = outer
         if not force and ctx.predicted <= threshold:
             return None  # only the session-memory compaction runs below the threshold (cold cache)
@@ -668,8 +669,8 @@ class Compactor:
         threshold minus the gain the compaction must make (``compact_min_gain`` x
         ``gain_factor`` of the window). An early session-memory compaction that leaves less is
         not made: the next call would compact again (at a small window the newest round alone
-        can fill the space under a share threshold); the chain goes on to the summary, which
-        runs only over its own threshold."""
+        can fill the space under a share threshold); nothing is made until the reserve
+        threshold (a summary, which keeps more, would leave even less room)."""
         p = ctx.policy
         limit = p.compact_threshold(ctx.window, ctx.max_output)
         return tokens_after <= limit - int(p.compact_min_gain * gain_factor * ctx.window)
