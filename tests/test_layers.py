@@ -537,15 +537,19 @@ def test_summary_is_bounded_by_the_summary_budget_under_pressure() -> None:
 
 
 def test_compact_min_gain_prevents_a_second_compaction_right_after() -> None:
-    window = 40_000  # threshold 7,000 < keep_recent_tokens 10,000: still over it after compacting
+    # the reference threshold at 40,000 is 7,000 (< keep_recent_tokens 10,000): it would stay
+    # over it after compacting. The engine derives the reserves for the window (issue 9, item 4);
+    # the minimum gain still keeps a compaction from following the one before it
+    window = 40_000
     threshold = SUMMARY_POLICY.compact_threshold(window, 64_000)
+    assert threshold == 7_000
 
     def run(policy: Policy) -> tuple[list[int], list[int]]:
         engine = engine_for(policy, window)
         chat = Chat(engine)
         chat.user(FIRST_REQUEST)
         fired, sent = [], []
-        for i in range(30):
+        for i in range(60):
             summary_rounds(chat, 1, start=i)
             proj = engine.assemble()
             sent.append(proj.tokens)
@@ -556,7 +560,7 @@ def test_compact_min_gain_prevents_a_second_compaction_right_after() -> None:
     guarded, sent = run(SUMMARY_POLICY)
     assert len(guarded) >= 2, "compacted less than twice"
     for i in guarded[:-1]:
-        assert sent[i] > threshold and sent[i + 1] > threshold  # over the threshold, yet ...
+        assert sent[i] > threshold and sent[i + 1] > threshold  # over the reference line, yet ...
         assert i + 1 not in guarded  # ... no second compaction right after
     gaps = [b - a for a, b in itertools.pairwise(guarded)]
     assert all(g >= 3 for g in gaps)  # a compaction must free 10% of the window (4,000) first
@@ -616,8 +620,10 @@ def test_overflow_guard_drops_the_oldest_groups_behind_a_notice() -> None:
     assert proj.tokens <= limit
     notice = proj.messages[0]
     assert notice.origin == "notice" and "dropped" in notice.text()
-    start = suffix_of_history(proj, engine, 1)
-    assert start > 0  # the oldest messages went
+    assert proj.messages[1].text() == FIRST_REQUEST  # the latest request is never dropped
+    assert event.details["latest_request_kept"] is True
+    start = suffix_of_history(proj, engine, 2)
+    assert start > 1  # the oldest messages went
     assert proj.messages[-1] is chat.messages[-1]  # the newest stayed
     assert find_violations(proj.messages) == []
 
@@ -774,7 +780,7 @@ def test_real_sonnet_overflow_guard_keeps_pairs_and_the_newest(sonnet: Session) 
     newest: list[Message] = []
     _engine, projections = drive(sonnet, OVERFLOW_POLICY, SMALL_WINDOW, newest)
     guarded = [p for p in projections if events_of(p, "overflow_guard")]
-    assert len(guarded) >= 10
+    assert len(guarded) >= 5  # it drops down to the threshold, so not on every call near the window
     _, unguarded = drive(sonnet, OVERFLOW_POLICY.with_(overflow_guard=False), SMALL_WINDOW)
     assert max(p.tokens for p in unguarded) > 3 * SMALL_WINDOW  # the session does not fit at all
     for proj, last in zip(projections, newest, strict=True):

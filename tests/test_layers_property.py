@@ -209,22 +209,41 @@ def test_corrupt_sessions_never_reuse_a_call_id_in_the_projection(
 
 def test_the_small_policy_exercises_every_layer() -> None:
     """The properties above are only worth something if the layers act on the random sessions:
-    over a fixed (derandomized) run under ``SMALL``, every layer of the cascade makes decisions."""
+    over a fixed (derandomized) run under ``SMALL``, every layer of the cascade makes decisions.
+    The reserves are derived for the window (issue 9, item 4) and an early compaction waits until
+    it leaves room, so a second run sets thresholds (compaction, clearing) low enough for these
+    short sessions to reach them."""
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=60, deadline=None, derandomize=True, database=None)
-    @given(
-        msgs=sessions(corrupt=None, min_turns=3, max_turns=8),
-        policy=st.sampled_from([SMALL, SMALL_STRUCTURED, SMALL.with_(compaction="none")]),
-        fixed=st.integers(2_000, 19_500),
-    )
-    def run(msgs: list[Message], policy: Policy, fixed: int) -> None:
-        _, projections = drive(
-            msgs, policy, window=20_000, fixed=fixed, anchor=1.0, valid=False, tolerate_reused_call_ids=True
+    def sweep(policies: list[Policy]) -> None:
+        @settings(max_examples=60, deadline=None, derandomize=True, database=None)
+        @given(
+            msgs=sessions(corrupt=None, min_turns=3, max_turns=8),
+            policy=st.sampled_from(policies),
+            fixed=st.integers(2_000, 19_500),
         )
-        seen.update(e.layer for p in projections for e in p.events)
+        def run(msgs: list[Message], policy: Policy, fixed: int) -> None:
+            _, projections = drive(
+                msgs,
+                policy,
+                window=20_000,
+                fixed=fixed,
+                anchor=1.0,
+                valid=False,
+                tolerate_reused_call_ids=True,
+            )
+            seen.update(e.layer for p in projections for e in p.events)
 
-    run()
+        run()
+
+    sweep([SMALL, SMALL_STRUCTURED, SMALL.with_(compaction="none")])
+    sweep(
+        [
+            SMALL.with_(compact_at_share=0.05),
+            SMALL_STRUCTURED.with_(compact_at_share=0.05),
+            SMALL.with_(cache_clear_trigger=0.1, cache_clear_target=0.0, compact_at_share=0.3),
+        ]
+    )
     assert set(seen) >= {
         "tool_result_budget",
         "idle_clear",

@@ -254,7 +254,9 @@ class Compactor:
         self._gave_up: NotesJob | None = None  # a running update already waited for in vain
         self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
         self.updater: NotesUpdater = (
-            LLMNotesUpdater(self.llm, count_text) if self.llm else DeterministicNotesUpdater(count_text)
+            LLMNotesUpdater(self.llm, count_text, window=llm_model.input_window if llm_model else 200_000)
+            if self.llm
+            else DeterministicNotesUpdater(count_text)
         )
         self.summarizer = (
             LLMSummarizer(
@@ -305,6 +307,7 @@ class Compactor:
         # so every later compaction must take it from here
         self.latest_request: tuple[str, str] | None = None
         self._history: Sequence[Message] = ()  # the history of the compaction being made
+        self._forced = False  # the compaction being made was forced (``compact(force=True)``)
 
     def _history_cut(self, ctx: LayerContext, cut: Cut) -> int:
         """The history index where the kept tail of ``cut`` starts (the whole history when the
@@ -554,6 +557,7 @@ class Compactor:
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
         instructions = instructions.strip()  # blank focus: none (the session-memory path stays open)
+        self._forced = force
         return self._chain(ctx, history, force=force, reason=reason, instructions=instructions, system=system)
 
     def commit(self, done: Compaction) -> None:
@@ -581,6 +585,9 @@ class Compactor:
         p = ctx.policy  # resolved for the window (``Policy.for_window``)
         self._history = history
         threshold = p.compact_threshold(ctx.window, ctx.max_output)
+        # an early session-memory compaction (below what the reserves require) must leave room
+        # to grow, or the next call compacts again (see ``_room``); a due or forced one need not
+        early = not force and ctx.predicted <= p.reserve_threshold(ctx.window, ctx.max_output)
         sm_ctx = self._sm_context(ctx, cold=not force and cache_cold(ctx))
         sm_threshold = sm_ctx.policy.compact_threshold(ctx.window, ctx.max_output)
         if not force and ctx.predicted <= min(threshold, sm_threshold):
@@ -635,7 +642,9 @@ class Compactor:
                     sm.event.tokens_after += self.count_text(text) - self.count_text(head.text())
                 self._quote_latest_request(sm, ctx, notes_at)
                 self._finish(sm, ctx, state)
-                return done
+                if not early or self._room(sm.event.tokens_after, outer, p.sm_gain_factor):
+                    return done
+                return None  # no room yet: wait for the reserve threshold (a summary would keep more)
             ctx = outer
         if not force and ctx.predicted <= threshold:
             return None  # only the session-memory compaction runs below the threshold (cold cache)
@@ -669,6 +678,18 @@ class Compactor:
             cut.event.details["instructions"] = focus
         self._finish(cut, ctx, state)
         return Compaction(cut, events, state)
+
+    @staticmethod
+    def _room(tokens_after: int, ctx: LayerContext, gain_factor: float = 1.0) -> bool:
+        """Whether a compaction leaving ``tokens_after`` tokens leaves room to grow: at most the
+        threshold minus the gain the compaction must make (``compact_min_gain`` x
+        ``gain_factor`` of the window). An early session-memory compaction that leaves less is
+        not made: the next call would compact again (at a small window the newest round alone
+        can fill the space under a share threshold); nothing is made until the reserve
+        threshold (a summary, which keeps more, would leave even less room)."""
+        p = ctx.policy
+        limit = p.compact_threshold(ctx.window, ctx.max_output)
+        return tokens_after <= limit - int(p.compact_min_gain * gain_factor * ctx.window)
 
     def _llm_summary(
         self, ctx: LayerContext, *, force: bool, reason: str, instructions: str, system: str
@@ -1075,10 +1096,26 @@ class Compactor:
         # a file restored again with the same content is the same message: the prompt cache
         # (compared by identity, as for every unchanged message) keeps serving it
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
+        # an automatic compaction never leaves the context larger than before it: what is
+        # restored fits in what it freed (in order; a restore that does not fit is left out and
+        # named). A forced one (the user's /compact) restores the working set as asked.
+        room = cut.event.tokens_before - 1 - cut.event.tokens_after if not self._forced else 10**12
+        fitting: list[Message] = []
+        skipped: list[str] = []
+        for m in restored:
+            t = self.count_text(m.text())
+            if t <= room:
+                fitting.append(m)
+                room -= t
+            else:
+                skipped.append(m.id)
+        restored = fitting
         cut.prefix = [*cut.prefix, *restored]
         summary_text = "\n".join(m.text() for m in cut.prefix)
         restored_tokens = sum(self.count_text(m.text()) for m in restored)
         cut.event.tokens_after += restored_tokens
+        if skipped:
+            cut.event.details["restore_skipped"] = skipped
         q = quality(
             tokens_before=cut.event.tokens_before,
             tokens_after=cut.event.tokens_after,

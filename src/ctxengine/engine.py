@@ -50,11 +50,11 @@ from ctxengine.layers.base import (
 from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
 from ctxengine.layers.idle_clear import idle_clear
-from ctxengine.layers.overflow_guard import overflow_guard
+from ctxengine.layers.overflow_guard import fit_results, overflow_guard, unfit_event
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.tool_result_budget import budget_message
 from ctxengine.messages import Document, Image, Message, RecordedCompaction, Text, ToolResult, Usage
-from ctxengine.models import ModelInfo, Registry, check_window, resolve_window
+from ctxengine.models import ModelInfo, Registry, check_model_window, check_window, resolve_window
 from ctxengine.policy import Policy
 from ctxengine.store import SessionStore, SQLiteStore
 from ctxengine.tokens.counter import TokenCounter, counter_for
@@ -79,11 +79,13 @@ def resolve_model(
     """What every engine resolves first: the registry (default: the shipped one), the model's
     entry (the flagged fallback when unknown), the window in tokens (user override > model >
     200,000, then min with ``agent_cap``) and the token counter (default: the model's).
-    Raises ``WindowTooSmallError`` under 16,000 tokens; warns (``WindowWarning``) under 32,000."""
+    Raises ``WindowTooSmallError`` under 16,000 tokens; warns (``WindowWarning``) under 32,000,
+    and (``ModelWindowWarning``) above the known model's own window."""
     reg = registry or Registry.default()
     info = reg.get(model or "unknown")
     resolved = resolve_window(info, user_override=window, agent_cap=agent_cap)
     check_window(resolved)
+    check_model_window(resolved, info, known=reg.known(model or "unknown"))
     return reg, info, resolved, counter or counter_for(info)
 
 
@@ -622,8 +624,24 @@ class ContextEngine:
         return event
 
     def _overflow(self, ctx: LayerContext) -> LayerEvent | None:
+        """The guard: drop the oldest rounds; if the request still does not fit, cut the largest
+        tool results to fit (originals in the artifact store); if even that is not enough, an
+        event says why (``overflow_guard.unfit_event``)."""
         d = overflow_guard(ctx)
-        return self._commit_cut(d) if d else None
+        event = self._commit_cut(d) if d else None
+        ctx = self._context(ctx.window, ctx.now)
+        fitted = fit_results(ctx)
+        if fitted is not None:
+            if event is not None:
+                self._pending_events.append(event)
+            event = self._commit_replacements(fitted)
+            ctx = self._context(ctx.window, ctx.now)
+        unfit = unfit_event(ctx, self.ledger.state.fixed_prefix)
+        if unfit is not None:
+            if event is not None:
+                self._pending_events.append(event)
+            event = unfit
+        return event
 
     def _store_replacements(self, d: Replacements) -> None:
         """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""

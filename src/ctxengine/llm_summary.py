@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ctxengine.audit import Audit, audit_summary, latest_user_request
-from ctxengine.layers.pairing import tool_groups
-from ctxengine.messages import Message, Text
+from ctxengine.layers.cut_plans import pending_start
+from ctxengine.layers.pairing import find_violations, repair, tool_groups
+from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.notes import serialize
 
 if TYPE_CHECKING:
@@ -271,6 +272,8 @@ class LLMSummarizer:
         spent = Spend()
         latest = latest_user_request([*span, *kept])
         if prefix is not None:
+            prefix = self.reusable_prefix(prefix, system, tools)
+        if prefix is not None:
             try:
                 return self._with_audit(
                     lambda extra: self._request_prefix(prefix, system, tools, instructions, extra, spent),
@@ -346,6 +349,45 @@ class LLMSummarizer:
                     raise
         note = f"\n\n[Partial summary: chunks 1-{done} of {total} were summarized]"
         return SummaryResult(text=rolling + note, audit=None, spent=spent, chunks=total, partial=True)
+
+    def reusable_prefix(
+        self, prefix: Sequence[Message], system: str, tools: Sequence[ToolDefinition]
+    ) -> list[Message] | None:
+        """The conversation as a summary request may reuse it, or None when it cannot.
+
+        Pairing-valid, as a strict provider requires of any request (claude-code #5594, #2796):
+        a tool call interrupted mid-history gets the synthetic error result (``pairing.repair``);
+        the calls still in flight at the end (no result yet) are left out of the request, with
+        a line saying so, since no result exists to send and an invented one would be read as
+        the outcome. Bounded by the summarizer's window (pi #6425: 274,000 tokens sent to a
+        200,000-token model): when the conversation, the prompt and the summary's output do not
+        fit ``window`` tokens, None: the caller summarizes the span alone, chunked to fit."""
+        messages = list(prefix)
+        pending = pending_start(messages)
+        if pending < len(messages):
+            in_flight = [c for m in messages[pending:] for c in m.tool_calls]
+            head: list[Message] = []
+            for m in messages[pending:]:
+                blocks = tuple(b for b in m.blocks if not isinstance(b, ToolCall | ToolResult))
+                if blocks:
+                    head.append(msgspec.structs.replace(m, blocks=blocks))
+            names = ", ".join(f"{c.name} ({c.id})" for c in in_flight)
+            note = Text(f"[tool call(s) in flight, no result yet: {names}]")
+            if head and head[-1].role == "assistant":
+                last = head[-1]
+                head[-1] = msgspec.structs.replace(last, blocks=(*last.blocks, note))
+            else:
+                head.append(Message(role="assistant", blocks=(note,), id="summary-in-flight"))
+            messages = [*messages[:pending], *head]
+        if find_violations(messages):
+            messages, _ = repair(messages)
+        size = sum(self.count(m) for m in messages) + self.count(
+            Message(role="user", blocks=(Text(system + self.prompt),), id="summary-size")
+        )
+        size += sum(self.count(Message(role="user", blocks=(Text(repr(t)),), id="t")) for t in tools)
+        if size * SAFETY_MARGIN + self.max_output > self.window:
+            return None
+        return messages
 
     # ------------------------------------------------------------------ internals
 
@@ -448,7 +490,7 @@ class LLMSummarizer:
         retries = 0
         while True:
             start = groups[first_group][0] if groups else 0
-            body = serialize(span[start:])
+            body = self._within_window(serialize(span[start:]))
             if start:
                 body = f"[{start} older messages were dropped to fit the summarizer]\n" + body
             prev = f"\n\n<previous-summary>\n{previous}\n</previous-summary>" if previous else ""
@@ -467,6 +509,20 @@ class LLMSummarizer:
                 first_group += self._groups_to_drop(span, groups, first_group, exc.gap_tokens)
             except LLMError as exc:
                 raise SummaryError(f"summary request failed: {exc}", spent) from exc
+
+    def _within_window(self, body: str) -> str:
+        """A serialized span within the summarizer's window (tokens, with the safety margin, the
+        output and the prompt's overhead): a chunk of one message larger than the window (chunks
+        never split a tool group) keeps its head and tail, its middle left out behind a marker,
+        so no request is sent that the model cannot take."""
+        room = int((self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS) / SAFETY_MARGIN)
+        size = self.count(Message(role="user", blocks=(Text(body),), id="summary-size"))
+        if size <= room:
+            return body
+        keep = int(len(body) * room / size * 0.9)
+        head = keep // 2
+        marker = f"\n[... {len(body) - keep:,} chars left out to fit the summarizer's window ...]\n"
+        return body[:head] + marker + body[len(body) - (keep - head) :]
 
     def _groups_to_drop(
         self, span: Sequence[Message], groups: list[tuple[int, int]], first: int, gap: int | None

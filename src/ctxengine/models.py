@@ -500,6 +500,31 @@ def check_window(tokens: int) -> str | None:
     return None
 
 
+class ModelWindowWarning(UserWarning):
+    """Warning category for a window set above the model's own context window."""
+
+
+def window_above_model(tokens: int, model: ModelInfo, *, known: bool) -> str | None:
+    """The warning text when a window of ``tokens`` (e.g. ``--window 200000``) is above the
+    known model's own input window (``ModelInfo.input_window``, e.g. 128,000 for gpt-4o):
+    requests the engine lets grow past the model's window would be refused by the provider.
+    None when it is not, or the model is unknown (its window is a default, not a fact)."""
+    if not known or tokens <= model.input_window:
+        return None
+    return (
+        f"window of {tokens:,} tokens is above {model.name}'s own context window of "
+        f"{model.input_window:,} tokens: requests over {model.input_window:,} would be refused"
+    )
+
+
+def check_model_window(tokens: int, model: ModelInfo, *, known: bool) -> str | None:
+    """``window_above_model``, emitted as a ``ModelWindowWarning`` (returns the text)."""
+    message = window_above_model(tokens, model, known=known)
+    if message is not None:
+        warnings.warn(message, ModelWindowWarning, stacklevel=2)
+    return message
+
+
 # --------------------------------------------------------------------------------------------
 # Cost
 # --------------------------------------------------------------------------------------------

@@ -313,10 +313,27 @@ class LLMNotesUpdater:
     """Updates the notes with the configured model; on a reply without the ten sections (or an
     LLM error) the update is rejected and the caller keeps the previous notes."""
 
-    def __init__(self, client: LLMClient, count: Callable[[str], int], max_tokens: int = 4_096) -> None:
+    def __init__(
+        self, client: LLMClient, count: Callable[[str], int], max_tokens: int = 4_096, window: int = 200_000
+    ) -> None:
         self.client = client
         self.count = count
         self.max_tokens = max_tokens
+        self.window = window  # the notes model's context window (tokens): the request stays within it
+
+    def _bounded(self, conversation: str, room: int) -> str:
+        """``conversation`` within ``room`` tokens: when it is larger (a pre-compaction flush over
+        a long span), its middle is left out behind a marker, 30% head and 70% tail kept (the
+        newest part matters most to the notes); the summary compaction still reads it all."""
+        size = self.count(conversation)
+        if size <= room:
+            return conversation
+        keep = int(len(conversation) * room / size * 0.9)
+        head = int(keep * 0.3)
+        tail = keep - head
+        left_out = len(conversation) - keep
+        marker = f"\n[... {left_out:,} chars left out to fit the notes model's window ...]\n"
+        return conversation[:head] + marker + conversation[len(conversation) - tail :]
 
     def update(self, state: NotesState, new: Sequence[Message]) -> tuple[NotesState, NotesUpdate]:
         from ctxengine.llm import LLMRequest
@@ -328,8 +345,10 @@ class LLMNotesUpdater:
             section_cap=SECTION_MAX_TOKENS,
             total_cap=NOTES_MAX_TOKENS,
             notes=current,
-            conversation=serialize(new),
+            conversation="{conversation}",
         )
+        room = int((self.window - self.max_tokens) / 1.2) - self.count(prompt) - self.count(NOTES_SYSTEM)
+        prompt = prompt.replace("{conversation}", self._bounded(serialize(new), max(1_000, room)))
         request = LLMRequest(
             system=NOTES_SYSTEM,
             messages=[Message(role="user", blocks=(Text(prompt),), id="notes-update")],

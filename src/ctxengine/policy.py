@@ -31,6 +31,15 @@ from typing import Literal
 
 import msgspec
 
+# Shares of the free window (window - fixed prefix) that the reserves and sizes of a policy may
+# take at most (``Policy.for_window``). At 200,000 tokens with a 25,000-token prefix none binds
+# (Claude Code's 33,000 of reserves is 19% of the free window, its 40,000 kept 23%, its 50,000
+# restored 29%); they bind only where the reference constants would leave no room.
+RESERVE_MAX_SHARE = 0.5  # output reserve + head-room buffer: the threshold keeps half of the room
+KEEP_MAX_SHARE = 0.5  # the tail a compaction keeps verbatim
+SUMMARY_MAX_SHARE = 0.15  # the summary, the notes as a summary, the split-turn prefix summary
+RESTORE_MAX_SHARE = 0.3  # files restored after a compaction (each and in all)
+
 CompactionMode = Literal["summary", "recorded", "none"]
 SummarizerKind = Literal["auto", "structured", "llm"]
 # Where a summary compaction cuts (``ctxengine.layers.cut_plans``): "tail" keeps the newest
@@ -184,16 +193,29 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     def compact_threshold(self, window: int, max_output: int) -> int:
         """Tokens above which summary compaction runs: Claude Code's auto-compact threshold, or
-        ``compact_at_share`` of the window when that is lower."""
+        ``compact_at_share`` of the window when that is lower, and never above the overflow
+        guard's limit (``window - overflow_reserve``: compaction comes before the guard). The
+        reserves are taken as they are; ``for_window`` derives them for a small window, so the
+        threshold of the resolved policy is above the fixed prefix for any window of 16,000
+        tokens or more."""
         claude_code = window - min(max_output, self.compact_reserve_output) - self.compact_buffer
-        return min(claude_code, int(window * self.compact_at_share))
+        return min(claude_code, int(window * self.compact_at_share), window - self.overflow_reserve)
+
+    def reserve_threshold(self, window: int, max_output: int) -> int:
+        """The threshold the reserves alone set (tokens): ``compact_threshold`` without
+        ``compact_at_share``. Above it a compaction is due; between ``compact_threshold`` and it
+        a compaction is early (cheaper, optional), and is made only when it leaves room
+        (``ctxengine.compaction``)."""
+        claude_code = window - min(max_output, self.compact_reserve_output) - self.compact_buffer
+        return min(claude_code, window - self.overflow_reserve)
 
     def for_window(self, window: int, fixed: int = 0) -> Policy:
         """This policy with its window-relative sizes resolved for ``window`` tokens: each absolute
         size capped at its share of the window (``keep_recent_share`` -> ``keep_recent_tokens``,
         ``sm_keep_*_share``, ``restore_*_share``; ``tool_result_window_share`` caps
-        ``tool_result_max_chars`` at floor(window x share) x 4 chars, OpenClaw's formula). Layers
-        see the resolved policy; a policy without shares is returned as is.
+        ``tool_result_max_chars`` at floor(window x share) x 4 chars, OpenClaw's formula), and
+        its reserves derived for a small window (``_derived_reserves``). Layers see the resolved
+        policy; a policy that needs no change is returned as is.
 
         With ``shares_of_free_window``, every share (sizes, the compaction and clearing
         thresholds, the summary budget) is a share of the *free* window, ``window - fixed``
@@ -233,7 +255,57 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         if self.tool_result_window_share > 0:
             cap = int(free * self.tool_result_window_share) * 4
             changes["tool_result_max_chars"] = min(self.tool_result_max_chars, cap)
+        changes.update(self._derived_reserves(window, fixed, changes))
         return self.with_(**changes) if changes else self
+
+    def _derived_reserves(self, window: int, fixed: int, changes: dict[str, object]) -> dict[str, object]:
+        """Every absolute reserve and size derived for a small window (tokens; chars for the
+        preview), so that any window of 16,000 tokens or more gets a compaction threshold above
+        the fixed prefix with room for a summary. The reference constants were set for a
+        200,000-token window (Claude Code reserves 20,000 + 13,000 there, pi 16,384, OpenClaw
+        20,000); taken as they are at a 32,000-token window they leave a negative threshold
+        (window - 20,000 - 13,000), so the context is compacted on every call. Where ``free``
+        (``window - fixed``, or the window when the prefix is unknown) is large enough, nothing
+        changes; below that:
+
+        - the output reserve and the head-room buffer together take at most
+          ``RESERVE_MAX_SHARE`` of the free window (scaled down in proportion; the overflow
+          guard's ``overflow_reserve``, the response's room at the very least, is kept);
+        - what a compaction keeps or adds (kept tail, notes, summary, restored files, pi's
+          split-turn prefix) at most its ``*_MAX_SHARE`` of the free window;
+        - an offload preview is never larger than the cap it enforces (a 2,000-char preview
+          of a result capped at 960 chars grows the context it was meant to shrink)."""
+        free = window - fixed if 0 < fixed < window else window
+        out: dict[str, object] = {}
+        reserve = self.compact_reserve_output + self.compact_buffer
+        room = int(free * RESERVE_MAX_SHARE)
+        if reserve > room:
+            scale = room / reserve
+            out["compact_reserve_output"] = int(self.compact_reserve_output * scale)
+            out["compact_buffer"] = int(self.compact_buffer * scale)
+        for name, share in (
+            ("keep_recent_tokens", KEEP_MAX_SHARE),
+            ("sm_keep_min_tokens", KEEP_MAX_SHARE),
+            ("sm_keep_max_tokens", KEEP_MAX_SHARE),
+            ("summary_max_tokens", SUMMARY_MAX_SHARE),
+            ("summary_llm_max_output", SUMMARY_MAX_SHARE),
+            ("notes_max_tokens", SUMMARY_MAX_SHARE),
+            ("turn_prefix_max_tokens", SUMMARY_MAX_SHARE),
+            ("restore_file_tokens", RESTORE_MAX_SHARE),
+            ("restore_total_tokens", RESTORE_MAX_SHARE),
+        ):
+            out[name] = min(self._resolved(changes, name), max(1, int(free * share)))
+        preview = min(self.preview_chars, self._resolved(changes, "tool_result_max_chars"))
+        out["preview_chars"] = preview
+        out["tail_chars"] = min(self.tail_chars, preview // 2)
+        return {k: v for k, v in out.items() if v != getattr(self, k)}
+
+    def _resolved(self, changes: dict[str, object], name: str) -> int:
+        """An integer field as ``for_window`` has resolved it so far."""
+        value = changes.get(name, getattr(self, name))
+        if not isinstance(value, int):
+            raise TypeError(f"policy field {name} is not an integer: {value!r}")
+        return value
 
     def index_budget(self, window: int) -> int:
         """Tokens the identifier index after the session notes may take at this window."""

@@ -36,7 +36,14 @@ from ctxengine.formats.anthropic_writer import breakpoint_indices, to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult, Usage
-from ctxengine.models import MIN_WINDOW_TOKENS, ModelInfo, Registry, WindowTooSmallError, resolve_window
+from ctxengine.models import (
+    MIN_WINDOW_TOKENS,
+    ModelInfo,
+    Registry,
+    WindowTooSmallError,
+    resolve_window,
+    window_above_model,
+)
 from ctxengine.plugins import EngineRegistry
 from ctxengine.policy import Policy
 from ctxengine.tokens.counter import TokenCounter, counter_for
@@ -326,6 +333,9 @@ def replay_session(
     resolved_window = resolve_window(model, user_override=window)
     if fixed >= resolved_window:
         raise PrefixTooLargeError(session.source, resolved_window, fixed)
+    above = window_above_model(resolved_window, model, known=registry.known(session.model or "unknown"))
+    if above is not None:
+        warnings.append(above)
     engine = (engines or EngineRegistry()).create(
         engine_id,
         policy=policy,

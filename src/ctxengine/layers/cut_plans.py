@@ -24,6 +24,7 @@ turns, the prefix of the turn the cut lands in. Pure functions of a ``LayerConte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,11 +83,31 @@ def plan_cut(ctx: LayerContext) -> CutPlan | None:
     return CutPlan(cut=cut, start=start, span=list(ctx.view[start:cut]), mode="tail")
 
 
+def pending_start(view: Sequence[Message]) -> int:
+    """View index where the newest assistant turn starts when one of its tool calls has no
+    result yet (a call in flight), else ``len(view)``. A compaction keeps that turn and what
+    follows: summarized while pending, its result would arrive as an orphan that repair drops,
+    and the model would never see it (google/adk-python #4740)."""
+    i = len(view) - 1
+    while i >= 0 and view[i].role != "assistant":
+        i -= 1
+    if i < 0:
+        return len(view)
+    first = i
+    while first > 0 and view[first - 1].role == "assistant":
+        first -= 1
+    calls = {c.id for m in view[first : i + 1] for c in m.tool_calls}
+    answered = {r.call_id for m in view[i + 1 :] for r in m.tool_results}
+    return first if calls - answered else len(view)
+
+
 def all_plan(ctx: LayerContext, start: int, mode: str = "all") -> CutPlan | None:
-    """Summarize every history message; none kept."""
-    if start >= len(ctx.view):
+    """Summarize every history message; none kept but a turn whose tool call is in flight
+    (``pending_start``)."""
+    cut = max(start, pending_start(ctx.view))
+    if start >= cut:
         return None
-    return CutPlan(cut=len(ctx.view), start=start, span=list(ctx.view[start:]), mode=mode)
+    return CutPlan(cut=cut, start=start, span=list(ctx.view[start:cut]), mode=mode)
 
 
 def _starts_turn(msg: Message) -> bool:
@@ -107,7 +128,13 @@ def pi_plan(ctx: LayerContext, start: int) -> CutPlan | None:
             break
     if reach is None:
         return None  # everything fits in the kept budget
-    cut = next((c for c in safe_cut_points(ctx.view) if c >= reach and c > start), None)
+    safe = [c for c in safe_cut_points(ctx.view) if c > start]
+    cut = next((c for c in safe if c >= reach), None)
+    if cut is None and safe:
+        # the newest round alone is over the kept budget (at a small window one tool result
+        # can be): keep that round, else nothing could ever be compacted and the overflow guard
+        # would drop rounds on every call
+        cut = safe[-1]
     if cut is None:
         return None
     turn_start = cut

@@ -3,57 +3,99 @@
 Drops the oldest whole API rounds (tool groups) behind a notice until the request fits in
 window - ``overflow_reserve`` tokens, never orphaning a tool result and always keeping the newest
 group. Content is not lost: it stays in the transcript. Cost: $0.
+
+Three rules make it a guard rather than a loop (issue 9, item 5):
+- it drops down to the compaction threshold (at least ``compact_min_gain`` of the window below
+  its limit), not just under the limit, so a context near the window does not set it off again
+  on every call (hysteresis);
+- the latest user request is never dropped: when it lies in the dropped span it stays in the
+  context, right after the notice (the same message, so the prompt cache keeps serving it);
+- when dropping rounds is not enough (a single tool result larger than the window: the newest
+  group is always kept), ``fit_results`` cuts the largest tool results to head + tail, their
+  original content kept retrievable in the artifact store (as the tool-result budget does); what
+  still does not fit (a user message or a fixed prefix over the window) is said in an event
+  (``unfit``), never silently sent.
 """
 
 from __future__ import annotations
 
-from ctxengine.layers.base import Cut, LayerContext, LayerEvent
+from collections.abc import Sequence
+
+from ctxengine.layers.base import Cut, LayerContext, LayerEvent, Replacements, artifact_id, result_key
 from ctxengine.layers.pairing import safe_cut_points
-from ctxengine.messages import Message, Text
+from ctxengine.messages import Message, Text, ToolResult
 
 LAYER = "overflow_guard"
 NOTICE = (
     "[{n} earlier messages were dropped to fit the context window; they remain in the session transcript]"
 )
+FIT_MIN_CHARS = 400  # a tool result cut to fit keeps at least this much (head + tail)
+FIT_TAIL_SHARE = 0.3  # ... of which this share from its end (errors and totals come last)
+FIT_MARKER_TOKENS = 64  # what the "[... chars cut ...]" line costs, kept free when cutting
+
+
+def latest_request_index(view: Sequence[Message]) -> int | None:
+    """View index of the latest user-typed request (a user message from the history with text
+    and no tool results), None when there is none."""
+    for i in range(len(view) - 1, -1, -1):
+        m = view[i]
+        if m.role == "user" and m.origin == "message" and not m.tool_results and m.text().strip():
+            return i
+    return None
+
+
+def guard_limit(ctx: LayerContext) -> int:
+    """Tokens the whole request may take: window - ``overflow_reserve``."""
+    return ctx.window - ctx.policy.overflow_reserve
 
 
 def overflow_guard(ctx: LayerContext) -> Cut | None:
-    """Cut the oldest rounds when the predicted request would not fit."""
+    """Cut the oldest rounds when the predicted request would not fit (see the module docstring).
+    Drops down to the compaction threshold (at least ``compact_min_gain`` of the window below
+    the limit) where the history allows;
+    ``details["fits"]`` says whether the request fits after the cut."""
     p = ctx.policy
     if not p.overflow_guard:
         return None
-    limit = ctx.window - p.overflow_reserve
+    limit = guard_limit(ctx)
     if ctx.predicted <= limit:
         return None
     start = 0
     while start < len(ctx.view) and ctx.src[start] < 0:
         start += 1
-    # earlier notices are replaced by one new notice; summaries and restores are kept
+    # earlier notices are replaced by one new notice; summaries, restores and a kept request stay
     kept_prefix = [m for m in ctx.view[:start] if m.origin != "notice"]
     dropped_notices = sum(
         t for m, t in zip(ctx.view[:start], ctx.tokens[:start], strict=True) if m.origin == "notice"
     )
     notice_tokens = ctx.count_text(NOTICE.format(n=10**6))
-    need = ctx.predicted - limit + notice_tokens - dropped_notices
+    must = ctx.predicted - limit + notice_tokens - dropped_notices
+    # down to the compaction threshold when it is lower, and at least the minimum gain below
+    # the limit: a context near the window does not set the guard off on every call
+    threshold = p.compact_threshold(ctx.window, ctx.max_output)
+    target = min(limit - int(p.compact_min_gain * ctx.window), threshold)
+    need = max(must, ctx.predicted - target + notice_tokens - dropped_notices)
     prefix_tokens = sum(ctx.tokens[:start])
     cuts = [c for c in safe_cut_points(ctx.view) if c > start]
     if not cuts:
         return None
+    view = list(ctx.view)
+    request = latest_request_index(view)
     removed = 0
     chosen = None
-    running = 0
     pos = start
     for c in cuts:
-        running += sum(ctx.tokens[pos:c])
+        removed += sum(t for i, t in enumerate(ctx.tokens[pos:c], pos) if i != request)
         pos = c
         chosen = c
-        removed = running
         if removed >= need:
             break
     if chosen is None:
         return None
+    keep_request = request is not None and start <= request < chosen
     earlier = next((m for m in ctx.view[:start] if m.origin == "notice"), None)
-    total_dropped = chosen - start + (int(earlier.meta.get("dropped", 0)) if earlier else 0)
+    before = int(earlier.meta.get("dropped", 0)) if earlier else 0
+    total_dropped = chosen - start - int(keep_request) + before
     notice = Message(
         role="user",
         blocks=(Text(NOTICE.format(n=total_dropped)),),
@@ -62,13 +104,91 @@ def overflow_guard(ctx: LayerContext) -> Cut | None:
         origin="notice",
         meta={"dropped": total_dropped},
     )
+    after = ctx.predicted - removed - dropped_notices + notice_tokens
     event = LayerEvent(
         layer=LAYER,
         reason=f"request {ctx.predicted:,} > {limit:,} tokens",
         tokens_before=ctx.predicted,
-        tokens_after=ctx.predicted - removed - dropped_notices + notice_tokens,
-        details={"dropped_messages": chosen - start, "prefix_tokens": prefix_tokens},
+        tokens_after=after,
+        details={
+            "dropped_messages": chosen - start - int(keep_request),
+            "prefix_tokens": prefix_tokens,
+            "latest_request_kept": keep_request,
+            "fits": removed >= must,
+        },
     )
-    return Cut(
-        keep_from=chosen, prefix=[*kept_prefix, notice], event=event, summarized=list(ctx.view[start:chosen])
+    kept = [view[request]] if keep_request and request is not None else []
+    summarized = [m for i, m in enumerate(view[start:chosen], start) if i != request]
+    return Cut(keep_from=chosen, prefix=[*kept_prefix, notice, *kept], event=event, summarized=summarized)
+
+
+def fit_results(ctx: LayerContext) -> Replacements | None:
+    """When the request is still over the guard's limit once only the newest group is left (a
+    tool result larger than the window): cut the largest tool results in the view to head +
+    tail (``FIT_TAIL_SHARE`` from the end, at least ``FIT_MIN_CHARS``) until it fits, each
+    replaced result naming its artifact id (the engine stores the original). None when the
+    request fits or there is no tool result to cut."""
+    p = ctx.policy
+    if not p.overflow_guard:
+        return None
+    limit = guard_limit(ctx)
+    over = ctx.predicted - limit
+    if over <= 0:
+        return None
+    found: list[tuple[int, str, ToolResult]] = []
+    for m in ctx.view:
+        for r in m.tool_results:
+            text = "\n".join(x.text for x in r.content if isinstance(x, Text))
+            if len(text) > FIT_MIN_CHARS:
+                found.append((round(ctx.count_text(text) * ctx.scale), m.id, r))
+    found.sort(key=lambda f: -f[0])
+    out: dict[str, ToolResult] = {}
+    for tokens, msg_id, r in found:
+        if over <= 0:
+            break
+        text = "\n".join(x.text for x in r.content if isinstance(x, Text))
+        keep_tokens = max(0, tokens - over - FIT_MARKER_TOKENS)
+        keep = max(FIT_MIN_CHARS, int(len(text) * keep_tokens / max(1, tokens)))
+        tail = int(keep * FIT_TAIL_SHARE)
+        head = keep - tail
+        line = (
+            f"[... {len(text) - keep:,} of {len(text):,} chars cut to fit the context window; "
+            f"the full result is artifact {artifact_id(r.call_id)} (retrieve it in pages) ...]"
+        )
+        new = f"{text[:head]}\n{line}\n{text[len(text) - tail :] if tail else ''}"
+        out[result_key(msg_id, r.call_id)] = ToolResult(r.call_id, (Text(new),), r.is_error, r.name)
+        over -= tokens - round(ctx.count_text(new) * ctx.scale)
+    if not out:
+        return None
+    event = LayerEvent(
+        layer=LAYER,
+        reason=f"request {ctx.predicted:,} > {limit:,} tokens with only the newest round left: "
+        f"{len(out)} tool result(s) cut to fit",
+        tokens_before=ctx.predicted,
+        tokens_after=ctx.predicted,  # the engine fills in the measured figure
+        details={"fitted_results": sorted(k.split("\x00", 1)[1] for k in out)},
+    )
+    return Replacements(out, event)
+
+
+def unfit_event(ctx: LayerContext, prefix_tokens: int) -> LayerEvent | None:
+    """The event that says why a request still does not fit after the guard did what it can
+    (``prefix_tokens``: the fixed prefix, system prompt and tools); None when it fits."""
+    limit = guard_limit(ctx)
+    if not ctx.policy.overflow_guard or ctx.predicted <= limit:
+        return None
+    newest = max(ctx.tokens, default=0)
+    if prefix_tokens > limit:
+        why = f"the fixed prefix (system prompt and tools) alone takes {prefix_tokens:,} tokens"
+    else:
+        why = (
+            f"what is left cannot be dropped or cut (the latest request and the newest round; "
+            f"largest message {newest:,} tokens)"
+        )
+    return LayerEvent(
+        layer=LAYER,
+        reason=f"request {ctx.predicted:,} > {limit:,} tokens and cannot fit: {why}",
+        tokens_before=ctx.predicted,
+        tokens_after=ctx.predicted,
+        details={"error": f"request does not fit the window: {why}", "unfit": True},
     )

@@ -1,0 +1,202 @@
+"""Issue 9, items 6-8: the summarizer's own request. Inputs built here after the ideas of
+``../shared/cases/L12`` (dangling tool calls), ``L18`` (an unbounded request) and ``L23`` (a call
+in flight during a compaction)."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from typing import Any
+
+import pytest
+
+from ctxengine.engine import ContextEngine
+from ctxengine.formats.anthropic_writer import to_anthropic
+from ctxengine.formats.validate import validate_anthropic
+from ctxengine.llm.base import LLMRequest, LLMResponse
+from ctxengine.llm.errors import BadRequestError
+from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models import Registry
+from ctxengine.policy import get_policy
+from ctxengine.tokens.counter import counter_for
+
+MODEL = "claude-sonnet-4-5"
+POLICIES = ("default", "claude-code", "openclaw", "pi", "letta")
+T0 = 1_760_000_000.0
+SECTIONS = (
+    "Primary Request and Intent",
+    "Key Technical Concepts",
+    "Files and Code Sections",
+    "Errors and fixes",
+    "Problem Solving",
+    "All user messages",
+    "Pending Tasks",
+    "Current Work",
+    "Optional Next Step",
+)
+
+
+def prose(chars: int, seed: int) -> str:
+    rnd = random.Random(seed)
+    words = ("the", "of", "and", "query", "table", "index", "error", "value", "row", "column", "cache")
+    return " ".join(rnd.choice(words) for _ in range(chars // 5))[:chars]
+
+
+class StrictLLM:
+    """A stand-in model that answers 400 to a request body breaking Anthropic's pairing rules
+    (as a strict provider does) and records every request."""
+
+    provider = "anthropic"
+
+    def __init__(self) -> None:
+        self.model = MODEL
+        self.requests: list[LLMRequest] = []
+        self.rejected: list[str] = []
+        self.timeout = 1.0
+        self.max_retries = 0
+        self.max_retry_wait_s = 0.0
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        self.requests.append(request)
+        problems = validate_anthropic(to_anthropic(request.messages, system=request.system, model=MODEL))
+        if problems:
+            self.rejected.append(problems[0])
+            raise BadRequestError("tool_use ids were found without tool_result blocks", status=400)
+        if request.purpose == "notes":
+            text = "\n".join(
+                f"# {s}\n- noted"
+                for s in (
+                    "Session Title",
+                    "Current State",
+                    "Task specification",
+                    "Files and Functions",
+                    "Workflow",
+                    "Errors & Corrections",
+                    "Codebase and System Documentation",
+                    "Learnings",
+                    "Key results",
+                    "Worklog",
+                )
+            )
+        else:
+            text = (
+                "<summary>\n"
+                + "\n".join(f"{i}. {s}\n- done" for i, s in enumerate(SECTIONS, 1))
+                + "\n</summary>"
+            )
+        return LLMResponse(
+            text=text,
+            usage=Usage(input_tokens=1_000, output_tokens=200),
+            model=MODEL,
+            cost_usd=0.0,
+            latency_s=0.0,
+            stop_reason="end_turn",
+        )
+
+
+def make_engine(policy: str, window: int, llm: Any, **changes: Any) -> ContextEngine:
+    p = get_policy(policy)
+    if changes:
+        p = p.with_(**changes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = ContextEngine(p, model=MODEL, window=window, llm=llm)
+    engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    return engine
+
+
+def call(cid: str, cmd: str, mid: str, ts: float) -> Message:
+    return Message(
+        "assistant", (Text("step"), ToolCall(cid, "bash", {"cmd": cmd})), mid, timestamp=ts, model=MODEL
+    )
+
+
+def result(cid: str, text: str, mid: str, ts: float, name: str = "bash") -> Message:
+    return Message("user", (ToolResult(cid, (Text(text),), name=name),), mid, timestamp=ts)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_summary_requests_are_pairing_valid_with_interrupted_and_pending_calls(policy: str) -> None:
+    """L12's kind: an interrupted call mid-history and a call pending at the end; every summary
+    request a strict provider gets must be valid, and the compaction succeed."""
+    llm = StrictLLM()
+    engine = make_engine(policy, 64_000, llm, session_memory=False, summarizer="llm")
+    engine.ingest(Message("user", (Text("Upgrade the ORM in /app/db to v2."),), "u0", timestamp=T0))
+    for k in range(24):
+        ts = T0 + 10 * k
+        engine.assemble(now=ts)
+        if k == 3:  # interrupted: no result, the user typed instead
+            engine.ingest(call("toolu_int", "psql -c 'drop table legacy'", "a3", ts))
+            engine.ingest(
+                Message("user", (Text("[Request interrupted by user] keep it"),), "u3", timestamp=ts + 1)
+            )
+            continue
+        engine.ingest(call(f"toolu_{k}", f"grep -rn query /app/db/m{k}.py", f"a{k}", ts))
+        engine.ingest(result(f"toolu_{k}", prose(16_000, k), f"r{k}", ts + 1))
+    engine.ingest(call("toolu_pending", "alembic upgrade head", "a_last", T0 + 300))
+    event = engine.compact(
+        force=True, instructions="focus on the failing queries" if policy == "default" else ""
+    )
+    assert llm.rejected == []
+    assert any(r.purpose == "summary" for r in llm.requests)
+    assert event is not None and "error" not in event.details
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code"])
+def test_a_prefix_reuse_request_is_bounded_by_the_summarizers_window(policy: str) -> None:
+    """L18's kind: ~1.2M chars of history at a 200,000-token window; no request to the
+    200,000-token summarizer may be larger than its window (bounded before sending)."""
+    llm = StrictLLM()
+    engine = make_engine(policy, 200_000, llm, session_memory=False, summarizer="llm")
+    for k in range(60):
+        engine.ingest(
+            Message(
+                "user",
+                (Text(f"log {k} /var/log/b/{k}.log:\n" + prose(20_000, k)),),
+                f"u{k}",
+                timestamp=T0 + k,
+            )
+        )
+        engine.ingest(
+            Message("assistant", (Text(f"noted {k}"),), f"a{k}", timestamp=T0 + k + 0.5, model=MODEL)
+        )
+    engine.ingest(Message("user", (Text("Which log shows the first timeout?"),), "ulast", timestamp=T0 + 100))
+    engine.assemble(now=T0 + 101)
+    counter = counter_for(Registry.default().get(MODEL))
+    sizes = [
+        counter.count_text(r.system) + sum(counter.count_message(m) for m in r.messages) for r in llm.requests
+    ]
+    assert sizes and max(sizes) <= 200_000, sizes
+
+
+@pytest.mark.parametrize("policy", ["claude-code", "letta", "openclaw", "pi"])
+@pytest.mark.parametrize("with_llm", [False, True])
+def test_a_call_in_flight_during_a_compaction_keeps_its_result_visible(policy: str, with_llm: bool) -> None:
+    """L23's kind: a long-running call is pending when a manual full compaction runs; its result
+    arrives later and must reach the model (not summarized away and then dropped as an orphan)."""
+    llm = StrictLLM() if with_llm else None
+    engine = make_engine(policy, 64_000, llm, session_memory=False)
+    engine.ingest(Message("user", (Text("Export Q3 orders to parquet, then validate."),), "u0", timestamp=T0))
+    for k in range(14):
+        ts = T0 + 10 * k
+        engine.assemble(now=ts)
+        engine.ingest(call(f"t{k}", f"psql -c 'select count(*) from o{k}'", f"a{k}", ts))
+        engine.ingest(result(f"t{k}", prose(9_000, k), f"r{k}", ts + 1))
+    engine.assemble(now=T0 + 200)
+    engine.ingest(
+        Message(
+            "assistant",
+            (ToolCall("call_export", "export_job", {"table": "orders"}),),
+            "a_long",
+            timestamp=T0 + 201,
+            model=MODEL,
+        )
+    )
+    assert engine.compact(force=True) is not None
+    engine.ingest(
+        result("call_export", "export complete: 48213 rows", "r_long", T0 + 1_400, name="export_job")
+    )
+    proj = engine.assemble(now=T0 + 1_401)
+    shown = [r for m in proj.messages for r in m.tool_results if r.call_id == "call_export"]
+    assert shown and "48213 rows" in shown[0].content[0].text  # type: ignore[union-attr]
+    assert any(c.id == "call_export" for m in proj.messages for c in m.tool_calls)

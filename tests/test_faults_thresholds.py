@@ -1,0 +1,245 @@
+"""Issue 9, items 4 and 5: thresholds that make sense for every window, and an overflow guard
+that fits the request (or says why) without dropping the latest request.
+
+The inputs are built here, after the idea of ``../shared/cases/m3_compact_every_call.jsonl``
+(a 20,000-token fixed prefix at a 32,000-token window, a file read per call)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import warnings
+from pathlib import Path
+
+import pytest
+
+from ctxengine.engine import ContextEngine
+from ctxengine.formats import load
+from ctxengine.layers.base import artifact_id
+from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models import ModelWindowWarning, WindowWarning
+from ctxengine.policy import get_policy
+from ctxengine.replay import replay_session
+
+MODEL = "claude-sonnet-4-5"
+POLICIES = ("default", "claude-code", "openclaw", "pi", "letta")
+REQUEST = "Read the modules under /home/dev/proj/app and tell me which one opens the database."
+
+pytestmark = pytest.mark.filterwarnings("ignore::ctxengine.models.WindowWarning")
+
+
+def _content(kind: str, chars: int, seed: int) -> str:
+    rnd = random.Random(seed)
+    if kind == "cjk":
+        return "".join(
+            rnd.choice("上下文管理的说明文档包含压缩摘要和缓存细节这是一个关于") for _ in range(chars)
+        )
+    words = ("the", "of", "and", "to", "in", "function", "value", "file", "error", "test", "build")
+    return " ".join(rnd.choice(words) for _ in range(chars // 5))[:chars]
+
+
+def _session_file(path: Path, kind: str, calls: int = 12, fixed: int = 20_000, chars: int = 3_700) -> Path:
+    """A Claude Code session: one request, then one Read per call (a ``chars`` result), the
+    recorded usage a ``fixed`` prefix plus ~1,000 tokens per round."""
+    recs: list[dict[str, object]] = []
+    parent = None
+
+    def add(kind_: str, message: dict[str, object], n: int) -> None:
+        nonlocal parent
+        uid = f"00000000-0000-0000-0000-{n:012d}"
+        recs.append(
+            {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "type": kind_,
+                "message": message,
+                "uuid": uid,
+                "timestamp": f"2026-05-01T09:{n // 60:02d}:{n % 60:02d}Z",
+                "sessionId": "thresholds",
+                "cwd": "/home/dev/proj",
+                "version": "2.1.0",
+                "userType": "external",
+            }
+        )
+        parent = uid
+
+    n = 1
+    add("user", {"role": "user", "content": REQUEST}, n)
+    for k in range(calls):
+        n += 1
+        usage = {"input_tokens": 5, "cache_read_input_tokens": fixed + 957 * k, "output_tokens": 200}
+        tool_use = {
+            "type": "tool_use",
+            "id": f"toolu_{k:04d}",
+            "name": "Read",
+            "input": {"file_path": f"/home/dev/proj/app/m{k}.py"},
+        }
+        add(
+            "assistant",
+            {
+                "id": f"msg_{k:04d}",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [tool_use],
+                "stop_reason": "tool_use",
+                "usage": usage,
+            },
+            n,
+        )
+        n += 1
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{k:04d}", "content": _content(kind, chars, k)}
+        add("user", {"role": "user", "content": [result]}, n)
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in recs) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("window", [16_000, 20_000, 32_000, 48_000, 64_000, 128_000, 200_000])
+@pytest.mark.parametrize("fixed_share", [0.0, 0.3, 0.62])
+def test_every_window_gets_a_positive_threshold_with_room_for_a_summary(
+    policy: str, window: int, fixed_share: float
+) -> None:
+    fixed = int(window * fixed_share)
+    p = get_policy(policy).for_window(window, fixed)
+    threshold = p.compact_threshold(window, 64_000)
+    assert threshold > fixed  # above the fixed prefix: not every call over it
+    assert threshold <= window - p.overflow_reserve  # compaction comes before the guard
+    # room under the threshold for a summary and the kept tail, room above it for the output
+    assert threshold - fixed >= p.summary_budget(window)
+    assert window - threshold >= min(p.summary_llm_max_output, p.compact_reserve_output)
+
+
+@pytest.mark.parametrize("kind", ["cjk", "prose"])
+def test_a_small_window_with_a_large_prefix_compacts_a_handful_of_times(tmp_path: Path, kind: str) -> None:
+    """m3's kind: at 32,000 tokens with a 20,000-token prefix the reference threshold is
+    negative (32,000 - 20,000 - 13,000) and every call compacted. At most 4 compaction events
+    (clearings and the guard included) in 12 calls, no overflow."""
+    (session,) = load(_session_file(tmp_path / "s.jsonl", kind))
+    report = replay_session(session, get_policy("default"), window=32_000)
+    quality = [e for c in report.calls for e in c.events if "quality" in e["details"]]
+    assert len(quality) <= 4, [(e["layer"], e["reason"]) for e in quality]
+    assert report.summary.overflows == 0 and report.summary.pairing_violations == 0
+    for e in quality:  # and no compaction leaves the context larger than it found it
+        assert e["tokens_after"] < e["tokens_before"]
+
+
+def test_a_compaction_never_leaves_the_context_larger_than_before(tmp_path: Path) -> None:
+    """Restoring large instruction files after a compaction that freed little made the
+    context larger. What is restored fits in what the compaction freed."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "CLAUDE.md").write_text(_content("prose", 60_000, 7), encoding="utf-8")
+    for policy in ("default", "claude-code"):
+        engine = ContextEngine(get_policy(policy), model=MODEL, window=32_000, workspace=workspace)
+        engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+        engine.ingest(Message("user", (Text(REQUEST),), "u0", timestamp=1.0))
+        made = []
+        for k in range(12):
+            proj = engine.assemble(now=10.0 * k + 2)
+            made += [e for e in proj.events if e.layer.endswith("compact")]
+            engine.ingest(
+                Message(
+                    "assistant",
+                    (ToolCall(f"t{k}", "Read", {"file_path": f"/w/m{k}.py"}),),
+                    f"a{k}",
+                    timestamp=10.0 * k + 3,
+                )
+            )
+            engine.after_turn(Usage(input_tokens=proj.tokens))
+            engine.ingest(
+                Message(
+                    "user",
+                    (ToolResult(f"t{k}", (Text(_content("prose", 8_000, k)),), name="Read"),),
+                    f"r{k}",
+                    timestamp=10.0 * k + 4,
+                )
+            )
+        assert made, policy
+        for e in made:
+            assert e.tokens_after < e.tokens_before, (policy, e.reason, e.details.get("restored"))
+
+
+def test_a_window_above_the_models_own_window_warns() -> None:
+    with pytest.warns(ModelWindowWarning, match="128,000"):
+        ContextEngine(get_policy("default"), model="gpt-4o", window=200_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelWindowWarning)
+        ContextEngine(get_policy("default"), model="gpt-4o", window=100_000)  # within it: silent
+        ContextEngine(get_policy("default"), model="no-such-model", window=500_000)  # unknown window
+
+
+# ---------------------------------------------------------------- item 5: the overflow guard
+
+
+def _guard_run(
+    policy_name: str, *, result_chars: int, calls: int
+) -> tuple[ContextEngine, list[list[str]], int]:
+    """Rounds of big tool results after one request, at 32,000 tokens with a 20,000-token
+    prefix; returns the engine, each call's guard reasons, and how many calls the guard left
+    without the request."""
+    if policy_name == "guard-only":
+        policy = get_policy("default").with_(
+            compaction="none",
+            cache_clear=False,
+            idle_clear=False,
+            session_memory=False,
+            tool_result_budget=False,
+        )
+    else:
+        policy = get_policy(policy_name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        engine = ContextEngine(policy, model=MODEL, window=32_000)
+    engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+    engine.ingest(Message("user", (Text(REQUEST),), "u0", timestamp=1.0))
+    guards: list[list[str]] = []
+    missing = 0
+    for k in range(calls):
+        proj = engine.assemble(now=10.0 * k + 2)
+        guards.append([e.reason for e in proj.events if e.layer == "overflow_guard"])
+        compacted = any(e.layer.endswith("compact") for e in proj.events)
+        if guards[-1] and not compacted and not any(REQUEST in m.text() for m in proj.messages):
+            missing += 1  # the guard dropped it (a compaction's quote is issue 9, items 1-3)
+        assert proj.tokens <= 32_000 - policy.overflow_reserve or any(
+            "cannot fit" in r for r in guards[-1]
+        ), (k, proj.tokens)
+        engine.ingest(
+            Message(
+                "assistant",
+                (ToolCall(f"t{k}", "bash", {"cmd": f"cat m{k}"}),),
+                f"a{k}",
+                timestamp=10.0 * k + 3,
+            )
+        )
+        engine.after_turn(Usage(input_tokens=proj.tokens))
+        engine.ingest(
+            Message(
+                "user",
+                (ToolResult(f"t{k}", (Text(_content("prose", result_chars, k)),), name="bash"),),
+                f"r{k}",
+                timestamp=10.0 * k + 4,
+            )
+        )
+    return engine, guards, missing
+
+
+@pytest.mark.parametrize("policy", ["guard-only", *POLICIES])
+def test_the_guard_keeps_the_latest_request_and_does_not_fire_on_every_call(policy: str) -> None:
+    _, guards, missing = _guard_run(policy, result_chars=6_000, calls=16)
+    assert missing == 0  # the guard never dropped the request
+    fired = [i for i, g in enumerate(guards) if g]
+    consecutive = sum(1 for a, b in itertools.pairwise(fired) if b == a + 1)
+    assert consecutive <= len(fired) // 2, fired  # it drops with room to spare, not just enough
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_tool_result_larger_than_the_window_is_cut_to_fit_and_stays_retrievable(policy: str) -> None:
+    engine, _guards, missing = _guard_run(policy, result_chars=200_000, calls=3)
+    assert missing == 0
+    proj = engine.assemble(now=100.0)
+    assert proj.tokens <= 32_000 - engine.policy.overflow_reserve
+    shown = [r for m in proj.messages for r in m.tool_results if r.call_id == "t2"]
+    if shown and len(shown[0].content[0].text) < 200_000:  # type: ignore[union-attr]
+        assert len(engine.retrieve(artifact_id("t2"))) >= 190_000  # cut: the original is kept whole
