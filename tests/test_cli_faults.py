@@ -387,9 +387,9 @@ def test_the_table_shows_content_recall_beside_reference_recall(tmp_path: Path) 
     from ctxengine import report
 
     [r] = _reports(tmp_path)[:1]
-    assert report._cells([r])["content"] == "–"  # not measured (yet): a dash, not a number
-    fields = msgspec.structs.asdict(r.summary)
-    with_content = msgspec.structs.replace(r, summary=types.SimpleNamespace(**fields, content_recall=0.625))
+    fields = msgspec.structs.asdict(r.summary) | {"content_hits": 5, "content_grounded": 8}
+    with_content = msgspec.structs.replace(r, summary=types.SimpleNamespace(**fields))
+    assert report._cells([with_content])["content"] == "0.625"  # pooled: hits / grounded
     console = Console(width=80, record=True)
     console.print(report.summary_table([with_content], "t", 80))
     text = console.export_text()

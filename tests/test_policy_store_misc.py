@@ -47,7 +47,7 @@ def test_from_toml_without_base_starts_from_default(tmp_path: Path) -> None:
     p = Policy.from_toml(write(tmp_path, "keep_recent_tokens = 12345\n"))
     assert p.keep_recent_tokens == 12_345
     assert p.compact_at_share == DEFAULT.compact_at_share == 0.6
-    assert p.tool_result_max_chars == DEFAULT.tool_result_max_chars == 50_000
+    assert p.tool_result_max_chars == DEFAULT.tool_result_max_chars == 20_000
 
 
 @pytest.mark.parametrize(

@@ -425,8 +425,8 @@ DEFAULT = Policy(
     notes_max_share=0.01,
     sm_index_max_share=0.03,
     sm_index_segments=True,
-    tool_result_max_chars=50_000,
-    tool_result_window_share=0.1,
+    tool_result_max_chars=20_000,
+    tool_result_window_share=0.02,
     budget_exempt_tools=(),
     restore_file_share=0.026,
     restore_total_share=0.26,
@@ -443,7 +443,7 @@ definitions, which nothing can shrink; ``shares_of_free_window``), the cache-awa
 trigger and target included, so the policy behaves alike whether the prefix takes an eighth of
 the window or two fifths of it:
 
-- tool results over min(50,000 chars, 10% of the free window x 4) go to the artifact store behind
+- tool results over min(20,000 chars, 2% of the free window x 4) go to the artifact store behind
   a 2 KB preview that lists their identifiers (the agent pages them back with ``retrieve``);
 - session notes are kept in the background ($0); above 60% of the free window (Claude Code's
   window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
