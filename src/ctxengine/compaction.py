@@ -601,7 +601,14 @@ class Compactor:
             # the pre-compaction flush runs only when a session-memory compaction can follow
             # (else every call over the threshold would pay for a notes update)
             probe_notes = self.notes_text() or ("(notes pending)" if self.policy.session_memory else "")
-            if session_memory_compact(ctx, probe_notes, self.count_text, force=force) is not None:
+            probe = session_memory_compact(ctx, probe_notes, self.count_text, force=force)
+            roomless = probe is not None and not self._room(probe.event.tokens_after, outer, p.sm_gain_factor)
+            if early and roomless:
+                # no room under the threshold after it: no flush and no compaction yet (the next
+                # call would compact again); wait for the reserve threshold, since a summary,
+                # which keeps more, would leave even less room
+                return None
+            if probe is not None:
                 flush = self.flush_notes(history)
                 if flush is not None:
                     events.append(flush)
@@ -642,9 +649,7 @@ class Compactor:
                     sm.event.tokens_after += self.count_text(text) - self.count_text(head.text())
                 self._quote_latest_request(sm, ctx, notes_at)
                 self._finish(sm, ctx, state)
-                if not early or self._room(sm.event.tokens_after, outer, p.sm_gain_factor):
-                    return done
-                return None  # no room yet: wait for the reserve threshold (a summary would keep more)
+                return done
             ctx = outer
         if not force and ctx.predicted <= threshold:
             return None  # only the session-memory compaction runs below the threshold (cold cache)
@@ -683,10 +688,11 @@ class Compactor:
     def _room(tokens_after: int, ctx: LayerContext, gain_factor: float = 1.0) -> bool:
         """Whether a compaction leaving ``tokens_after`` tokens leaves room to grow: at most the
         threshold minus the gain the compaction must make (``compact_min_gain`` x
-        ``gain_factor`` of the window). An early session-memory compaction that leaves less is
-        not made: the next call would compact again (at a small window the newest round alone
-        can fill the space under a share threshold); nothing is made until the reserve
-        threshold (a summary, which keeps more, would leave even less room)."""
+        ``gain_factor`` of the window). An early session-memory compaction that leaves less
+        (checked on its probe, before the notes are flushed) is not made: the next call would
+        compact again (at a small window the newest round alone can fill the space under a
+        share threshold); nothing is made until the reserve threshold (a summary, which keeps
+        more, would leave even less room)."""
         p = ctx.policy
         limit = p.compact_threshold(ctx.window, ctx.max_output)
         return tokens_after <= limit - int(p.compact_min_gain * gain_factor * ctx.window)
