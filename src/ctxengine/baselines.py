@@ -9,25 +9,19 @@ Registered as a core engine; ``bench`` runs it under the name ``identifiers-only
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from ctxengine import identifiers
-from ctxengine.audit import latest_user_request
-from ctxengine.engine import Projection, resolve_model
+from ctxengine.audit import latest_user_request, span_identifiers
+from ctxengine.engine import Projection
+from ctxengine.history_engine import HistoryEngine
 from ctxengine.layers.base import LayerEvent
-from ctxengine.llm.base import ToolDefinition
-from ctxengine.messages import Message, RecordedCompaction, Text, ToolCall, ToolResult, Usage
+from ctxengine.messages import Message, Text
 from ctxengine.policy import NONE, Policy
-from ctxengine.tokens.ledger import Ledger
 
 BASELINES: dict[str, str] = {
     "identifiers-only": "baseline: the latest user request and a list of every identifier seen, nothing else",
 }
 """Baseline engine ids (each runs under the policy of the same name) and what each sends."""
-
-RECORDED_ORIGINS = ("compact_summary", "compact_restore")
-
 
 def policy_for(name: str) -> Policy:
     """The policy record a baseline runs under (ours does nothing; the engine decides).
@@ -37,64 +31,21 @@ def policy_for(name: str) -> Policy:
     return NONE.with_(name=name, description=BASELINES[name])
 
 
-def _texts(msg: Message) -> list[str]:
-    out: list[str] = []
-    for b in msg.blocks:
-        if isinstance(b, Text):
-            out.append(b.text)
-        elif isinstance(b, ToolCall):
-            out.append(b.input if isinstance(b.input, str) else repr(b.input))
-        elif isinstance(b, ToolResult):
-            out.extend(p.text for p in b.content if isinstance(p, Text))
-    return out
-
-
-class IdentifiersOnlyEngine:
-    """The ``identifiers-only`` baseline (see the module docstring). Follows the engine
-    lifecycle (``bootstrap``, ``ingest``, ``assemble``, ``after_turn``, ``compact``, ``maintain``,
-    ``dispose``); sizes in tokens."""
+class IdentifiersOnlyEngine(HistoryEngine):
+    """The ``identifiers-only`` baseline (see the module docstring): one user message with the
+    latest user request and every identifier seen so far, in first-seen order. Tokens."""
 
     engine_id = "identifiers-only"
 
-    def __init__(
-        self,
-        policy: Policy,
-        *,
-        model: str | None = None,
-        window: int | None = None,
-        agent_cap: int | None = None,
-        registry: Any = None,
-        counter: Any = None,
-        **_ignored: Any,
-    ) -> None:
-        self.policy = policy
-        self.registry, self.model, self.window, self.counter = resolve_model(
-            model, window=window, agent_cap=agent_cap, registry=registry, counter=counter
-        )
-        self.system = ""
-        self.ledger = Ledger()
-        self.history: list[Message] = []
+    def __init__(self, policy: Policy, **kwargs: Any) -> None:
+        super().__init__(policy, **kwargs)
         self._ids: dict[str, None] = {}  # first-seen order
-        self._last_estimate = 0
-
-    def bootstrap(
-        self,
-        *,
-        system: str = "",
-        fixed_prefix_tokens: int | None = None,
-        recorded_compactions: Sequence[RecordedCompaction] = (),
-        tools: Sequence[ToolDefinition] = (),
-    ) -> None:
-        self.system = system
-        prefix = fixed_prefix_tokens if fixed_prefix_tokens is not None else self.counter.count_text(system)
-        self.ledger = Ledger(fixed_prefix=prefix)
 
     def ingest(self, message: Message) -> list[LayerEvent]:
-        if message.origin in RECORDED_ORIGINS:
-            return []
-        self.history.append(message)
-        for t in _texts(message):
-            for ident in sorted(identifiers.extract(t)):
+        n = len(self.history)
+        super().ingest(message)
+        if len(self.history) > n:
+            for ident in sorted(span_identifiers([message])):
                 self._ids.setdefault(ident, None)
         return []
 
@@ -103,29 +54,8 @@ class IdentifiersOnlyEngine:
         request = latest_user_request(self.history) or "(no user request yet)"
         listing = "Identifiers seen so far:\n" + "\n".join(self._ids)
         msg = Message(role="user", blocks=(Text(request), Text(listing)), id="identifiers-only")
-        content = self.counter.count_message(msg)
-        self._last_estimate = content
-        return Projection(
-            messages=[msg],
-            system=self.system,
-            tokens=self.ledger.predict(content),
-            content_estimate=content,
-            window=window,
-            events=[],
-        )
-
-    def after_turn(self, usage: Usage | None) -> None:
-        if usage is not None and usage.total_input > 0:
-            self.ledger.observe(usage.total_input, self._last_estimate)
-
-    def compact(
-        self, force: bool = True, reason: str = "manual", instructions: str = ""
-    ) -> LayerEvent | None:
-        return None
-
-    def maintain(self) -> list[LayerEvent]:
-        return []
+        return self.projection([msg], self.counter.count_message(msg), window, [])
 
     def dispose(self) -> None:
-        self.history.clear()
+        super().dispose()
         self._ids.clear()

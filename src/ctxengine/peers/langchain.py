@@ -26,7 +26,7 @@ The budget is what a user would give the peer for this window: window - system p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from langchain.agents.middleware.context_editing import ClearToolUsesEdit
@@ -40,19 +40,14 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from ctxengine.engine import RECORDED_ORIGINS, Projection, resolve_model
+from ctxengine.engine import Projection
+from ctxengine.history_engine import HistoryEngine
 from ctxengine.layers.base import LayerEvent
-from ctxengine.messages import Block, Message, RecordedCompaction, Text, Thinking, ToolCall, ToolResult, Usage
-from ctxengine.models import Registry
+from ctxengine.messages import Block, Message, Text, Thinking, ToolCall, ToolResult
 from ctxengine.policy import Policy
-from ctxengine.tokens.counter import TokenCounter
-from ctxengine.tokens.ledger import Ledger
 
 OUTPUT_RESERVE = 20_000  # tokens kept for the response (min with the model's max output)
 CLEAR_DEFAULT_TRIGGER = 100_000  # ClearToolUsesEdit's default trigger
-
-if TYPE_CHECKING:
-    from ctxengine.llm import ToolDefinition
 
 
 class _Part(msgspec.Struct, frozen=True):
@@ -62,64 +57,32 @@ class _Part(msgspec.Struct, frozen=True):
     blocks: tuple[int, ...]
 
 
-class _LangChainEngine:
-    """Shared machinery: neutral history, its LangChain twin, the ledger, the way back."""
+class _LangChainEngine(HistoryEngine):
+    """Shared machinery: neutral history (``HistoryEngine``), its LangChain twin, the way back."""
 
     engine_id = "langchain"
     layer = "langchain"
 
-    def __init__(
-        self,
-        policy: Policy,
-        *,
-        model: str | None = None,
-        window: int | None = None,
-        agent_cap: int | None = None,
-        registry: Registry | None = None,
-        counter: TokenCounter | None = None,
-        session_id: str = "session",
-        **_ignored: Any,
-    ) -> None:
-        self.policy = policy
-        self.registry, self.model, self.window, self.counter = resolve_model(
-            model, window=window, agent_cap=agent_cap, registry=registry, counter=counter
-        )
-        self.session_id = session_id
-        self.system = ""
-        self.ledger = Ledger()
-        self.history: list[Message] = []
+    def __init__(self, policy: Policy, **kwargs: Any) -> None:
+        super().__init__(policy, **kwargs)
         self.lc: list[BaseMessage] = []
         self.parts: dict[str, _Part] = {}  # LangChain message id -> origin
         self._approx: dict[int, tuple[BaseMessage, int]] = {}
         self._rebuilt: dict[tuple[int, tuple[int, ...], tuple[str, ...]], Message] = {}
         self._counts: dict[int, tuple[Message, int]] = {}
-        self._last_estimate = 0
         self._last_start: int | None = None
         self._last_changed: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------ lifecycle
 
-    def bootstrap(
-        self,
-        *,
-        system: str = "",
-        fixed_prefix_tokens: int | None = None,
-        recorded_compactions: Sequence[RecordedCompaction] = (),
-        tools: Sequence[ToolDefinition] = (),
-    ) -> None:
-        self.system = system
-        prefix = fixed_prefix_tokens if fixed_prefix_tokens is not None else self.counter.count_text(system)
-        self.ledger = Ledger(fixed_prefix=prefix)
-
     def ingest(self, message: Message) -> list[LayerEvent]:
-        if message.origin in RECORDED_ORIGINS:
-            return []  # the recorded harness's own compaction messages
         idx = len(self.history)
-        self.history.append(message)
-        for lc, part in _to_langchain(message, idx):
-            self.lc.append(lc)
-            assert lc.id is not None
-            self.parts[lc.id] = part
+        super().ingest(message)
+        if len(self.history) > idx:  # not a recorded compaction's own message
+            for lc, part in _to_langchain(message, idx):
+                self.lc.append(lc)
+                assert lc.id is not None
+                self.parts[lc.id] = part
         return []
 
     def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection:
@@ -131,28 +94,8 @@ class _LangChainEngine:
         kept = self.apply(list(self.lc), token_budget)
         messages = self._back(kept)
         content = sum(self._count(m) for m in messages)
-        self._last_estimate = content
         events = self._events(kept, before, token_budget)
-        return Projection(
-            messages=messages,
-            system=self.system,
-            tokens=self.ledger.predict(content),
-            content_estimate=content,
-            window=window,
-            events=events,
-        )
-
-    def after_turn(self, usage: Usage | None) -> None:
-        if usage is not None and usage.total_input > 0:
-            self.ledger.observe(usage.total_input, self._last_estimate)
-
-    def compact(
-        self, force: bool = True, reason: str = "manual", instructions: str = ""
-    ) -> LayerEvent | None:
-        return None  # the peers have no compaction of their own
-
-    def maintain(self) -> list[LayerEvent]:
-        return []
+        return self.projection(messages, content, window, events)
 
     def dispose(self) -> None:
         self._approx.clear()
