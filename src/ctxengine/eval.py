@@ -40,7 +40,7 @@ from ctxengine.llm import LLMClient, LLMError, LLMRequest, ToolDefinition, call_
 from ctxengine.messages import Message, Session, Text, Thinking, Usage
 from ctxengine.models import Registry
 from ctxengine.policy import Policy
-from ctxengine.replay import COMPACTION_LAYERS
+from ctxengine.replay import COMPACTION_LAYERS, infer_fixed_prefix, is_call
 from ctxengine.tokens.counter import TokenCounter, counter_for
 
 SCHEMA_VERSION = 1
@@ -300,22 +300,6 @@ class Judge:
 # ------------------------------------------------------------------ the driver
 
 
-def _is_call(msg: Message) -> bool:
-    return msg.role == "assistant" and not msg.meta.get("synthetic")
-
-
-def fixed_prefix(session: Session, counter: TokenCounter) -> int:
-    """Tokens of system prompt + tool definitions, inferred as ``replay`` does: the first recorded
-    usage minus the estimate of the messages before that call; else the system prompt counted."""
-    est = 0
-    for msg in session.messages:
-        if _is_call(msg) and msg.usage is not None and msg.usage.total_input > 0:
-            return max(0, msg.usage.total_input - est)
-        if msg.origin not in RECORDED_ORIGINS:
-            est += counter.count_message(msg)
-    return counter.count_text(session.system) if session.system else 0
-
-
 def _compaction_layers(events: Sequence[object]) -> list[str]:
     out: list[str] = []
     for e in events:
@@ -355,7 +339,7 @@ def probe_session(
     )
     engine.bootstrap(
         system=session.system,
-        fixed_prefix_tokens=fixed_prefix(session, counter),
+        fixed_prefix_tokens=infer_fixed_prefix(session, counter.count_message, counter.count_text),
         recorded_compactions=session.compactions,
     )
     label = f"{session.source}#{session.name}" if session.name else session.source
@@ -364,7 +348,7 @@ def probe_session(
     calls = 0
     try:
         for i, msg in enumerate(session.messages):
-            if not _is_call(msg):
+            if not is_call(msg):
                 engine.ingest(msg)
                 if msg.origin not in RECORDED_ORIGINS:
                     history.append(msg)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -247,7 +247,8 @@ class _Counts:
         return n
 
 
-def _is_call(msg: Message) -> bool:
+def is_call(msg: Message) -> bool:
+    """Whether ``msg`` is a recorded model call (an assistant message the harness did not make up)."""
     return msg.role == "assistant" and not msg.meta.get("synthetic")
 
 
@@ -265,16 +266,19 @@ def _provider(session: Session, model: ModelInfo) -> str:
     return "openai"
 
 
-def infer_fixed_prefix(session: Session, count: _Counts) -> int:
+def infer_fixed_prefix(
+    session: Session, count: Callable[[Message], int], count_text: Callable[[str], int]
+) -> int:
     """Tokens of system prompt + tool definitions: the first recorded usage minus our estimate of
-    the messages before that call. Falls back to counting ``session.system``."""
+    the messages before that call (``count``: tokens of a message). Falls back to counting
+    ``session.system`` (``count_text``)."""
     est = 0
     for msg in session.messages:
-        if _is_call(msg) and msg.usage is not None and msg.usage.total_input > 0:
+        if is_call(msg) and msg.usage is not None and msg.usage.total_input > 0:
             return max(0, msg.usage.total_input - est)
         if msg.origin not in ("compact_summary", "compact_restore"):
             est += count(msg)
-    return count.counter.count_text(session.system) if session.system else 0
+    return count_text(session.system) if session.system else 0
 
 
 # ------------------------------------------------------------------ the replay
@@ -329,7 +333,7 @@ def replay_session(
             else "the transcript names no model (give one with --model): priced at fallback rates"
         )
 
-    fixed = infer_fixed_prefix(session, count)
+    fixed = infer_fixed_prefix(session, count, counter.count_text)
     resolved_window = resolve_window(model, user_override=window)
     if fixed >= resolved_window:
         raise PrefixTooLargeError(session.source, resolved_window, fixed)
@@ -386,7 +390,7 @@ def replay_session(
             rec_ledger.reset()
             rec_cache.reset()
             compacted_since_prev = True
-        if not _is_call(msg):
+        if not is_call(msg):
             engine.ingest(msg)
             rec_msgs.append(msg)
             rec_est += count(msg)
