@@ -120,13 +120,19 @@ def span_identifiers(messages: Sequence[Message]) -> set[str]:
     return out
 
 
+def user_request(msg: Message) -> str:
+    """The text of ``msg`` when it is a user-typed request (a user message of the conversation,
+    not tool results, not harness attachments, not blank); else ""."""
+    if msg.role == "user" and msg.origin == "message" and not msg.tool_results:
+        return msg.text().strip()
+    return ""
+
+
 def latest_user_request(messages: Sequence[Message]) -> str:
-    """The newest user-typed text (not tool results, not harness attachments)."""
+    """The newest user-typed text (``user_request``) of ``messages``; "" when none."""
     for m in reversed(messages):
-        if m.role == "user" and m.origin == "message" and not m.tool_results:
-            t = m.text().strip()
-            if t:
-                return t
+        if t := user_request(m):
+            return t
     return ""
 
 

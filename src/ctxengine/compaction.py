@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ctxengine import restore, summarize
-from ctxengine.audit import quality, span_identifiers
+from ctxengine.audit import quality, span_identifiers, user_request
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.cut_plans import CutPlan, all_plan, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
@@ -306,22 +306,19 @@ class Compactor:
         # once a compaction has summarized it away the view no longer holds it as a user message,
         # so every later compaction must take it from here
         self.latest_request: tuple[str, str] | None = None
-        self._history: Sequence[Message] = ()  # the history of the compaction being made
-        self._forced = False  # the compaction being made was forced (``compact(force=True)``)
 
-    def _history_cut(self, ctx: LayerContext, cut: Cut) -> int:
+    @staticmethod
+    def _history_cut(ctx: LayerContext, cut: Cut, history: Sequence[Message]) -> int:
         """The history index where the kept tail of ``cut`` starts (the whole history when the
         tail holds only messages the engine made)."""
-        return next((s for s in ctx.src[cut.keep_from :] if s >= 0), len(self._history))
+        return next((s for s in ctx.src[cut.keep_from :] if s >= 0), len(history))
 
     # ------------------------------------------------------------ notes
 
     def on_ingest(self, msg: Message) -> None:
         self.cadence.tool_calls_since += len(msg.tool_calls)
-        if msg.role == "user" and msg.origin == "message" and not msg.tool_results:
-            text = msg.text().strip()
-            if text:
-                self.latest_request = (text, msg.id)
+        if text := user_request(msg):
+            self.latest_request = (text, msg.id)
 
     def maybe_update_notes(self, history: Sequence[Message], conversation_tokens: int) -> LayerEvent | None:
         """Update the notes when the cadence says so (``after_turn``). In line: returns the
@@ -557,7 +554,6 @@ class Compactor:
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
         instructions = instructions.strip()  # blank focus: none (the session-memory path stays open)
-        self._forced = force
         return self._chain(ctx, history, force=force, reason=reason, instructions=instructions, system=system)
 
     def commit(self, done: Compaction) -> None:
@@ -583,7 +579,6 @@ class Compactor:
         system: str,
     ) -> Compaction | None:
         p = ctx.policy  # resolved for the window (``Policy.for_window``)
-        self._history = history
         threshold = p.compact_threshold(ctx.window, ctx.max_output)
         # an early session-memory compaction (below what the reserves require) must leave room
         # to grow, or the next call compacts again (see ``_room``); a due or forced one need not
@@ -648,13 +643,13 @@ class Compactor:
                     sm.prefix[0] = msgspec.structs.replace(head, blocks=(Text(text),))
                     sm.event.tokens_after += self.count_text(text) - self.count_text(head.text())
                 self._quote_latest_request(sm, ctx, notes_at)
-                self._finish(sm, ctx, state)
+                self._finish(sm, ctx, state, history, force=force)
                 return done
             ctx = outer
         if not force and ctx.predicted <= threshold:
             return None  # only the session-memory compaction runs below the threshold (cold cache)
         if p.summary_style != "ctxengine" or p.compact_cut != "tail":
-            return self._styled(ctx, events, force=force, reason=reason, instructions=instructions)
+            return self._styled(ctx, events, history, force=force, reason=reason, instructions=instructions)
         if self.summarizer is not None:
             try:
                 made = self._llm_summary(
@@ -667,7 +662,7 @@ class Compactor:
                 return None
             cut, state = made
             self._quote_latest_request(cut, ctx, 0)  # whichever summarizer ran
-            self._finish(cut, ctx, state)
+            self._finish(cut, ctx, state, history, force=force)
             return Compaction(cut, events, state, closes_breaker=True)
         result = summary_compact(ctx, self.summary_state, self.count_text, force=force, reason=reason)
         if result is None:
@@ -681,7 +676,7 @@ class Compactor:
             cut.prefix[0] = msgspec.structs.replace(head, blocks=(Text(text),))
             cut.event.tokens_after += self.count_text(text) - self.count_text(head.text())
             cut.event.details["instructions"] = focus
-        self._finish(cut, ctx, state)
+        self._finish(cut, ctx, state, history, force=force)
         return Compaction(cut, events, state)
 
     @staticmethod
@@ -815,7 +810,14 @@ class Compactor:
         exc.event.details["events_before"] = [msgspec.to_builtins(e) for e in events]
 
     def _styled(
-        self, ctx: LayerContext, events: list[LayerEvent], *, force: bool, reason: str, instructions: str
+        self,
+        ctx: LayerContext,
+        events: list[LayerEvent],
+        history: Sequence[Message],
+        *,
+        force: bool,
+        reason: str,
+        instructions: str,
     ) -> Compaction | None:
         """A summary compaction with the policy's cut strategy and summary style (the presets):
         plan the cut, prune the span for OpenClaw's history share, summarize (LLM or $0
@@ -839,7 +841,7 @@ class Compactor:
         except CompactionFailed as exc:
             self._breaker(exc, events, p)
             raise
-        self._finish(cut, ctx, state)
+        self._finish(cut, ctx, state, history, force=force)
         return Compaction(cut, events, state, closes_breaker=True)
 
     def _prune_for_share(self, ctx: LayerContext, plan: CutPlan) -> None:
@@ -1061,13 +1063,22 @@ class Compactor:
         cut.event.tokens_after += self.count_text(text) - self.count_text(head.text())
         cut.event.details["latest_request_quoted"] = quoted
 
-    def _finish(self, cut: Cut, ctx: LayerContext, state: summarize.SummaryState) -> None:
-        """Add the restore messages and the quality figures to a cut."""
+    def _finish(
+        self,
+        cut: Cut,
+        ctx: LayerContext,
+        state: summarize.SummaryState,
+        history: Sequence[Message],
+        *,
+        force: bool,
+    ) -> None:
+        """Add the restore messages and the quality figures to a cut (``history``: the whole
+        session, for ``restore_from_history``; ``force``: the user asked for this compaction)."""
         p = ctx.policy
         kept = list(ctx.view[cut.keep_from :])
         restored: list[Message] = []
         before_cut = (
-            self._history[: self._history_cut(ctx, cut)] if p.restore_from_history else cut.summarized
+            history[: self._history_cut(ctx, cut, history)] if p.restore_from_history else cut.summarized
         )
         used = 0
         if p.restore_changes > 0:
@@ -1105,7 +1116,7 @@ class Compactor:
         # an automatic compaction never leaves the context larger than before it: what is
         # restored fits in what it freed (in order; a restore that does not fit is left out and
         # named). A forced one (the user's /compact) restores the working set as asked.
-        room = cut.event.tokens_before - 1 - cut.event.tokens_after if not self._forced else 10**12
+        room = cut.event.tokens_before - 1 - cut.event.tokens_after if not force else 10**12
         fitting: list[Message] = []
         skipped: list[str] = []
         for m in restored:
