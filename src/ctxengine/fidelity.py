@@ -33,6 +33,7 @@ from typing import Any
 
 import msgspec
 
+from ctxengine.audit import user_request
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 
 SHINGLE_WORDS = 8
@@ -240,6 +241,7 @@ class FidelityTracker:
         self._open_file = ""
         self._error = ""  # the latest error's probe text
         self._request = ""
+        self._system: tuple[str, set[int]] = ("", set())  # the last system text and its shingles
 
     # ---- the session, in order
 
@@ -256,6 +258,7 @@ class FidelityTracker:
 
     def observe(self, msg: Message) -> None:
         """Fold ``msg`` (a message of the session's own content) into what later calls can use."""
+        every: set[int] = set()
         for u in units(msg):
             sh = shingles(u)
             if sh:
@@ -263,7 +266,9 @@ class FidelityTracker:
                 self._sources.append(_Source(u))
                 for s in sh:
                     self._last_src[s] = k
-                self._seen |= sh
+                every |= sh
+        self._seen |= every
+        self._cache[id(msg)] = (msg, frozenset(every))  # the view counts it when it is sent
         for b in msg.blocks:
             if isinstance(b, ToolCall):
                 for v in _strings(b.input):
@@ -274,10 +279,8 @@ class FidelityTracker:
                     self._changes[ch.path] = ch.text
             elif isinstance(b, ToolResult):
                 self._fold_error(b)
-        if msg.role == "user" and msg.origin == "message" and not msg.tool_results:
-            t = msg.text().strip()
-            if t:
-                self._request = t
+        if t := user_request(msg):
+            self._request = t
 
     def _fold_error(self, b: ToolResult) -> None:
         text = "\n".join(p.text for p in b.content if isinstance(p, Text))
@@ -314,7 +317,9 @@ class FidelityTracker:
             if k not in self._prev_view or self._prev_view[k] is not m:
                 self._view.update(self._of(m))
         self._prev_view = cur
-        sys_sh = shingles(system) if system else set()
+        if system != self._system[0]:
+            self._system = (system, shingles(system))
+        sys_sh = self._system[1]
         out: set[int] = set()
         for u in units(call, outputs_only=True):
             out |= shingles(u)
