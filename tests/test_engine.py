@@ -25,29 +25,13 @@ from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
 from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
-from ctxengine.policy import DEFAULT as CURRENT_DEFAULT
 from ctxengine.policy import NONE, RECORDED, Policy
 from ctxengine.store import SQLiteStore, StoreError
+from policies import LAYER_DEFAULT as DEFAULT
 
 MODEL = "claude-sonnet-4-5"
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
 WORDS = ("alpha", "beta", "gamma", "delta", "file", "value", "result", "line", "output", "check")
-
-# The engine tests pin the thresholds they were written for: ``default`` before issue 8 re-tuned
-# it for content (compaction at 30% of the free window keeping the newest round). They test the
-# lifecycle; the default's own figures are measured by ``ctxengine bench``.
-DEFAULT = CURRENT_DEFAULT.with_(
-    compact_at_share=0.3,
-    sm_keep_min_tokens=0,
-    sm_keep_min_share=0.0,
-    sm_keep_max_share=0.2,
-    sm_index_max_share=0.12,
-    tool_result_max_chars=20_000,
-    tool_result_window_share=0.02,
-    restore_from_history=False,
-    restore_changes=0,
-    restore_error_tokens=0,
-)
 
 
 def filler(chars: int, seed: int = 0) -> str:

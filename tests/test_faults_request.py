@@ -15,6 +15,7 @@ import pytest
 
 from ctxengine.engine import ContextEngine
 from ctxengine.llm.base import LLMRequest, LLMResponse
+from ctxengine.llm_summary import NINE_SECTIONS
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
 from ctxengine.policy import get_policy
@@ -70,19 +71,8 @@ class FakeLLM:
         self.max_retry_wait_s = 0.0
 
     def complete(self, request: LLMRequest) -> LLMResponse:
-        sections = (
-            "Primary Request and Intent",
-            "Key Technical Concepts",
-            "Files and Code Sections",
-            "Errors and fixes",
-            "Problem Solving",
-            "All user messages",
-            "Pending Tasks",
-            "Current Work",
-            "Optional Next Step",
-        )
         body = "\n".join(
-            f"{i + 1}. {s}\n- set up the project (stale next step)" for i, s in enumerate(sections)
+            f"{i + 1}. {s}\n- set up the project (stale next step)" for i, s in enumerate(NINE_SECTIONS)
         )
         return LLMResponse(
             text=f"<summary>\n{body}\n</summary>",

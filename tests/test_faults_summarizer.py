@@ -15,6 +15,7 @@ from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.validate import validate_anthropic
 from ctxengine.llm.base import LLMRequest, LLMResponse
 from ctxengine.llm.errors import BadRequestError
+from ctxengine.llm_summary import NINE_SECTIONS
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import Registry
 from ctxengine.policy import get_policy
@@ -23,17 +24,6 @@ from ctxengine.tokens.counter import counter_for
 MODEL = "claude-sonnet-4-5"
 POLICIES = ("default", "claude-code", "openclaw", "pi", "letta")
 T0 = 1_760_000_000.0
-SECTIONS = (
-    "Primary Request and Intent",
-    "Key Technical Concepts",
-    "Files and Code Sections",
-    "Errors and fixes",
-    "Problem Solving",
-    "All user messages",
-    "Pending Tasks",
-    "Current Work",
-    "Optional Next Step",
-)
 
 
 def prose(chars: int, seed: int) -> str:
@@ -81,7 +71,7 @@ class StrictLLM:
         else:
             text = (
                 "<summary>\n"
-                + "\n".join(f"{i}. {s}\n- done" for i, s in enumerate(SECTIONS, 1))
+                + "\n".join(f"{i}. {s}\n- done" for i, s in enumerate(NINE_SECTIONS, 1))
                 + "\n</summary>"
             )
         return LLMResponse(

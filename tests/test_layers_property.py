@@ -27,26 +27,9 @@ from ctxengine.layers.base import message_with_results
 from ctxengine.layers.pairing import find_violations
 from ctxengine.messages import Message, Usage
 from ctxengine.models import WindowWarning
-from ctxengine.policy import DEFAULT as CURRENT_DEFAULT
 from ctxengine.policy import NONE, Policy
+from policies import LAYER_DEFAULT as DEFAULT
 from strategies import sessions
-
-# The property tests pin the thresholds they were written for: ``default`` before issue 8 re-tuned
-# it for content (compaction at 30% of the free window keeping the newest round, tool results
-# capped at 2% of it, no restore by content). They test mechanisms; the default's own figures are
-# measured by ``ctxengine bench`` (tests/test_fidelity.py, tests/test_bench.py).
-DEFAULT = CURRENT_DEFAULT.with_(
-    compact_at_share=0.3,
-    sm_keep_min_tokens=0,
-    sm_keep_min_share=0.0,
-    sm_keep_max_share=0.2,
-    sm_index_max_share=0.12,
-    tool_result_max_chars=20_000,
-    tool_result_window_share=0.02,
-    restore_from_history=False,
-    restore_changes=0,
-    restore_error_tokens=0,
-)
 
 MODEL = "claude-sonnet-4-5"
 

@@ -366,6 +366,10 @@ def test_replay_shows_what_was_restored() -> None:
         assert all(i.startswith(("restore:", "restore-change:", "restore-error:")) for i in ids)
         assert len(file_ids_of(e)) <= 5
         assert e["details"]["restored_tokens"] >= 0
+    # what a file list cannot give back is restored by content: the last changes, the latest error
+    restored = [i for _, e in compactions for i in e["details"]["restored"]]
+    assert any(i.startswith("restore-change:") for i in restored)
+    assert any(i.startswith("restore-error:") for i in restored)
     # the files are not on this machine: replay restores them from the transcript
     assert any(i.startswith("restore:e:/") for e in with_files for i in file_ids_of(e))
     # the expected cache miss of a compaction is not reported as a cache break
