@@ -50,7 +50,7 @@ from ctxengine.layers.base import (
 from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
 from ctxengine.layers.idle_clear import idle_clear
-from ctxengine.layers.overflow_guard import fit_results, overflow_guard, unfit_event
+from ctxengine.layers.overflow_guard import fit_results, guard_limit, overflow_guard, unfit_event
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.tool_result_budget import budget_message
 from ctxengine.messages import Document, Image, Message, RecordedCompaction, Text, ToolResult, Usage
@@ -627,9 +627,12 @@ class ContextEngine:
         """The guard: drop the oldest rounds; if the request still does not fit, cut the largest
         tool results to fit (originals in the artifact store); if even that is not enough, an
         event says why (``overflow_guard.unfit_event``)."""
+        if not ctx.policy.overflow_guard or ctx.predicted <= guard_limit(ctx):
+            return None  # the request fits: nothing to do (the case at almost every call)
         d = overflow_guard(ctx)
         event = self._commit_cut(d) if d else None
-        ctx = self._context(ctx.window, ctx.now)
+        if event is not None:
+            ctx = self._context(ctx.window, ctx.now)
         fitted = fit_results(ctx)
         if fitted is not None:
             if event is not None:
