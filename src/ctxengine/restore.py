@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ctxengine.identifiers import normalize_path
+from ctxengine.layers.base import result_text
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.summarize import READ_TOOLS, _tool_paths
 
@@ -54,6 +55,23 @@ def _cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> t
         if count(text[:chars]) <= max_tokens:
             break
     return text[:chars], True
+
+
+def _fit_text(
+    header: str, note: str, sep: str, content: str, limit: int, count: Callable[[str], int]
+) -> str | None:
+    """``header`` + (``note`` when cut) + ``sep`` + ``content``, the content cut (head kept) so
+    that the whole text counts at most ``limit`` tokens; None when not even a head fits."""
+    room = limit - count(header + note + sep)
+    if room <= 0:
+        return None
+    body, cut = _cut_to_tokens(content, room, count)
+    text = f"{header}{note if cut else ''}{sep}{body}"
+    while count(text) > limit and room > 0:  # header and body count more together than apart
+        room -= count(text) - limit
+        body, cut = _cut_to_tokens(content, room, count)
+        text = f"{header}{note if cut else ''}{sep}{body}"
+    return text if room > 0 else None
 
 
 def recent_files(
@@ -98,20 +116,11 @@ def recent_files(
             continue  # gone from disk
         header = f"[Restored after compaction{origin_note}] {path} ({source})"
         note = f" [cut to {file_tokens:,} tokens; read the rest with offset/limit]"
-        limit = min(file_tokens, total_tokens - used)
-        room = limit - count(header + note + ":\n")
-        if room <= 0:
+        fitted = _fit_text(header, note, ":\n", content, min(file_tokens, total_tokens - used), count)
+        if fitted is None:
             break
-        body, cut = _cut_to_tokens(content, room, count)
-        text = f"{header}{note if cut else ''}:\n{body}"
-        while count(text) > limit and room > 0:  # header and body count more together than apart
-            room -= count(text) - limit
-            body, cut = _cut_to_tokens(content, room, count)
-            text = f"{header}{note if cut else ''}:\n{body}"
-        if room <= 0:
-            break
-        used += count(text)
-        out.append(Message(role="user", blocks=(Text(text),), id=f"restore:{path}", origin="restore"))
+        used += count(fitted)
+        out.append(Message(role="user", blocks=(Text(fitted),), id=f"restore:{path}", origin="restore"))
     return out
 
 
@@ -198,12 +207,11 @@ def recent_changes(
             break
         if call_id in in_tail:
             continue
-        header = f"[Restored after compaction] The last change made to {path} ({tool}); its new text:"
-        room = min(change_tokens, total_tokens - used) - count(header) - 20
-        if room <= 50:
+        header = f"[Restored after compaction] The last change made to {path} ({tool}); its new text"
+        note = " [cut; read the file for the rest]"
+        msg = _fit_text(header, note, ":\n", text, min(change_tokens, total_tokens - used), count)
+        if msg is None:
             break
-        body, cut = _cut_to_tokens(text, room, count)
-        msg = f"{header}\n{body}" + ("\n[... cut; read the file for the rest]" if cut else "")
         used += count(msg)
         out.append(Message(role="user", blocks=(Text(msg),), id=f"restore-change:{path}", origin="restore"))
     return out
@@ -223,7 +231,7 @@ def latest_error(
             if isinstance(b, ToolCall):
                 calls[b.id] = b
             elif isinstance(b, ToolResult):
-                text = "\n".join(p.text for p in b.content if isinstance(p, Text))
+                text = result_text(b)
                 if b.is_error or ERROR_LINE_RE.search(text):
                     found = (calls.get(b.call_id), b, text)
     if found is None or found[1].call_id in _calls_in(kept):
@@ -234,9 +242,10 @@ def latest_error(
         what = (
             call.name + " " + (call.input if isinstance(call.input, str) else json.dumps(call.input))[:1_000]
         )
-    header = f"[Restored after compaction] The latest error came from: {what}\nIts output:"
-    body, cut = _cut_to_tokens(text, max(50, max_tokens - count(header)), count)
-    msg = f"{header}\n{body}" + ("\n[... cut]" if cut else "")
+    header = f"[Restored after compaction] The latest error came from: {what}\nIts output"
+    msg = _fit_text(header, " [cut]", ":\n", text, max_tokens, count)
+    if msg is None:
+        return []
     return [Message(role="user", blocks=(Text(msg),), id=f"restore-error:{result.call_id}", origin="restore")]
 
 
