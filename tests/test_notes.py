@@ -832,3 +832,34 @@ def test_in_line_is_the_default_and_the_replay_stays_in_line(sonnet: list[Messag
         mp.setattr(ContextEngine, "__init__", spy)
         replay_session(load(MIMO)[0], DEFAULT, window=200_000)
     assert made and not any(e.background_notes for e in made)
+
+
+def test_a_flush_with_no_compaction_after_it_is_still_reported(
+    monkeypatch: pytest.MonkeyPatch, mimo_vscode: list[Message]
+) -> None:
+    """The flush runs when a session-memory compaction can follow; when the compaction then does
+    not happen (its cut frees too little; here forced to None), the flush's event (an LLM call
+    with a model) is reported all the same, not dropped with the chain's result."""
+    original = compaction.session_memory_compact
+    calls: list[int] = []
+
+    def probe_then_nothing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)  # the chain probes, flushes, then compacts: the second call finds nothing
+        return original(*args, **kwargs) if len(calls) % 2 == 1 else None
+
+    monkeypatch.setattr(compaction, "session_memory_compact", probe_then_nothing)
+    monkeypatch.setattr(compaction, "summary_compact", lambda *a, **k: None)
+    engine = make_engine()
+    made: list[str] = []
+    real_flush = engine.compactor.flush_notes
+
+    def flush(history: Any) -> Any:
+        event = real_flush(history)
+        if event is not None:
+            made.append(event.reason)
+        return event
+
+    monkeypatch.setattr(engine.compactor, "flush_notes", flush)
+    reported = [e.reason for _, events in drive(engine, mimo_vscode, assemble=True) for e in events]
+    assert made, "no flush ran"
+    assert reported.count("pre-compaction flush") == len(made)

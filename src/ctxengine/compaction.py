@@ -554,7 +554,18 @@ class Compactor:
         done. Raises ``CompactionFailed`` when a compaction was attempted and failed (the
         breaker is updated; the session is unchanged)."""
         instructions = instructions.strip()  # blank focus: none (the session-memory path stays open)
-        return self._chain(ctx, history, force=force, reason=reason, instructions=instructions, system=system)
+        events: list[LayerEvent] = []
+        try:
+            done = self._chain(
+                ctx, history, events, force=force, reason=reason, instructions=instructions, system=system
+            )
+        except CompactionFailed:
+            raise  # its event carries the events before it
+        if done is None:
+            # a pre-compaction flush made an LLM call, then no compaction followed (the cut
+            # freed too little): its event is reported all the same
+            self.notes_events.extend(events)
+        return done
 
     def commit(self, done: Compaction) -> None:
         """Keep the state of a compaction the caller has committed (the structured-summary facts,
@@ -572,6 +583,7 @@ class Compactor:
         self,
         ctx: LayerContext,
         history: Sequence[Message],
+        events: list[LayerEvent],
         *,
         force: bool,
         reason: str,
@@ -589,7 +601,6 @@ class Compactor:
             return None
         if not force and self.breaker_open:
             return None
-        events: list[LayerEvent] = []
         if not instructions and p.session_memory:
             self.await_notes()  # a background notes update: the notes are needed now
             ctx, outer = sm_ctx, ctx
