@@ -188,6 +188,7 @@ class SessionReport(msgspec.Struct, kw_only=True):
     calls: list[CallRecord]
     summary: SessionSummary
     warnings: list[str] = msgspec.field(default_factory=list)
+    events_after_last_call: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 # ------------------------------------------------------------------ helpers
@@ -532,7 +533,10 @@ def replay_session(
         seen |= ids.of(msg)
         fidelity.observe(msg)
 
-    all_events = [e for c in calls for e in c.events]
+    # upkeep after the last call (a notes update in its after_turn): no call reports it, the
+    # session's figures (LLM calls, tokens, cost) do
+    after_last = [_event_dict(e) for e in engine.maintain()]
+    all_events = [e for c in calls for e in c.events] + after_last
     ok = [e for e in all_events if e["layer"] in COMPACTION_LAYERS and "error" not in e["details"]]
     comp: Counter[str] = Counter(e["layer"] for e in ok)
     free = sum(1 for e in ok if e["llm_cost_usd"] == 0)
@@ -622,6 +626,7 @@ def replay_session(
         calls=calls,
         summary=summary,
         warnings=warnings + [str(m) for m in session.malformed],
+        events_after_last_call=after_last,
     )
 
 
