@@ -18,6 +18,7 @@ from ctxengine.llm.errors import BadRequestError
 from ctxengine.llm_summary import NINE_SECTIONS
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import Registry
+from ctxengine.notes import SECTIONS as NOTES_SECTIONS
 from ctxengine.policy import get_policy
 from ctxengine.tokens.counter import counter_for
 
@@ -53,21 +54,7 @@ class StrictLLM:
             self.rejected.append(problems[0])
             raise BadRequestError("tool_use ids were found without tool_result blocks", status=400)
         if request.purpose == "notes":
-            text = "\n".join(
-                f"# {s}\n- noted"
-                for s in (
-                    "Session Title",
-                    "Current State",
-                    "Task specification",
-                    "Files and Functions",
-                    "Workflow",
-                    "Errors & Corrections",
-                    "Codebase and System Documentation",
-                    "Learnings",
-                    "Key results",
-                    "Worklog",
-                )
-            )
+            text = "\n".join(f"# {s}\n- noted" for s in NOTES_SECTIONS)
         else:
             text = (
                 "<summary>\n"

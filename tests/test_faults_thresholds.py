@@ -11,6 +11,7 @@ import json
 import random
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,6 +126,15 @@ def test_a_small_window_with_a_large_prefix_compacts_a_handful_of_times(tmp_path
         assert e["tokens_after"] < e["tokens_before"]
 
 
+def tool_round(engine: ContextEngine, proj: Any, k: int, tool: str, args: dict[str, Any], chars: int) -> None:
+    """Call ``k`` of a live loop: the model's tool call, the usage of ``proj``, the tool's result
+    (``chars`` of prose)."""
+    engine.ingest(Message("assistant", (ToolCall(f"t{k}", tool, args),), f"a{k}", timestamp=10.0 * k + 3))
+    engine.after_turn(Usage(input_tokens=proj.tokens))
+    result = ToolResult(f"t{k}", (Text(_content("prose", chars, k)),), name=tool)
+    engine.ingest(Message("user", (result,), f"r{k}", timestamp=10.0 * k + 4))
+
+
 def test_a_compaction_never_leaves_the_context_larger_than_before(tmp_path: Path) -> None:
     """Restoring large instruction files after a compaction that freed little made the
     context larger. What is restored fits in what the compaction freed."""
@@ -139,23 +149,7 @@ def test_a_compaction_never_leaves_the_context_larger_than_before(tmp_path: Path
         for k in range(30):
             proj = engine.assemble(now=10.0 * k + 2)
             made += [e for e in proj.events if e.layer.endswith("compact")]
-            engine.ingest(
-                Message(
-                    "assistant",
-                    (ToolCall(f"t{k}", "Read", {"file_path": f"/w/m{k}.py"}),),
-                    f"a{k}",
-                    timestamp=10.0 * k + 3,
-                )
-            )
-            engine.after_turn(Usage(input_tokens=proj.tokens))
-            engine.ingest(
-                Message(
-                    "user",
-                    (ToolResult(f"t{k}", (Text(_content("prose", 8_000, k)),), name="Read"),),
-                    f"r{k}",
-                    timestamp=10.0 * k + 4,
-                )
-            )
+            tool_round(engine, proj, k, "Read", {"file_path": f"/w/m{k}.py"}, 8_000)
         assert made, policy
         for e in made:
             assert e.tokens_after < e.tokens_before, (policy, e.reason, e.details.get("restored"))
@@ -205,23 +199,7 @@ def _guard_run(
         assert proj.tokens <= 32_000 - policy.overflow_reserve or any(
             "cannot fit" in r for r in guards[-1]
         ), (k, proj.tokens)
-        engine.ingest(
-            Message(
-                "assistant",
-                (ToolCall(f"t{k}", "bash", {"cmd": f"cat m{k}"}),),
-                f"a{k}",
-                timestamp=10.0 * k + 3,
-            )
-        )
-        engine.after_turn(Usage(input_tokens=proj.tokens))
-        engine.ingest(
-            Message(
-                "user",
-                (ToolResult(f"t{k}", (Text(_content("prose", result_chars, k)),), name="bash"),),
-                f"r{k}",
-                timestamp=10.0 * k + 4,
-            )
-        )
+        tool_round(engine, proj, k, "bash", {"cmd": f"cat m{k}"}, result_chars)
     return engine, guards, missing
 
 
