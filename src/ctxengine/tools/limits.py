@@ -374,6 +374,72 @@ def _shell_use(script: str, depth: int = 0) -> ToolUse | None:
     return None
 
 
+_SED_SCRIPT = re.compile(r"^[\d,$]+[pd]?$|^/.*/[pd]?$")  # sed -n '1,80p', '$p', '/x/p'
+
+
+def _read_args(name: str, args: list[str]) -> list[str]:
+    """The file operands of a read command's ``args``: options and their values left out
+    (``head -n 50``, ``tail -c 100``), ``sed``'s script (its first operand unless ``-e`` gave it).
+    An operand counts only when it looks like a path (has a ``/`` or a ``.``, is no sed script)."""
+    out: list[str] = []
+    skip_value = False
+    script_seen = name != "sed"
+    for w in args:
+        if skip_value:
+            skip_value = False
+            if name == "sed":
+                script_seen = True
+            continue
+        if w.startswith("-"):
+            skip_value = w in ("-n", "-c", "-e", "--lines", "--bytes") and name in ("head", "tail", "sed")
+            if name == "sed":
+                skip_value = w == "-e"
+            continue
+        if not script_seen:
+            script_seen = True
+            continue
+        if ("/" in w or "." in w) and not _SED_SCRIPT.match(w) and not w.startswith(("<", ">", "$(")):
+            out.append(w)
+    return out
+
+
+def _shell_read_paths(script: str, depth: int = 0) -> list[str]:
+    out: list[str] = []
+    for pipeline in _scan(script):
+        first = pipeline[0]
+        words = _command_words(_words(first))
+        if not words:
+            continue
+        name = words[0].rsplit("/", 1)[-1]
+        if name in SHELLS:
+            inner = _shell_script(words)
+            if inner is not None and depth < _NESTING:
+                out += _shell_read_paths(inner, depth + 1)
+            continue
+        if first.out_redirected or first.here_input:
+            continue
+        if name in READ_COMMANDS and not (name == "sed" and _in_place(words[1:])):
+            out += _read_args(name, words[1:])
+    return out
+
+
+def shell_read_paths(call: ToolCall) -> list[str]:
+    """The files a shell tool call (``SHELL_TOOLS``) reads with ``cat``, ``head``, ``tail``,
+    ``sed``, ``nl`` or ``less`` as the first command of a pipeline (``cat f``, ``sed -n '1,80p' f``,
+    ``nl -ba f | sed -n '1,200p'``, ``cd d && cat f``), as written (relative paths stay relative).
+    Reads whose output goes to a file, here-documents and ``sed -i`` are not reads (as
+    ``classify``). ``[]`` for any other call. Codex and mini-swe-agent read files this way; the
+    restore after a compaction treats these like Read tool calls."""
+    if call.name.lower() not in SHELL_TOOLS or not isinstance(call.input, dict):
+        return []
+    cmd = call.input.get("command") or call.input.get("cmd")
+    if isinstance(cmd, list):
+        cmd = shlex.join(str(c) for c in cmd)
+    if not isinstance(cmd, str) or not cmd.strip():
+        return []
+    return list(dict.fromkeys(_shell_read_paths(cmd)))
+
+
 # ------------------------------------------------------------------ classifying and measuring
 
 
