@@ -67,6 +67,7 @@ from ctxengine.notes import (
     sections_of,
 )
 from ctxengine.policy import Policy
+from ctxengine.skeleton import Segment, extend_segments, transcript_skeleton
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
@@ -302,6 +303,11 @@ class Compactor:
         self._segments: tuple[Message, ...] = ()  # the identifier index, in append-only segments
         self._segment_ids: set[str] = set()
         self._restored: dict[tuple[str, str], Message] = {}
+        # the transcript skeleton's segments (``restore_skeleton_segments``) and the history index
+        # they cover up to; a compaction's new segments wait in ``_pending_skeleton`` for ``commit``
+        self._skeleton: tuple[Segment, ...] = ()
+        self._skeleton_upto = 0
+        self._pending_skeleton: tuple[list[Segment], int] | None = None
         # the newest user-typed request of the whole history and its message id (``on_ingest``):
         # once a compaction has summarized it away the view no longer holds it as a user message,
         # so every later compaction must take it from here
@@ -574,6 +580,10 @@ class Compactor:
         if done.segments is not None:
             self._segments = done.segments
             self._segment_ids = set(done.segment_ids)
+        if self._pending_skeleton is not None:
+            segments, self._skeleton_upto = self._pending_skeleton
+            self._skeleton = tuple(segments)
+            self._pending_skeleton = None
         if done.closes_breaker:
             self.failures = 0
             self.breaker_open = False
@@ -1074,6 +1084,36 @@ class Compactor:
         cut.event.tokens_after += self.count_text(text) - self.count_text(head.text())
         cut.event.details["latest_request_quoted"] = quoted
 
+    def _skeleton_restore(
+        self, ctx: LayerContext, cut: Cut, history: Sequence[Message], before_cut: Sequence[Message]
+    ) -> tuple[list[Segment], list[Message]]:
+        """The transcript skeleton of a compaction (``ctxengine.skeleton``): as append-only
+        segments to lead the prefix (kept at ``commit``), or as one restore message; neither
+        when ``restore_skeleton_tokens`` is 0."""
+        p = ctx.policy
+        if p.restore_skeleton_tokens <= 0:
+            return [], []
+        if not p.restore_skeleton_segments:
+            return [], transcript_skeleton(
+                before_cut,
+                self.count_text,
+                max_tokens=p.restore_skeleton_tokens,
+                block_tokens=p.restore_skeleton_block_tokens,
+            )
+        upto = self._history_cut(ctx, cut, history)
+        lead = list(
+            extend_segments(
+                self._skeleton,
+                history[self._skeleton_upto : upto],
+                self.count_text,
+                max_tokens=p.restore_skeleton_tokens,
+                block_tokens=p.restore_skeleton_block_tokens,
+                part=self.compactions + 1,
+            )
+        )
+        self._pending_skeleton = (lead, max(upto, self._skeleton_upto))
+        return lead, []
+
     def _finish(
         self,
         cut: Cut,
@@ -1087,11 +1127,12 @@ class Compactor:
         session, for ``restore_from_history``; ``force``: the user asked for this compaction)."""
         p = ctx.policy
         kept = list(ctx.view[cut.keep_from :])
-        restored: list[Message] = []
         before_cut = (
             history[: self._history_cut(ctx, cut, history)] if p.restore_from_history else cut.summarized
         )
-        used = 0
+        lead, skeleton = self._skeleton_restore(ctx, cut, history, before_cut)
+        shown = "\n".join([*(m.text() for m, _ in lead), *(m.text() for m in skeleton)])
+        restored: list[Message] = []
         if p.restore_changes > 0:
             restored += restore.recent_changes(
                 before_cut,
@@ -1100,12 +1141,14 @@ class Compactor:
                 max_files=p.restore_changes,
                 change_tokens=p.restore_change_tokens,
                 total_tokens=p.restore_total_tokens,
+                shown=shown,
             )
-            used = sum(self.count_text(m.text()) for m in restored)
+        used = sum(self.count_text(m.text()) for m in restored)
         if p.restore_error_tokens > 0:
             restored += restore.latest_error(
                 before_cut, kept, self.count_text, max_tokens=p.restore_error_tokens
             )
+        restored += skeleton
         if p.restore_files > 0:
             restored += restore.recent_files(
                 before_cut,
@@ -1128,6 +1171,10 @@ class Compactor:
         # restored fits in what it freed (in order; a restore that does not fit is left out and
         # named). A forced one (the user's /compact) restores the working set as asked.
         room = cut.event.tokens_before - 1 - cut.event.tokens_after if not force else 10**12
+        while lead and sum(t for _, t in lead) > room:  # the oldest segments give way first
+            lead.pop(0)  # (the pending segments are this same list)
+        lead_tokens = sum(t for _, t in lead)
+        room -= lead_tokens
         fitting: list[Message] = []
         skipped: list[str] = []
         for m in restored:
@@ -1138,9 +1185,9 @@ class Compactor:
             else:
                 skipped.append(m.id)
         restored = fitting
-        cut.prefix = [*cut.prefix, *restored]
+        cut.prefix = [*(m for m, _ in lead), *cut.prefix, *restored]
         summary_text = "\n".join(m.text() for m in cut.prefix)
-        restored_tokens = sum(self.count_text(m.text()) for m in restored)
+        restored_tokens = sum(self.count_text(m.text()) for m in restored) + lead_tokens
         cut.event.tokens_after += restored_tokens
         if skipped:
             cut.event.details["restore_skipped"] = skipped
@@ -1152,7 +1199,7 @@ class Compactor:
             kept=kept,
         )
         cut.event.details["quality"] = msgspec.to_builtins(q)
-        cut.event.details["restored"] = [m.id for m in restored]
+        cut.event.details["restored"] = [m.id for m, _ in lead] + [m.id for m in restored]
         cut.event.details["restored_tokens"] = restored_tokens
 
 

@@ -171,6 +171,12 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_changes: int = 0  # ours: the last change (new text) of this many modified files
     restore_change_tokens: int = 4_000  # ... each at most this
     restore_error_tokens: int = 0  # ours: the latest error with its call, at most this (0: off)
+    # ours: the transcript skeleton (``ctxengine.skeleton``): the user's and the agent's own words
+    # from before the cut, newest first within this many tokens (0: off), each block at most
+    # ``restore_skeleton_block_tokens``
+    restore_skeleton_tokens: int = 0
+    restore_skeleton_block_tokens: int = 1_000
+    restore_skeleton_segments: bool = False  # ... as append-only segments the prompt cache keeps serving
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 
     # overflow guard (last resort before a call that cannot fit)
@@ -190,6 +196,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_file_share: float = 0.0
     restore_total_share: float = 0.0
     restore_change_share: float = 0.0
+    restore_skeleton_share: float = 0.0
 
     def compact_threshold(self, window: int, max_output: int) -> int:
         """Tokens above which summary compaction runs: Claude Code's auto-compact threshold, or
@@ -248,6 +255,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             ("restore_file_tokens", self.restore_file_share),
             ("restore_total_tokens", self.restore_total_share),
             ("restore_change_tokens", self.restore_change_share),
+            ("restore_skeleton_tokens", self.restore_skeleton_share),
         )
         for name, share in pairs:
             if share > 0:
@@ -293,6 +301,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             ("turn_prefix_max_tokens", SUMMARY_MAX_SHARE),
             ("restore_file_tokens", RESTORE_MAX_SHARE),
             ("restore_total_tokens", RESTORE_MAX_SHARE),
+            ("restore_skeleton_tokens", RESTORE_MAX_SHARE),
         ):
             out[name] = min(self._resolved(changes, name), max(1, int(free * share)))
         preview = min(self.preview_chars, self._resolved(changes, "tool_result_max_chars"))

@@ -32,16 +32,23 @@ RESTORE_TOTAL_TOKENS = 50_000
 
 
 def _reads(messages: Sequence[Message]) -> list[tuple[str, str]]:
-    """(normalised path, result text) of every read tool call with a result, oldest first."""
-    calls: dict[str, ToolCall] = {}
+    """(normalised path, result text) of every read with a result, oldest first: read tool calls
+    and shell commands that print one file (``shell_read_paths``: ``cat f``, ``sed -n '1,80p' f``;
+    a command reading several files is left out, its output mixes them)."""
+    from ctxengine.tools.limits import shell_read_paths
+
+    calls: dict[str, list[str]] = {}
     out: list[tuple[str, str]] = []
     for m in messages:
         for b in m.blocks:
-            if isinstance(b, ToolCall) and b.name.lower() in READ_TOOLS:
-                calls[b.id] = b
+            if isinstance(b, ToolCall):
+                if b.name.lower() in READ_TOOLS:
+                    calls[b.id] = _tool_paths(b)
+                elif len(paths := shell_read_paths(b)) == 1:
+                    calls[b.id] = [normalize_path(paths[0])]
             elif isinstance(b, ToolResult) and b.call_id in calls and not b.is_error:
                 text = "\n".join(p.text for p in b.content if isinstance(p, Text))
-                for path in _tool_paths(calls[b.call_id]):
+                for path in calls[b.call_id]:
                     out.append((path, text))
     return out
 
@@ -185,11 +192,13 @@ def recent_changes(
     max_files: int,
     change_tokens: int,
     total_tokens: int,
+    shown: str = "",
 ) -> list[Message]:
     """Messages re-attaching the last change of up to ``max_files`` recently modified files,
     newest first (``fidelity.file_changes``: Edit / Write / MultiEdit / str_replace_editor /
     apply_patch / heredoc writes), each cut to ``change_tokens`` (head kept), ``total_tokens``
-    in all; a file whose last change is in the ``kept`` messages is left out (it is there)."""
+    in all; a file whose last change is in the ``kept`` messages is left out (it is there), and
+    so is one whose new text is already in ``shown`` (the transcript skeleton restored with it)."""
     from ctxengine.fidelity import file_changes
 
     in_tail = _calls_in(kept)
@@ -205,7 +214,7 @@ def recent_changes(
     for path, (call_id, tool, text) in reversed(list(last.items())):
         if len(out) >= max_files or used >= total_tokens:
             break
-        if call_id in in_tail:
+        if call_id in in_tail or (shown and text.strip() and text.strip() in shown):
             continue
         header = f"[Restored after compaction] The last change made to {path} ({tool}); its new text"
         note = " [cut; read the file for the rest]"

@@ -1,0 +1,162 @@
+"""The transcript skeleton restored after a compaction: the agent's own words, verbatim.
+
+Ours. A summary keeps what happened; what the agent re-uses after a compaction is mostly what
+it wrote itself: on the shared transcripts about 70% of the 8-word runs an agent repeats come
+from its own tool-call inputs (the files it wrote, the commands it ran, the edits it made) and
+its text, while tool results hold most tokens but are re-used little. So after the summary the
+compaction re-attaches, newest first within a token budget, the user's messages and the
+assistant's text and tool-call inputs from before the cut, each block as it was written (cut
+to its head when long), with every tool result left out (the call says how to get it again).
+
+Pure: it reads messages and returns one message (or none); the compactor places it after the
+summary, before the restored files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ctxengine.messages import Message, Text, ToolCall
+
+HEADER = (
+    "[Restored after compaction] Your own messages and tool calls from before the summary, "
+    "verbatim and oldest first (tool results left out: re-run or re-read to see them again; "
+    "long blocks are cut to their head):\n\n"
+)
+SEGMENT_HEADER = (
+    "[Restored after compaction, part {part}] Your own messages and tool calls from before the "
+    "summary, verbatim and oldest first (tool results left out: re-run or re-read to see them "
+    "again; long blocks are cut to their head):\n\n"
+)
+CUT_NOTE = "\n[... cut]"
+MIN_NEW_SHARE = 0.2  # room a new segment needs; below it the oldest segments go in one batch
+MAX_MISSES = 20  # entries that no longer fit before the scan stops (the budget is nearly full)
+
+
+def _values(key: str, v: Any) -> Iterator[tuple[str, str]]:
+    """(key, string) for every string in a tool-call input, nested values under their top key."""
+    if isinstance(v, str):
+        yield key, v
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _values(key, x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from _values(key, x)
+
+
+def _entries(msg: Message) -> Iterator[str]:
+    """The skeleton entries of one message: its text blocks and each string of its tool-call
+    inputs (one entry per block, so a long block is cut alone). Tool results, thinking, images
+    and documents are left out."""
+    for b in msg.blocks:
+        if isinstance(b, Text) and b.text.strip():
+            yield f"[{msg.role}]\n{b.text}"
+        elif isinstance(b, ToolCall):
+            data = b.input if isinstance(b.input, dict) else {"input": b.input}
+            parts = [f"{k}: {s}" for k, v in data.items() for k, s in _values(k, v)]
+            if parts:
+                yield f"[tool call {b.name}]\n" + "\n".join(parts)
+
+
+def _head(text: str, max_tokens: int, count: Callable[[str], int]) -> str | None:
+    """``text`` within ``max_tokens`` (its head, marked as cut); None when not even a head fits."""
+    if count(text) <= max_tokens:
+        return text
+    chars = min(len(text), max_tokens * 4)
+    while chars > 80:
+        head = text[:chars] + CUT_NOTE
+        if count(head) <= max_tokens:
+            return head
+        chars = int(chars * 0.8)
+    return None
+
+
+def _select(
+    span: Sequence[Message], count: Callable[[str], int], budget: int, block_tokens: int
+) -> list[str]:
+    """The newest entries of ``span`` within ``budget`` tokens, oldest first."""
+    chosen: list[str] = []
+    used = misses = 0
+    for msg in reversed(span):
+        if msg.origin not in ("message", "attachment") or msg.meta.get("synthetic"):
+            continue
+        for entry in reversed(list(_entries(msg))):
+            text = _head(entry, min(block_tokens, budget - used), count)
+            if text is None:
+                misses += 1
+                continue
+            chosen.append(text)
+            used += count(text) + 1  # the blank line between entries
+        if used >= budget - 8 or misses >= MAX_MISSES:
+            break
+    return chosen[::-1]
+
+
+def transcript_skeleton(
+    before_cut: Sequence[Message],
+    count: Callable[[str], int],
+    *,
+    max_tokens: int,
+    block_tokens: int,
+) -> list[Message]:
+    """One message holding, oldest first, the newest entries of ``before_cut`` (the messages a
+    compaction summarized, or the whole history before its cut) that fit ``max_tokens`` tokens:
+    user and assistant text and the strings of each tool-call input, each entry cut to
+    ``block_tokens`` tokens (head kept). Messages the engine made (summaries, restores) are not
+    read. Returns ``[]`` when nothing fits or ``max_tokens`` is 0."""
+    budget = max_tokens - count(HEADER)
+    if max_tokens <= 0 or budget <= 0:
+        return []
+    chosen = _select(before_cut, count, budget, block_tokens)
+    if not chosen:
+        return []
+    body = HEADER + "\n\n".join(chosen)
+    return [Message(role="user", blocks=(Text(body),), id="restore-skeleton", origin="restore")]
+
+
+Segment = tuple[Message, int]
+"""A skeleton segment and its size (tokens)."""
+
+
+def extend_segments(
+    segments: Sequence[Segment],
+    span: Sequence[Message],
+    count: Callable[[str], int],
+    *,
+    max_tokens: int,
+    block_tokens: int,
+    part: int,
+) -> tuple[Segment, ...]:
+    """The skeleton as append-only segments, for the prompt cache: ``segments`` (what earlier
+    compactions made, oldest first, kept as the same objects so the provider keeps serving them
+    from its cache) plus one new segment for ``span`` (the messages that left the context since
+    the last segment). When fewer than ``MIN_NEW_SHARE`` of ``max_tokens`` is left for the new
+    segment, the oldest segments are dropped in one batch until ``max_tokens x (1 -
+    MIN_NEW_SHARE x 2)`` or less is kept (one cache miss now, then appends again); more go
+    while not even the newest entry of ``span`` fits. The new segment holds the newest entries
+    of ``span`` that fit what is left. ``part`` numbers it.
+    Returns the segments to send (``()`` when ``max_tokens`` is 0)."""
+    if max_tokens <= 0:
+        return ()
+    kept = list(segments)
+    total = sum(t for _, t in kept)
+    if max_tokens - total < MIN_NEW_SHARE * max_tokens:
+        while kept and total > max_tokens * (1 - 2 * MIN_NEW_SHARE):
+            total -= kept.pop(0)[1]
+    header = SEGMENT_HEADER.format(part=part)
+    while True:
+        budget = max_tokens - total - count(header)
+        chosen = _select(span, count, budget, block_tokens) if budget > 0 else []
+        if chosen or not kept or not span:
+            break
+        total -= kept.pop(0)[1]  # the newest entry did not fit: older segments give way
+    if not chosen:
+        return tuple(kept)
+    body = header + "\n\n".join(chosen)
+    msg = Message(role="user", blocks=(Text(body),), id=f"restore-skeleton:{part}", origin="restore")
+    return (*kept, (msg, count(body)))
+
+
+__all__ = ["Segment", "extend_segments", "transcript_skeleton"]

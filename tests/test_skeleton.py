@@ -1,0 +1,165 @@
+"""The transcript skeleton restored after a compaction, and files read through the shell.
+
+The skeleton (``ctxengine.skeleton``) re-attaches the agent's own words from before the cut: user
+and assistant text and every string of its tool-call inputs, verbatim, newest first within a token
+budget, tool results left out. As append-only segments (``restore_skeleton_segments``) the earlier
+segments stay the same objects from one compaction to the next, so the prompt cache keeps serving
+them. On a real Codex session (which reads files with ``sed -n`` / ``nl``) compactions restore
+those shell reads as files and carry the skeleton.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from conftest import CODEX
+from ctxengine.engine import ContextEngine
+from ctxengine.formats import load
+from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models import WindowWarning
+from ctxengine.policy import get_policy
+from ctxengine.skeleton import extend_segments, transcript_skeleton
+from ctxengine.tools.limits import shell_read_paths
+
+
+def count(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def convo() -> list[Message]:
+    return [
+        Message("user", (Text("Fix the failing parser test in src/parse.py please."),), "u0"),
+        Message(
+            "assistant",
+            (
+                Text("I will read the parser first."),
+                ToolCall("c1", "Bash", {"command": "sed -n '1,80p' src/parse.py"}),
+            ),
+            "a1",
+        ),
+        Message("user", (ToolResult("c1", (Text("def parse(s):\n    return s.split(',')\n" * 50),)),), "r1"),
+        Message(
+            "assistant",
+            (
+                ToolCall(
+                    "c2",
+                    "Edit",
+                    {"file_path": "src/parse.py", "old_string": "split(',')", "new_string": "split(';')"},
+                ),
+            ),
+            "a2",
+        ),
+        Message("user", (ToolResult("c2", (Text("ok"),)),), "r2"),
+    ]
+
+
+def test_skeleton_keeps_the_agents_own_words_verbatim_and_leaves_tool_results_out() -> None:
+    [msg] = transcript_skeleton(convo(), count, max_tokens=2_000, block_tokens=500)
+    text = msg.text()
+    assert "Fix the failing parser test in src/parse.py please." in text
+    assert "command: sed -n '1,80p' src/parse.py" in text
+    assert "new_string: split(';')" in text
+    assert "return s.split(',')" not in text  # the tool result is left out
+    # oldest first
+    assert text.index("I will read the parser") < text.index("new_string: split(';')")
+
+
+def test_skeleton_takes_the_newest_entries_within_its_budget_and_cuts_long_blocks() -> None:
+    long = Message("assistant", (Text("x " * 4_000),), "a0")
+    msgs = [long, *convo()]
+    [msg] = transcript_skeleton(msgs, count, max_tokens=250, block_tokens=100)
+    assert count(msg.text()) <= 250
+    assert "new_string: split(';')" in msg.text()  # the newest entry is there
+    [cut] = transcript_skeleton([long], count, max_tokens=400, block_tokens=100)
+    assert cut.text().rstrip().endswith("[... cut]")
+    assert transcript_skeleton(msgs, count, max_tokens=0, block_tokens=100) == []
+
+
+def test_segments_append_and_keep_earlier_segments_as_the_same_objects() -> None:
+    msgs = convo()
+    first = extend_segments((), msgs[:3], count, max_tokens=1_000, block_tokens=500, part=1)
+    second = extend_segments(first, msgs[3:], count, max_tokens=1_000, block_tokens=500, part=2)
+    assert len(second) == 2
+    assert second[0][0] is first[0][0]  # the prompt cache keeps serving it
+    assert "new_string: split(';')" in second[1][0].text()
+    assert "new_string" not in second[0][0].text()
+
+
+def test_segments_over_budget_drop_the_oldest_in_one_batch() -> None:
+    span = [Message("assistant", (Text(f"step {i} " + "w " * 500),), f"a{i}") for i in range(12)]
+    segs: tuple[tuple[Message, int], ...] = ()
+    sizes = []
+    for part in range(1, 13):
+        before = [m for m, _ in segs]
+        new = span[part - 1 : part]
+        segs = extend_segments(segs, new, count, max_tokens=2_000, block_tokens=400, part=part)
+        sizes.append(len(segs))
+        assert sum(t for _, t in segs) <= 2_000
+        assert f"step {part - 1} " in segs[-1][0].text()  # the newest is always there
+        kept = [m for m, _ in segs[:-1]]
+        assert kept == before[len(before) - len(kept) :]  # only the oldest go
+    assert max(sizes) - min(sizes[max(sizes) :]) >= 2  # in a batch, not one per compaction
+    assert extend_segments(segs, span, count, max_tokens=0, block_tokens=400, part=13) == ()
+
+
+def test_shell_read_paths() -> None:
+    def paths(cmd: str) -> list[str]:
+        return shell_read_paths(ToolCall("c", "exec_command", {"cmd": cmd, "workdir": "/w"}))
+
+    assert paths("sed -n '1,140p' /a/spec.md") == ["/a/spec.md"]
+    assert paths("nl -ba /a/plan.md | sed -n '1,200p'") == ["/a/plan.md"]
+    assert paths("cd x && cat src/a.py") == ["src/a.py"]
+    assert paths("head -n 50 notes.txt") == ["notes.txt"]
+    assert paths('bash -lc "cat README.md"') == ["README.md"]
+    assert paths("cat <<'EOF' > f.md\nx\nEOF") == []  # a write
+    assert paths("sed -i 's/a/b/' f.txt") == []  # an edit
+    assert paths("rg -n x f.py") == []  # a search, not a read
+    assert shell_read_paths(ToolCall("c", "Read", {"file_path": "/a/b.py"})) == []
+
+
+def drive(path: Path, window: int) -> list[tuple[list[str], list[Message]]]:
+    """Replay-like: assemble before each assistant message; the restored ids and the projection
+    at every compaction."""
+    session = load(path)[0]
+    policy = get_policy("default").with_(
+        restore_skeleton_tokens=100_000,
+        restore_skeleton_share=0.25,
+        restore_skeleton_block_tokens=4_000,
+        restore_skeleton_segments=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        engine = ContextEngine(
+            policy, model=session.model or "unknown", window=window, restore_from_transcript=True
+        )
+    engine.bootstrap(system=session.system or "")
+    found = []
+    for m in session.messages:
+        if m.role == "assistant":
+            p = engine.assemble(now=m.timestamp)
+            for e in p.events:
+                if "restored" in e.details:
+                    found.append((list(e.details["restored"]), list(p.messages)))  # type: ignore[arg-type]
+            engine.ingest(m)
+            engine.after_turn(Usage(input_tokens=p.tokens, output_tokens=100))
+        else:
+            engine.ingest(m)
+    return found
+
+
+def test_real_codex_session_restores_shell_reads_and_keeps_skeleton_segments_cached() -> None:
+    path = next(CODEX.glob("codex_gpt-5.2-codex_cli-0.98_*.jsonl"))
+    found = drive(path, 64_000)
+    assert len(found) >= 2
+    restored = [i for ids, _ in found for i in ids]
+    # files read with sed -n / nl -ba come back as files
+    assert any(i.startswith("restore:/home/") for i in restored)
+    assert all(any(i.startswith("restore-skeleton:") for i in ids) for ids, _ in found)
+    # the first segment of the first compaction is the same object at the next one (prompt cache)
+    (_, view1), (ids2, view2) = found[0], found[1]
+    seg1 = next(m for m in view1 if m.id.startswith("restore-skeleton:"))
+    assert seg1.id in ids2
+    assert any(m is seg1 for m in view2)
+    # the segments carry the agent's shell commands verbatim
+    assert "cmd: sed -n" in seg1.text() or "cmd: nl -ba" in seg1.text()
