@@ -127,6 +127,7 @@ def drive(path: Path, window: int) -> list[tuple[list[str], list[Message]]]:
         restore_skeleton_share=0.25,
         restore_skeleton_block_tokens=4_000,
         restore_skeleton_segments=True,
+        restore_shell_reads=True,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WindowWarning)

@@ -1159,6 +1159,7 @@ class Compactor:
                 max_files=p.restore_files,
                 file_tokens=p.restore_file_tokens,
                 total_tokens=max(0, p.restore_total_tokens - used),
+                shell_reads=p.restore_shell_reads,
             )
         restored += restore.instruction_files(self.workspace, p.instruction_files)
         if p.restore_todos:

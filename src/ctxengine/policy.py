@@ -171,6 +171,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_changes: int = 0  # ours: the last change (new text) of this many modified files
     restore_change_tokens: int = 4_000  # ... each at most this
     restore_error_tokens: int = 0  # ours: the latest error with its call, at most this (0: off)
+    restore_shell_reads: bool = False  # ours: files printed by cat / sed -n / nl count as read
     # ours: the transcript skeleton (``ctxengine.skeleton``): the user's and the agent's own words
     # from before the cut, newest first within this many tokens (0: off), each block at most
     # ``restore_skeleton_block_tokens``

@@ -31,10 +31,10 @@ RESTORE_FILE_TOKENS = 5_000
 RESTORE_TOTAL_TOKENS = 50_000
 
 
-def _reads(messages: Sequence[Message]) -> list[tuple[str, str]]:
+def _reads(messages: Sequence[Message], shell: bool = False) -> list[tuple[str, str]]:
     """(normalised path, result text) of every read with a result, oldest first: read tool calls
-    and shell commands that print one file (``shell_read_paths``: ``cat f``, ``sed -n '1,80p' f``;
-    a command reading several files is left out, its output mixes them)."""
+    and, with ``shell``, shell commands that print one file (``shell_read_paths``: ``cat f``,
+    ``sed -n '1,80p' f``; a command reading several files is left out, its output mixes them)."""
     from ctxengine.tools.limits import shell_read_paths
 
     calls: dict[str, list[str]] = {}
@@ -44,7 +44,7 @@ def _reads(messages: Sequence[Message]) -> list[tuple[str, str]]:
             if isinstance(b, ToolCall):
                 if b.name.lower() in READ_TOOLS:
                     calls[b.id] = _tool_paths(b)
-                elif len(paths := shell_read_paths(b)) == 1:
+                elif shell and len(paths := shell_read_paths(b)) == 1:
                     calls[b.id] = [normalize_path(paths[0])]
             elif isinstance(b, ToolResult) and b.call_id in calls and not b.is_error:
                 text = "\n".join(p.text for p in b.content if isinstance(p, Text))
@@ -92,12 +92,15 @@ def recent_files(
     file_tokens: int = RESTORE_FILE_TOKENS,
     total_tokens: int = RESTORE_TOTAL_TOKENS,
     origin_note: str = "",
+    shell_reads: bool = False,
 ) -> list[Message]:
-    """Messages re-attaching the files read before the cut (see the module docstring)."""
-    in_tail = {p for p, _ in _reads(kept)}
+    """Messages re-attaching the files read before the cut (see the module docstring); with
+    ``shell_reads`` (ours) files printed by a shell command count as read (Claude Code restores
+    only its Read tool's files)."""
+    in_tail = {p for p, _ in _reads(kept, shell_reads)}
     latest: dict[str, str] = {}
     order: list[str] = []
-    for path, text in _reads(summarized):
+    for path, text in _reads(summarized, shell_reads):
         latest[path] = text
         if path in order:
             order.remove(path)
