@@ -38,7 +38,7 @@ class ScriptedChatModel(GenericFakeChatModel):
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> ChatResult:
         self.inputs.append(list(messages))
-        if self.step and not isinstance(messages[-1], ToolMessage):
+        if self.step and task.step_call(self.step - 1) and not isinstance(messages[-1], ToolMessage):
             raise AssertionError("the newest tool result did not reach the model")
         text = "".join(json.dumps(m.content) + json.dumps(getattr(m, "tool_calls", [])) for m in messages)
         usage = {"input_tokens": task.count_tokens(text), "output_tokens": 20, "total_tokens": 0}
@@ -63,19 +63,29 @@ def run_tests(module: str) -> str:
     return task.run_tests(module)
 
 
-def run(thread: str = "review-1") -> tuple[ContextEngineMiddleware, ScriptedChatModel, dict[str, Any]]:
-    """Run the scripted task; returns the middleware, the model (its ``inputs``) and the state."""
-    model = ScriptedChatModel(inputs=[])
-    context = ContextEngineMiddleware(model=task.MODEL, window=task.WINDOW)
-    agent = create_agent(
+def build(model: ScriptedChatModel, context: ContextEngineMiddleware, checkpointer: Any = None) -> Any:
+    """The agent: the scripted model, the two tools, ctxengine as middleware, a checkpointer."""
+    return create_agent(
         model,
         [read_file, run_tests],
         system_prompt=task.SYSTEM,
         middleware=[context],
-        checkpointer=InMemorySaver(),
+        checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
     )
-    config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 4 * task.STEPS + 10}
-    state = agent.invoke({"messages": [{"role": "user", "content": task.TASK}]}, config)
+
+
+def config(thread: str) -> Any:
+    """The run config of a thread (the recursion limit fits the script)."""
+    return {"configurable": {"thread_id": thread}, "recursion_limit": 4 * task.STEPS + 10}
+
+
+def run(thread: str = "review-1") -> tuple[ContextEngineMiddleware, ScriptedChatModel, dict[str, Any]]:
+    """Run the scripted task; returns the middleware, the model (its ``inputs``) and the state."""
+    model = ScriptedChatModel(inputs=[])
+    context = ContextEngineMiddleware(model=task.MODEL, window=task.WINDOW)
+    state = build(model, context).invoke(
+        {"messages": [{"role": "user", "content": task.TASK}]}, config(thread)
+    )
     return context, model, state
 
 
