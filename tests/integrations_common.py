@@ -50,7 +50,9 @@ def replayed_messages() -> list[tuple[str, list[Message]]]:
 Normalize = Callable[[Block], Block]
 
 
-def canonical(messages: Sequence[Message], normalize: Normalize | None = None) -> list[tuple[str, tuple[Block, ...]]]:
+def canonical(
+    messages: Sequence[Message], normalize: Normalize | None = None
+) -> list[tuple[str, tuple[Block, ...]]]:
     """Role and blocks, consecutive messages of one role merged (a turn split over several
     framework items is one turn, as for the pairing rules); ``normalize`` drops what a format has
     no field for."""

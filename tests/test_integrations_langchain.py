@@ -25,7 +25,7 @@ def finished() -> tuple[Any, Any, dict[str, Any]]:
 
 
 def test_the_model_sees_a_pairing_valid_projection_under_the_window(finished: Any) -> None:
-    context, model, state = finished
+    context, model, _ = finished
     bridge = context.bridge("t1")
     assert len(model.inputs) == task.STEPS + 1
     for k, messages in enumerate(model.inputs):
@@ -73,7 +73,9 @@ def test_a_second_turn_on_the_checkpointed_thread_extends_the_transcript() -> No
     assert len(model.inputs[-1]) < len(state["messages"])
 
 
-def test_an_engine_failure_passes_the_messages_through_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_engine_failure_passes_the_messages_through_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def broken(self: ContextEngine, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("engine down")
 
@@ -94,4 +96,6 @@ def test_real_sessions_round_trip_through_langchain_messages(name: str, messages
     converted = [x for m in messages for x in from_message(m)]
     back = [to_message(x, str(k)) for k, x in enumerate(converted)]
     assert canonical(back) == canonical(messages)
-    assert [m.usage for m in back if m.usage] == [m.usage for m in messages if m.role == "assistant" and m.usage]
+    assert [m.usage for m in back if m.usage] == [
+        m.usage for m in messages if m.role == "assistant" and m.usage
+    ]

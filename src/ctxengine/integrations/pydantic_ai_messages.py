@@ -17,12 +17,14 @@
 
 The way back builds these parts; with the message it was built from, the result is a copy of it
 (``dataclasses.replace``: timestamps, run ids, metadata kept) and a changed tool return keeps
-its part's other fields. Lost on the way back: a document's title, an image's size.
+its part's other fields. Lost on the way back: a document's title, an image's size. Media whose
+data is not valid base64 travel as an ``ImageUrl`` / ``DocumentUrl`` holding a ``data:`` URL.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from dataclasses import replace
 from typing import Any
@@ -30,6 +32,7 @@ from typing import Any
 from pydantic_ai.messages import (
     ERROR_OUTCOMES,
     BinaryContent,
+    DocumentUrl,
     ImageUrl,
     ModelMessage,
     ModelRequest,
@@ -47,6 +50,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
+from ctxengine.integrations.media import data_url, parse_data_url
 from ctxengine.messages import (
     Block,
     Document,
@@ -137,6 +141,10 @@ def _content(content: Any) -> list[Block]:
             out.append(Text(item))
         elif isinstance(item, TextContent):
             out.append(Text(item.content))
+        elif isinstance(item, ImageUrl) and (inline := parse_data_url(item.url)):
+            out.append(Image(inline[0], data=inline[1]))
+        elif isinstance(item, DocumentUrl) and (inline := parse_data_url(item.url)):
+            out.append(Document(inline[0], data=inline[1]))
         elif isinstance(item, ImageUrl):
             out.append(Image("", url=item.url))  # its media type is inferred from the URL
         elif isinstance(item, BinaryContent) and item.is_image:
@@ -228,11 +236,16 @@ def _user_content(blocks: list[Block]) -> Any:
 def _user_item(b: Block | ResultPart) -> Any:
     if isinstance(b, Text):
         return b.text
-    if isinstance(b, Image):
-        return BinaryContent(base64.b64decode(b.data), media_type=b.media_type) if b.data else ImageUrl(b.url)
-    if isinstance(b, Document):
-        raw = b.data.encode() if b.media_type.startswith("text/") else base64.b64decode(b.data)
-        return BinaryContent(raw, media_type=b.media_type)
+    if isinstance(b, Image) and not b.data:
+        return ImageUrl(b.url)
+    if isinstance(b, Image | Document):
+        if isinstance(b, Document) and b.media_type.startswith("text/"):
+            return BinaryContent(b.data.encode(), media_type=b.media_type)
+        try:
+            return BinaryContent(base64.b64decode(b.data, validate=True), media_type=b.media_type)
+        except binascii.Error:  # not valid base64 (a cut transcript): kept as it is, in a data URL
+            url = data_url(b.media_type, b.data)
+            return ImageUrl(url) if isinstance(b, Image) else DocumentUrl(url)
     raise TypeError(f"a {type(b).__name__} block has no PydanticAI user content")
 
 
