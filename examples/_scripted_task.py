@@ -9,12 +9,11 @@ puts ``examples/`` on ``sys.path``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 STEPS = 48  # tool calls before the final answer
 WINDOW = 32_000  # tokens: the context window the examples give ctxengine
-SYSTEM = "You are a code-review agent. Read each module with read_file, run its tests with run_tests, report."
+SYSTEM = "You are a code-review agent. Read each module with read_module, run its tests with run_tests."
 TASK = f"Review the {STEPS} modules under src/ (read each one, run the tests every few modules) and report."
 FINAL = "Review done: every module read; the failing tests are in the logs above."
 
@@ -25,10 +24,10 @@ def step_call(step: int) -> tuple[str, dict[str, Any]] | None:
         return None
     if step % 8 == 7:
         return "run_tests", {"module": f"module_{step:02d}"}
-    return "read_file", {"path": f"src/module_{step:02d}.py"}
+    return "read_module", {"path": f"src/module_{step:02d}.py"}
 
 
-def read_file(path: str) -> str:
+def read_module(path: str) -> str:
     """A module of ~6,000 characters (deterministic)."""
     name = path.rsplit("/", 1)[-1].removesuffix(".py")
     lines = [f'"""{name}: part of the reviewed package."""', "from __future__ import annotations", ""]
@@ -45,17 +44,6 @@ def run_tests(module: str) -> str:
         "1 failed",
     ]
     return "\n".join(body + tail)
-
-
-def run_tool(name: str, arguments: dict[str, Any]) -> str:
-    """Dispatch a scripted tool call."""
-    return read_file(**arguments) if name == "read_file" else run_tests(**arguments)
-
-
-def arguments_json(step: int) -> str:
-    """The JSON arguments of step ``step``'s call."""
-    call = step_call(step)
-    return json.dumps(call[1] if call else {})
 
 
 def result_line(transcript: int, largest: int, compactions: int) -> str:

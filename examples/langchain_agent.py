@@ -52,9 +52,9 @@ class ScriptedChatModel(GenericFakeChatModel):
 
 
 @tool
-def read_file(path: str) -> str:
+def read_module(path: str) -> str:
     """Read a file of the repository."""
-    return task.read_file(path)
+    return task.read_module(path)
 
 
 @tool
@@ -67,7 +67,7 @@ def build(model: ScriptedChatModel, context: ContextEngineMiddleware, checkpoint
     """The agent: the scripted model, the two tools, ctxengine as middleware, a checkpointer."""
     return create_agent(
         model,
-        [read_file, run_tests],
+        [read_module, run_tests],
         system_prompt=task.SYSTEM,
         middleware=[context],
         checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),

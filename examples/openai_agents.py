@@ -86,9 +86,9 @@ class LoopbackModel:
 
 
 @function_tool
-def read_file(path: str) -> str:
+def read_module(path: str) -> str:
     """Read a file of the repository."""
-    return task.read_file(path)
+    return task.read_module(path)
 
 
 @function_tool
@@ -104,7 +104,7 @@ async def run_task(server: LoopbackModel, session: EngineSession) -> str:
     agent = Agent(
         name="reviewer",
         instructions=task.SYSTEM,
-        tools=[read_file, run_tests],
+        tools=[read_module, run_tests],
         model=OpenAIChatCompletionsModel(model=task.MODEL, openai_client=client),
     )
     result = await Runner.run(

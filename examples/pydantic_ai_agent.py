@@ -62,9 +62,9 @@ def build(
     )
 
     @agent.tool_plain
-    def read_file(path: str) -> str:
+    def read_module(path: str) -> str:
         """Read a file of the repository."""
-        return task.read_file(path)
+        return task.read_module(path)
 
     @agent.tool_plain
     def run_tests(module: str) -> str:
