@@ -73,6 +73,22 @@ def test_a_second_turn_on_the_checkpointed_thread_extends_the_transcript() -> No
     assert len(model.inputs[-1]) < len(state["messages"])
 
 
+def test_a_thread_resumed_from_its_checkpoint_by_a_new_middleware_is_ingested_whole() -> None:
+    saver = lc.InMemorySaver()
+    lc.build(lc.ScriptedChatModel(inputs=[]), lc.ContextEngineMiddleware(window=task.WINDOW), saver).invoke(
+        {"messages": [{"role": "user", "content": task.TASK}]}, lc.config("t4")
+    )
+    model = lc.ScriptedChatModel(inputs=[], step=task.STEPS + 1)  # a new process: answers at once
+    context = lc.ContextEngineMiddleware(window=task.WINDOW)
+    state = lc.build(model, context, saver).invoke(
+        {"messages": [{"role": "user", "content": "More?"}]}, lc.config("t4")
+    )
+    bridge = context.bridge("t4")
+    assert len(bridge.transcript) == len(state["messages"]) - 1 and bridge.stats.calls == 1
+    sent = [to_message(m, str(k)) for k, m in enumerate(model.inputs[0])]
+    assert pairing_problems(sent) == [] and tokens(sent) < task.WINDOW < bridge.transcript_tokens
+
+
 def test_an_engine_failure_passes_the_messages_through_with_one_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

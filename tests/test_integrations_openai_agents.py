@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from agents.memory import Session
 
 from ctxengine.engine import ContextEngine
 from ctxengine.formats.validate import validate_openai_chat
@@ -73,6 +74,7 @@ def test_usage_reports_reach_the_ledger(finished: Any) -> None:
 
 def test_pop_and_clear_append_to_the_store_and_lose_nothing() -> None:
     session = EngineSession("s2")
+    assert isinstance(session, Session)  # the SDK's runtime-checkable protocol
     items = [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
     asyncio.run(session.add_items(items))
     assert asyncio.run(session.pop_item()) == items[1]
