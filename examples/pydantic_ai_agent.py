@@ -44,7 +44,10 @@ class ScriptedModel:
             )
         ):
             raise AssertionError("the newest tool result did not reach the model")
-        usage = RequestUsage(input_tokens=task.count_tokens(repr(messages)), output_tokens=20)
+        text = "".join(
+            str(getattr(p, "content", "")) + str(getattr(p, "args", "")) for m in messages for p in m.parts
+        )
+        usage = RequestUsage(input_tokens=task.count_tokens(text), output_tokens=20)
         call = task.step_call(step)
         if call is None:
             return ModelResponse(parts=[TextPart(task.FINAL)], usage=usage)
