@@ -4,6 +4,7 @@ on real sessions."""
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from typing import Any
 
@@ -71,6 +72,19 @@ def test_a_second_turn_on_the_checkpointed_thread_extends_the_transcript() -> No
     assert isinstance(model.inputs[-1][-1], HumanMessage) and model.inputs[-1][-1].content == "Anything else?"
     assert len(bridge.transcript) == len(state["messages"]) - 1  # all but the last answer
     assert len(model.inputs[-1]) < len(state["messages"])
+
+
+def test_the_async_agent_goes_through_awrap_model_call() -> None:
+    model = lc.ScriptedChatModel(inputs=[])
+    context = lc.ContextEngineMiddleware(model=task.MODEL, window=task.WINDOW)
+    agent = lc.build(model, context)
+    state = asyncio.run(
+        agent.ainvoke({"messages": [{"role": "user", "content": task.TASK}]}, lc.config("t5"))
+    )
+    stats = context.bridge("t5").stats
+    assert state["messages"][-1].content == task.FINAL
+    assert stats.calls == len(model.inputs) == task.STEPS + 1 and stats.compactions >= 1
+    assert max(tokens([to_message(m, str(k)) for k, m in enumerate(i)]) for i in model.inputs) < task.WINDOW
 
 
 def test_a_thread_resumed_from_its_checkpoint_by_a_new_middleware_is_ingested_whole() -> None:
