@@ -31,8 +31,9 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         try:
-            # autocommit: every appended entry is durable at once and visible to other readers
-            self._db = sqlite3.connect(str(path), isolation_level=None)
+            # autocommit: every appended entry is durable at once and visible to other readers;
+            # any thread may use it, one at a time (frameworks call hooks from worker threads)
+            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             if str(path) != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
