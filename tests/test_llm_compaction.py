@@ -55,6 +55,7 @@ from llm_server import (
     rate_limited,
     server_error,
 )
+from policies import PRE_SKELETON
 
 SONNET = CLAUDE_CODE / "cc_sonnet-4.5_long-290-tools_redacted_3cfce0ff.jsonl"
 SESSION_MODEL = "claude-sonnet-4-5"
@@ -65,7 +66,7 @@ THRESHOLD = 24_000  # summary compaction runs above this (0.4 of the window)
 HEAD_TOKENS = 32_000  # content ingested before the first call: over the 24,000-token threshold
 SYSTEM_PROMPT = "You are a coding agent. Work in the user's repository."
 # the LLM summary path (no session notes), nothing else in the way, every result shown as is
-POLICY = get_policy("default").with_(
+POLICY = PRE_SKELETON.with_(
     session_memory=False, cache_clear=False, idle_clear=False, tool_result_budget=False
 )
 COUNTER = counter_for(Registry.default().get(SESSION_MODEL))

@@ -218,13 +218,13 @@ def test_sent_tokens_never_fall_below_the_fixed_prefix(replays: Callable[[str], 
 
 
 @pytest.mark.parametrize("path", MIMO_COMPACTED, ids=MIMO_IDS)
-def test_default_beats_recorded_on_recall_at_no_more_cost(
+def test_default_beats_recorded_on_content_recall_at_no_more_cost(
     path: Path, replays: Callable[[str], Replays]
 ) -> None:
     ours = replays("default")[path.name].summary
     rec = replays("recorded")[path.name].summary
-    assert ours.reference_recall is not None and rec.reference_recall is not None
-    assert ours.reference_recall > rec.reference_recall
+    assert ours.content_recall is not None and rec.content_recall is not None
+    assert ours.content_recall > rec.content_recall
     assert rec.cost_usd > 0
     assert ours.cost_usd <= rec.cost_usd
     assert ours.recall_uses == rec.recall_uses > 0  # same uses: the same recorded future

@@ -28,14 +28,15 @@ from ctxengine.layers.base import LayerEvent
 from ctxengine.llm import AnthropicClient
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.models import WindowWarning
-from ctxengine.policy import Policy, get_policy
+from ctxengine.policy import Policy
 from ctxengine.replay import replay_session
 from llm_server import ScriptedLLMServer
+from policies import PRE_SKELETON
 
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
 MODEL = "claude-sonnet-4-5"
 # the structured summary, a short kept tail so the synthetic sessions stay small
-POLICY = get_policy("default").with_(session_memory=False, keep_recent_tokens=2_000)
+POLICY = PRE_SKELETON.with_(session_memory=False, keep_recent_tokens=2_000)
 
 
 def words(n: int, tag: str = "w") -> str:
@@ -351,7 +352,7 @@ def test_restore_after_an_llm_summary(session: Session) -> None:
 
 
 def test_replay_shows_what_was_restored() -> None:
-    report = replay_session(load(MIMO)[0], get_policy("default"), window=200_000)
+    report = replay_session(load(MIMO)[0], PRE_SKELETON, window=200_000)
     compactions = [
         (c, e)
         for c in report.calls
@@ -501,7 +502,7 @@ def test_the_plan_is_restored_after_a_summary_compaction(vscode: list[Message]) 
 def test_the_plan_is_restored_after_a_session_memory_compaction(opus: list[Message]) -> None:
     # the notes hold everything up to the cut: the approved second plan is restored
     (_, first), (second_i, second) = plan_calls(opus)
-    engine, event = compact_real(opus[: second_i + 6], get_policy("default"))
+    engine, event = compact_real(opus[: second_i + 6], PRE_SKELETON)
     assert event.layer == "session_memory_compact"
     (msg,) = [m for m in restored(engine) if m.id == "restore:todos"]
     assert plan_of(second) in msg.text()

@@ -10,6 +10,7 @@ those shell reads as files and carry the skeleton.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from pathlib import Path
 
@@ -157,10 +158,16 @@ def test_real_codex_session_restores_shell_reads_and_keeps_skeleton_segments_cac
     # files read with sed -n / nl -ba come back as files
     assert any(i.startswith("restore:/home/") for i in restored)
     assert all(any(i.startswith("restore-skeleton:") for i in ids) for ids, _ in found)
-    # the first segment of the first compaction is the same object at the next one (prompt cache)
-    (_, view1), (ids2, view2) = found[0], found[1]
-    seg1 = next(m for m in view1 if m.id.startswith("restore-skeleton:"))
-    assert seg1.id in ids2
-    assert any(m is seg1 for m in view2)
+    # a segment that outlives a compaction is the same object at the next one (prompt cache),
+    # and leads the prefix there
+    persisted = 0
+    for (_, before), (ids, after) in itertools.pairwise(found):
+        for seg in (m for m in before if m.id.startswith("restore-skeleton:")):
+            if seg.id in ids:
+                assert any(m is seg for m in after)
+                persisted += 1
+        assert after[0].id.startswith("restore-skeleton:")
+    assert persisted >= 1
     # the segments carry the agent's shell commands verbatim
-    assert "cmd: sed -n" in seg1.text() or "cmd: nl -ba" in seg1.text()
+    first = next(m for m in found[0][1] if m.id.startswith("restore-skeleton:"))
+    assert "cmd: sed -n" in first.text() or "cmd: nl -ba" in first.text()

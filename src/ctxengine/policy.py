@@ -422,31 +422,38 @@ RECORDED = Policy(
 DEFAULT = Policy(
     name="default",
     shares_of_free_window=True,
-    compact_at_share=0.6,
+    compact_at_share=0.5,
     cold_compact_at_share=0.1,
     compact_min_gain=0.1,
     keep_recent_tokens=10_000,
     session_memory=True,
-    sm_keep_min_tokens=10_000,
+    sm_keep_min_tokens=3_000,
     sm_keep_min_messages=0,
-    sm_keep_min_share=0.25,
-    sm_keep_max_share=0.35,
+    sm_keep_min_share=0.04,
+    sm_keep_max_share=0.08,
     sm_gain_factor=2.0,
     notes_max_share=0.01,
-    sm_index_max_share=0.03,
-    sm_index_segments=True,
+    sm_identifier_index=False,
     tool_result_max_chars=20_000,
     tool_result_window_share=0.02,
     budget_exempt_tools=(),
+    cache_clear_trigger=0.4,
+    cache_clear_target=0.25,
+    restore_files=3,
     restore_file_share=0.026,
-    restore_total_share=0.26,
+    restore_total_share=0.08,
     restore_from_history=True,
+    restore_shell_reads=True,
     restore_changes=5,
-    restore_change_share=0.05,
+    restore_change_share=0.03,
     restore_error_tokens=1_000,
+    restore_skeleton_tokens=100_000,
+    restore_skeleton_share=0.25,
+    restore_skeleton_block_tokens=4_000,
+    restore_skeleton_segments=True,
 )
-"""Ours, tuned for *content* on the tuning half of the shared transcripts (``bench.held_out``)
-at 64,000 and 200,000 tokens.
+"""Ours, tuned for *content* and cost on the tuning half of the shared transcripts
+(``bench.held_out``) at 64,000 and 200,000 tokens.
 
 Every share is a share of the *free* window (the window minus system prompt and tool
 definitions, which nothing can shrink; ``shares_of_free_window``), the cache-aware clearing's
@@ -455,25 +462,27 @@ the window or two fifths of it:
 
 - tool results over min(20,000 chars, 2% of the free window x 4) go to the artifact store behind
   a 2 KB preview that lists their identifiers (the agent pages them back with ``retrieve``);
-- session notes are kept in the background ($0); above 60% of the free window (Claude Code's
+- session notes are kept in the background ($0); above 50% of the free window (Claude Code's
   window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
-  notes become the summary (session-memory compaction, $0), cut to 1% of the free window, after
-  the exact identifiers of what left the context (append-only segments within 3% of it);
-- that compaction keeps the newest 25% of the free window verbatim (at least 10,000 tokens, at
-  most 35%, where a safe cut allows): what the agent reuses is mostly recent;
-- after it, what a file list cannot give back is restored by content: the last change of each of
-  the 5 most recently modified files (its new text, 5% of the free window each), the latest error
-  with the call that produced it (1,000 tokens), and up to 5 recently read files from anywhere
-  before the cut (2.6% each, 26% in all with the changes), then the plan and todos;
+  notes (cut to 1% of the free window) become the summary (session-memory compaction, $0);
+- that compaction keeps only the newest 4-8% of the free window verbatim (at least 3,000 tokens
+  where a safe cut allows) and re-attaches what the agent re-uses, by content: the *transcript
+  skeleton* (``ctxengine.skeleton``: the user's and the agent's own words, every tool-call input
+  verbatim, tool results left out; 25% of the free window, newest first, each block at most
+  4,000 tokens) as append-only segments that lead the prefix, so the prompt cache keeps serving
+  them from one compaction to the next; the last change of the 5 most recently modified files
+  not already in it (3% each); the latest error with its call (1,000 tokens); the 3 most
+  recently read files, shell reads (``cat``, ``sed -n``, ``nl``) included (2.6% each, 8% in all
+  with the changes); then the plan and todos;
 - the latest user request is quoted whole after the summary when the kept part lost it;
 - when the prompt cache has expired (no call for 5 minutes) the threshold drops to 10% of the free
   window: the request is written in full anyway;
-- idle clear, cache-aware clearing and the overflow guard as in the base policy.
+- no identifier lists (they buy no content; a cleared result keeps its line of identifiers);
+- idle clear, cache-aware clearing (from 40% down to 25% of the free window, in batches worth a
+  cache miss) and the overflow guard as in the base policy.
 
 Measured with ``ctxengine bench`` (content recall, probe score, cost with re-fetch; the README
-has the tables): it keeps far more content than the previous default (which carried identifier
-lists), at a higher cost. It does not yet beat every preset on every figure; the closing notes
-say where it stands.
+has the tables and the held-out half).
 """
 
 BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED)}
