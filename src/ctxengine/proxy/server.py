@@ -1,0 +1,19 @@
+"""Run the proxy with uvicorn (what ``ctxengine proxy`` calls)."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from ctxengine.proxy.app import ProxyConfig, create_app
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+def serve(config: ProxyConfig, *, host: str = "127.0.0.1", port: int = 8787) -> None:
+    """Serve until interrupted. One log line per request on stderr (uvicorn's access log is off:
+    the proxy writes its own line, which names no key)."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines would repeat ours
+    uvicorn.run(create_app(config), host=host, port=port, access_log=False, log_level="info")
