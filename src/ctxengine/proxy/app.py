@@ -86,6 +86,7 @@ class Proxy:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
         self._store: SQLiteStore | None = None
         self._client: httpx.AsyncClient | None = None
+        self._creating = asyncio.Lock()
         self.anthropic: Wire = AnthropicWire()
         self.openai: Wire = OpenAIWire()
 
@@ -124,10 +125,10 @@ class Proxy:
             session_id=sid,
         )
 
-    async def session(
-        self, wire: Wire, request: ClientRequest, headers: Any
-    ) -> tuple[ProxySession, list[bytes]]:
-        """The session of ``request``, its lock held, and the request's chain."""
+    async def session(self, wire: Wire, request: ClientRequest, headers: Any) -> ProxySession:
+        """The session of ``request`` (continued, or new: a new conversation or a branch), its lock
+        held and the request's chain recorded in it. New sessions are made one at a time, so that
+        concurrent first requests of one conversation share one session."""
         key = key_digest(headers)
         links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
         label = headers.get(SESSION_HEADER)
@@ -137,15 +138,20 @@ class Proxy:
             if found is not None and whole:
                 await found.lock.acquire()
                 if self.table.match(links, name) == (found, True):
-                    return found, links
+                    self.table.advance(found, links)
+                    return found
                 found.lock.release()  # extended meanwhile: match again
                 continue
-            sid = self.table.new_id(wire.provider)
-            engine = await self.run(self._engine, sid, request.model)
-            new = ProxySession(sid, wire.provider, request.model, engine, wire.reader())
-            self.table.add(new, branch_of=found, name=name)
-            await new.lock.acquire()
-            return new, links
+            async with self._creating:
+                if self.table.match(links, name) != (found, whole):
+                    continue  # made meanwhile by a concurrent request: match again
+                sid = self.table.new_id(wire.provider)
+                engine = await self.run(self._engine, sid, request.model)
+                new = ProxySession(sid, wire.provider, request.model, engine, wire.reader())
+                self.table.add(new, branch_of=found, name=name)
+                await new.lock.acquire()
+                self.table.advance(new, links)  # a concurrent request of it now waits for this one
+                return new
 
     def abandon(self, turn: Turn) -> None:
         """Drop the turn's session (its engine state is unknown after an error) and unlock it."""
@@ -173,9 +179,8 @@ class Proxy:
         turn.stream = parsed.stream
         content = raw
         try:
-            turn.session, links = await self.session(wire, parsed, request.headers)
+            turn.session = await self.session(wire, parsed, request.headers)
             turn.prepared = await self.run(prepare, turn.session, wire, parsed)
-            self.table.advance(turn.session, links)
             content = msgspec.json.encode(turn.prepared.body)
         except BadRequest as exc:
             self.totals.bad_requests += 1

@@ -50,14 +50,15 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     wrong shape, ``InvalidProjection``, or whatever the engine raises (the caller drops the
     session and fails open)."""
     engine = session.engine
-    if not session.links:
+    if session.ingested == 0:
         prefix = engine.counter.count_text(request.prefix_text)
         engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
-    start = len(session.links)
+    start = session.ingested
     new = session.reader.read(request.conversation[start:], start)
     _check_reply(session, wire, new[0] if new else None)
     for m in new:
         engine.ingest(m)
+    session.ingested = len(request.conversation)
     projection = engine.assemble(now=time.time())
     body = wire.build(request, with_recovery_hints(engine, projection.messages))
     problems = wire.validate(body)
@@ -108,7 +109,7 @@ def finish(
         st.output_tokens += usage.output_tokens
     if reply is not None:
         try:
-            read = wire.reader().read([reply], len(session.links))
+            read = wire.reader().read([reply], session.ingested)
         except ValueError:  # a reply the reader cannot take is not compared, only counted
             read = []
         session.pending_reply = read[0] if read else None

@@ -68,6 +68,7 @@ class ProxySession:
     name: str | None = None  # the x-ctxengine-session header's value, when it named this session
     pending_reply: Message | None = None  # the upstream's last reply, until the client sends it back
     history_tokens: int = 0  # the engine's raw estimate of every client message ingested
+    ingested: int = 0  # client messages the engine has (``links`` may run ahead while a request is in)
 
     def report(self) -> dict[str, Any]:
         """The ``GET /ctxengine/sessions`` entry of this session (no key, no content)."""
@@ -77,7 +78,7 @@ class ProxySession:
             "model": self.model,
             "branch_of": self.branch_of,
             "named": self.name is not None,
-            "messages": len(self.links),
+            "messages": self.ingested,
             "window_tokens": self.engine.window,
             **asdict(self.stats),
         }
