@@ -16,11 +16,11 @@ import anthropic
 import httpx
 import openai
 import pytest
-from proxy_servers import Upstream, serve
 
 from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy import app as proxy_app
 from ctxengine.proxy.wire_anthropic import AnthropicWire
+from proxy_servers import Upstream, serve
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
 

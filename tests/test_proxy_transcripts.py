@@ -17,9 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import CLAUDE_CODE, OPENAI_CHAT
-from proxy_servers import Upstream, serve
 
+from conftest import CLAUDE_CODE, OPENAI_CHAT
 from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
@@ -30,6 +29,7 @@ from ctxengine.proxy import ProxyConfig, create_app
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.wire_anthropic import AnthropicReader
 from ctxengine.proxy.wire_openai import OpenAIReader
+from proxy_servers import Upstream, serve
 
 pytestmark = [pytest.mark.usefixtures("clean_llm_env"), pytest.mark.filterwarnings("ignore")]
 

@@ -98,7 +98,7 @@ _mount_eval()
 def _mount_proxy() -> None:
     from ctxengine.proxy.command import proxy_command
 
-    app.command("proxy", help="Serve the Anthropic and OpenAI APIs with the engine applied to every request.")(
+    app.command("proxy", help="Serve the Anthropic and OpenAI APIs, the engine applied to every request.")(
         proxy_command
     )
 
