@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -349,3 +350,60 @@ def test_prepare_failure_in_validation_fails_open(rig: Rig, monkeypatch: pytest.
     rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
     assert rig.upstream.seen[-1].body["messages"] == msgs
     assert rig.sessions()["totals"]["fail_open"] == 1
+
+
+@pytest.fixture
+def retrieve_rig(tmp_path: Path) -> Iterator[Rig]:
+    yield from _rig(tmp_path, window=32_000, retrieve_tool=True)
+
+
+def _offloaded_id(body: dict[str, Any]) -> str:
+    """The artifact id named by the first offload preview in ``body``."""
+    found = re.search(r"artifact (tool-result/\w+)", json.dumps(body))
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_retrieve_tool_resolved_by_the_proxy(retrieve_rig: Rig, stream: bool) -> None:
+    rig = retrieve_rig
+    msgs = _turns(3, size=20_000)  # each result far over the offload cap of a 32,000-token window
+    c = rig.anthropic()
+    rig.upstream.script.append({"content": [{"type": "text", "text": "probe"}]})
+    c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    first = rig.upstream.seen[-1].body
+    assert first["tools"][-1]["name"] == "retrieve"
+    aid = _offloaded_id(first)
+    msgs = [*msgs, {"role": "assistant", "content": "probe"}, {"role": "user", "content": "what is in it?"}]
+    call = {
+        "type": "tool_use",
+        "id": "toolu_r1",
+        "name": "retrieve",
+        "input": {"id": aid, "offset": 1, "limit": 3},
+    }
+    rig.upstream.script.append({"content": [call]})
+    if stream:
+        with c.messages.stream(model="claude-sonnet-4-6", max_tokens=8, messages=msgs) as s:
+            text = s.get_final_text()
+    else:
+        text = c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs).content[0].text  # type: ignore[union-attr]
+    assert text.startswith("ok")  # the client sees the round after the retrieve
+    follow = rig.upstream.seen[-1]
+    assert follow.problems == []
+    result = follow.body["messages"][-1]["content"][0]
+    assert result["tool_use_id"] == "toolu_r1" and result["is_error"] is False
+    number = aid.rsplit("_", 1)[1]
+    assert f"line {number}.0 value_0 = compute(0)" in result["content"]  # the original, back from the store
+    assert rig.sessions()["sessions"][0]["retrieve_calls"] == 1
+
+
+def test_retrieve_beside_client_tools_is_taken_out(retrieve_rig: Rig) -> None:
+    rig = retrieve_rig
+    calls = [
+        {"type": "tool_use", "id": "toolu_x", "name": "retrieve", "input": {"id": "tool-result/none"}},
+        {"type": "tool_use", "id": "toolu_y", "name": "Bash", "input": {"command": "ls"}},
+    ]
+    rig.upstream.script.append({"content": calls})
+    r = rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1))
+    assert [b.name for b in r.content if b.type == "tool_use"] == ["Bash"]
+    assert len(rig.upstream.seen) == 1

@@ -40,6 +40,7 @@ from ctxengine.policy import Policy, get_policy
 from ctxengine.proxy import upstream
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.turn import Turn, log, relay
 from ctxengine.proxy.wire import BadRequest, ClientRequest, Wire
@@ -194,7 +195,10 @@ class Proxy:
             turn.prepared, content = None, raw
             turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
         url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=strip_v1)
-        return await self.forward(turn, url, upstream.request_headers(request.headers), content)
+        headers = upstream.request_headers(request.headers)
+        if self.config.retrieve_tool and turn.prepared is not None:
+            return await forward_rounds(self.client, turn, url, headers, turn.prepared.body)
+        return await self.forward(turn, url, headers, content)
 
     async def forward(self, turn: Turn, url: str, headers: dict[str, str], content: bytes) -> Response:
         """Send ``content`` upstream; return the response as the upstream sent it."""
