@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,17 @@ class Rig:
     def openai(self, key: str = KEY, **kw: Any) -> openai.OpenAI:
         return openai.OpenAI(api_key=key, base_url=self.base + "/v1", max_retries=0, **kw)
 
+    def settle(self) -> None:
+        """Wait until every request has completed (the engine's upkeep and the log line run
+        after the response has gone out)."""
+        for _ in range(500):
+            if not any(s.lock.locked() for s in list(self.proxy.table.sessions.values())):
+                return
+            time.sleep(0.01)
+        raise AssertionError("a session stayed locked")
+
     def sessions(self) -> dict[str, Any]:
+        self.settle()
         return httpx.get(self.base + "/ctxengine/sessions").json()  # type: ignore[no-any-return]
 
 
@@ -106,6 +117,7 @@ def test_anthropic_sync_json_passes_reply_and_key_only_upstream(
     assert auth.endswith(KEY)  # the client's auth goes upstream
     assert seen.body["future_field"] == {"x": [1, 2]} and seen.body["metadata"] == {"user_id": "u-1"}
     assert seen.body["max_tokens"] == 64  # fields the engine does not own pass through
+    rig.settle()
     lines = [r.getMessage() for r in caplog.records if r.name == "ctxengine.proxy"]
     assert len(lines) == 1 and "status=200" in lines[0] and KEY not in lines[0]
     report = rig.sessions()
@@ -234,7 +246,12 @@ def test_engine_error_fails_open(
     r = rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=msgs)
     assert r.content[0].text == "ok 3"  # type: ignore[union-attr]
     assert rig.upstream.seen[-1].body["messages"] == msgs  # the client's request, unchanged
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "ctxengine.proxy"]
+    for _ in range(200):  # the log line is written once the response has gone out
+        lines = [r.getMessage() for r in caplog.records if r.name == "ctxengine.proxy"]
+        if lines:
+            break
+        time.sleep(0.01)
+    (line,) = lines
     assert "fail open" in line and "boom" in line
     assert rig.sessions()["totals"]["fail_open"] == 1
 

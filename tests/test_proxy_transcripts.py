@@ -11,6 +11,7 @@ each request re-sends the whole history).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.messages import Message, Session, Usage
 from ctxengine.policy import get_policy
-from ctxengine.proxy import ProxyConfig, create_app
+from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.wire_anthropic import AnthropicReader
 from ctxengine.proxy.wire_openai import OpenAIReader
@@ -39,15 +40,26 @@ CC_FILE = CLAUDE_CODE / "cc_opus-4.5_general-tool-calls_2-comment-header-lines.j
 MINI_FILE = OPENAI_CHAT / "mini-swe-agent-2.2.7_deepseek-chat_tool_calls_django__django-13265.traj.json"
 
 
+def _report(base: str, proxy: Proxy) -> dict[str, Any]:
+    """``GET /ctxengine/sessions`` once every request has completed (upkeep runs after the
+    response has gone out)."""
+    for _ in range(500):
+        if not any(s.lock.locked() for s in list(proxy.table.sessions.values())):
+            break
+        time.sleep(0.01)
+    return httpx.get(base + "/ctxengine/sessions").json()  # type: ignore[no-any-return]
+
+
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[tuple[Upstream, str]]:
+def rig(tmp_path: Path) -> Iterator[tuple[Upstream, str, Proxy]]:
     up = Upstream()
     with serve(up.app()) as up_url:
         cfg = ProxyConfig(
             anthropic_upstream=up_url, openai_upstream=up_url + "/v1", window=WINDOW, store=tmp_path / "store"
         )
-        with serve(create_app(cfg)) as base:
-            yield up, base
+        app = create_app(cfg)
+        with serve(app) as base:
+            yield up, base, app.state.proxy
 
 
 def _drive(
@@ -95,8 +107,8 @@ class _Reference:
         return with_recovery_hints(self.engine, proj.messages)
 
 
-def test_claude_code_session_through_proxy(rig: tuple[Upstream, str], transcripts: Path) -> None:
-    upstream, base = rig
+def test_claude_code_session_through_proxy(rig: tuple[Upstream, str, Proxy], transcripts: Path) -> None:
+    upstream, base, proxy = rig
     (session,) = load(CC_FILE)
     model = "claude-opus-4-5"
     ref = _Reference(model, AnthropicReader())
@@ -114,13 +126,13 @@ def test_claude_code_session_through_proxy(rig: tuple[Upstream, str], transcript
 
     changed = _drive(session, len(session.calls), send, reference, upstream, ref.engine)
     assert changed > 0  # the window forced the engine to act: the comparison is not trivial
-    report = http.get("/ctxengine/sessions").json()
+    report = _report(base, proxy)
     assert len(report["sessions"]) == 1 and report["sessions"][0]["calls"] == len(session.calls)
     assert report["totals"]["fail_open"] == 0
 
 
-def test_mini_swe_agent_session_through_proxy(rig: tuple[Upstream, str], transcripts: Path) -> None:
-    upstream, base = rig
+def test_mini_swe_agent_session_through_proxy(rig: tuple[Upstream, str, Proxy], transcripts: Path) -> None:
+    upstream, base, proxy = rig
     (session,) = load(MINI_FILE)
     model = "deepseek-chat"
     ref = _Reference(model, OpenAIReader())
@@ -140,5 +152,5 @@ def test_mini_swe_agent_session_through_proxy(rig: tuple[Upstream, str], transcr
 
     changed = _drive(session, MINI_CALLS, send, reference, upstream, ref.engine)
     assert changed > 0
-    (s,) = http.get("/ctxengine/sessions").json()["sessions"]
+    (s,) = _report(base, proxy)["sessions"]
     assert s["calls"] == MINI_CALLS and s["upstream_tokens"] < s["client_tokens"]

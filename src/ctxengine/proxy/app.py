@@ -225,9 +225,10 @@ class Proxy:
                 with contextlib.suppress(msgspec.DecodeError):
                     decoded = msgspec.json.decode(data)
                     usage, reply = turn.wire.usage(decoded), turn.wire.reply(decoded)
-            await turn.complete(resp.status_code, usage, reply)
-            return Response(data, status_code=resp.status_code, headers=back)
-        done = BackgroundTask(turn.complete, resp.status_code, None, None)  # if the stream never ran
+            # the engine's upkeep (after_turn) runs once the response has gone out
+            done = BackgroundTask(turn.complete, resp.status_code, usage, reply)
+            return Response(data, status_code=resp.status_code, headers=back, background=done)
+        done = BackgroundTask(turn.complete, resp.status_code, None, None)  # with what the stream read
         return StreamingResponse(
             relay(resp, turn.wire.tap(), turn), status_code=resp.status_code, headers=back, background=done
         )

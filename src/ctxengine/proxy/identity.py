@@ -7,9 +7,10 @@ fixed prefix (system prompt), so two keys never share a session and a request wi
 prompt (a harness's side request) is another conversation. The key itself is never kept: only
 ``key_digest`` of it.
 
-A message is hashed in a normal form: ``cache_control`` markers are left out (a client such as
-Claude Code moves its breakpoint to the newest message on every request; the conversation is the
-same). Hashes are BLAKE2b, 16 bytes.
+A message is hashed as its JSON bytes (the client's key order: a client serializes its messages
+the same way on every request), in a normal form when it holds ``cache_control`` markers: they
+are left out (a client such as Claude Code moves its breakpoint to the newest message on every
+request; the conversation is the same). Hashes are BLAKE2b, 16 bytes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 import msgspec
 
 DIGEST_BYTES = 16
-_ENCODER = msgspec.json.Encoder(order="sorted")
+_ENCODER = msgspec.json.Encoder()
+_MARK = b'"cache_control"'
 
 # request headers that carry the client's credentials (never stored or logged)
 AUTH_HEADERS = ("x-api-key", "authorization", "api-key")
@@ -59,8 +61,10 @@ def _normal(value: Any) -> Any:
 
 
 def message_bytes(message: Any) -> bytes:
-    """The normal form of one client message, as canonical JSON bytes."""
-    return _ENCODER.encode(_normal(message))
+    """The normal form of one client message, as JSON bytes (normalized only when it needs it:
+    encoding is fast, walking the message is not)."""
+    raw = _ENCODER.encode(message)
+    return _ENCODER.encode(_normal(message)) if _MARK in raw else raw
 
 
 def root(provider: str, key: str, fixed_prefix: Any) -> bytes:

@@ -41,6 +41,7 @@ class Turn:
     note: str = ""
     added_ms: float = 0.0  # the proxy's own time before the upstream call
     failures: list[str] = field(default_factory=list)
+    outcome: tuple[int, Usage | None, dict[str, Any] | None] | None = None  # what a relayed stream read
     _done: bool = False
 
     def mark_sent(self) -> None:
@@ -52,6 +53,8 @@ class Turn:
         if self._done:
             return
         self._done = True
+        if self.outcome is not None:  # a relayed stream's own reading wins
+            status, usage, reply = self.outcome
         s = self.session
         try:
             if s is not None and status < 400:
@@ -91,12 +94,13 @@ class Turn:
 
 
 async def relay(response: httpx.Response, tap: StreamTap, turn: Turn) -> AsyncIterator[bytes]:
-    """The upstream's stream, byte for byte, read by ``tap`` on the way; the turn completes when
-    the stream ends (or the client goes away)."""
+    """The upstream's stream, byte for byte, read by ``tap`` on the way; what it read is kept in
+    ``turn.outcome`` for ``complete``, which runs once the response has gone out (or the client
+    went away)."""
     try:
         async for chunk in response.aiter_bytes():
             tap.feed(chunk)
             yield chunk
     finally:
         await response.aclose()
-        await turn.complete(response.status_code, tap.usage, tap.reply)
+        turn.outcome = (response.status_code, tap.usage, tap.reply)

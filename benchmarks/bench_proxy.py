@@ -1,0 +1,283 @@
+"""``ctxengine proxy``: the latency it adds and its throughput, beside the parse-and-reserialize
+floor of the same request bodies.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_proxy.py                      # 50 sessions, 2,000 requests, 10K and 150K
+    .venv/bin/python benchmarks/bench_proxy.py --sessions 10 --requests 200 --history 10000
+
+Three processes: a loopback upstream (Starlette + uvicorn, this script with ``--serve-upstream``:
+it answers every Anthropic request at once with a short JSON message that echoes the request's
+``metadata.user_id``), the proxy (``python -m ctxengine.cli proxy --window 200000``, the code of
+this tree) and the clients (this process: ``--sessions`` concurrent sessions over httpx, each
+sending its requests one after another, ``--requests`` in all). A session starts with
+``--history`` tokens of tool rounds (2,500-token results of code-like text) and appends one small
+tool round per request, sending everything so far each time, as an agent does.
+
+Each history size runs twice with the same bodies: the clients straight to the upstream, then
+through the proxy. Figures (milliseconds): end-to-end latency p50/p99 of each, their difference
+(the added latency as a client sees it), the proxy's own time before the upstream call (from its
+log lines, ``added=``), requests/s through the proxy, and the floor: decoding and re-encoding each
+body once with msgspec (what the proxy uses) and with the stdlib ``json``, single-threaded in this
+process. Every response must echo its request's id (no request lost or answered out of order).
+The first request of each session ingests the whole history into a new engine; p99 is shown with
+and without those. It prints figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+WORDS = "def return self value config path load save index token cache window result error test parse".split()
+ROUND_TOKENS = 2_500
+CHARS_PER_TOKEN = 4
+
+
+def serve_upstream(port: int) -> None:
+    """The loopback upstream (runs in its own process)."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def messages(request: Request) -> JSONResponse:
+        body = json.loads(await request.body())
+        rid = (body.get("metadata") or {}).get("user_id", "")
+        usage = {"input_tokens": 1000, "output_tokens": 5}
+        return JSONResponse(
+            {
+                "id": "msg",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": rid}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": usage,
+            }
+        )
+
+    app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def _text(rng: random.Random, tokens: int) -> str:
+    return "\n".join(
+        f"    {rng.choice(WORDS)}_{i} = {rng.choice(WORDS)}({rng.randint(0, 99999)})  # {' '.join(rng.sample(WORDS, 4))}"
+        for i in range(tokens * CHARS_PER_TOKEN // 60)
+    )
+
+
+def _round(rng: random.Random, sid: int, n: int, tokens: int) -> list[dict[str, Any]]:
+    cid = f"toolu_{sid}_{n}"
+    return [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": f"Reading part {n}."},
+                {"type": "tool_use", "id": cid, "name": "Read", "input": {"file_path": f"src/mod_{n}.py"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": cid, "content": _text(rng, tokens)}],
+        },
+    ]
+
+
+def bodies(sid: int, history: int, count: int) -> list[bytes]:
+    """The request bodies of one session (its history grows by one small round per request)."""
+    rng = random.Random(sid)
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Refactor src/app/loader.py."}]
+    for n in range(max(1, history // ROUND_TOKENS)):
+        msgs += _round(rng, sid, n, ROUND_TOKENS)
+    out = []
+    for k in range(count):
+        msgs += _round(rng, sid, 10_000 + k, 150)
+        body = {
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 256,
+            "messages": msgs,
+            "metadata": {"user_id": f"s{sid}-r{k}"},
+        }
+        out.append(json.dumps(body).encode())
+    return out
+
+
+async def run_clients(base: str, work: list[list[bytes]]) -> tuple[list[float], list[float], int, float]:
+    """Send every session's bodies (sessions concurrent, each in order). Returns latencies (ms) of
+    first and later requests, the number of responses that did not echo their id, and wall s."""
+    import httpx
+
+    first: list[float] = []
+    later: list[float] = []
+    wrong = 0
+    limits = httpx.Limits(max_connections=len(work) + 10)
+    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
+
+        async def session(sid: int, items: list[bytes]) -> None:
+            nonlocal wrong
+            for k, body in enumerate(items):
+                t0 = time.perf_counter()
+                r = await client.post(
+                    "/v1/messages",
+                    content=body,
+                    headers={"x-api-key": f"sk-bench-{sid}", "content-type": "application/json"},
+                )
+                (first if k == 0 else later).append((time.perf_counter() - t0) * 1000)
+                if r.status_code != 200 or r.json()["content"][0]["text"] != f"s{sid}-r{k}":
+                    wrong += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(session(s, items) for s, items in enumerate(work)))
+        return first, later, wrong, time.perf_counter() - t0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(port: int) -> None:
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def floor(work: list[list[bytes]]) -> tuple[list[float], list[float]]:
+    """Decode + re-encode each body once: msgspec and stdlib json, ms each."""
+    import msgspec
+
+    fast, std = [], []
+    for items in work:
+        for body in items:
+            t0 = time.perf_counter()
+            msgspec.json.encode(msgspec.json.decode(body))
+            t1 = time.perf_counter()
+            json.dumps(json.loads(body)).encode()
+            t2 = time.perf_counter()
+            fast.append((t1 - t0) * 1000)
+            std.append((t2 - t1) * 1000)
+    return fast, std
+
+
+def one_size(history: int, sessions: int, requests: int, up_url: str) -> None:
+    per = max(1, requests // sessions)
+    work = [bodies(s, history, per) for s in range(sessions)]
+    size = statistics.mean(len(b) for items in work for b in items) / 1000
+    direct_first, direct_later, d_wrong, _ = asyncio.run(run_clients(up_url, work))
+    with tempfile.TemporaryDirectory() as tmp:
+        port = _free_port()
+        logf = Path(tmp) / "proxy.log"
+        with logf.open("w") as fh:
+            proxy = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ctxengine.cli",
+                    "proxy",
+                    "--port",
+                    str(port),
+                    "--window",
+                    "200000",
+                    "--anthropic-upstream",
+                    up_url,
+                    "--store",
+                    str(Path(tmp) / "store"),
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=os.environ | {"PYTHONPATH": str(REPO / "src")},
+            )
+            try:
+                _wait(port)
+                p_first, p_later, p_wrong, wall = asyncio.run(run_clients(f"http://127.0.0.1:{port}", work))
+            finally:
+                proxy.terminate()
+                proxy.wait(timeout=30)
+        added = [float(x) for x in re.findall(r"added=([\d.]+)ms", logf.read_text())]
+        fails = logf.read_text().count("fail open")
+    fast, std = floor(work)
+    n = sessions * per
+    print(
+        f"\n## history {history:,} tokens: {sessions} sessions x {per} requests = {n:,}, mean body {size:,.0f} KB"
+    )
+    print(f"{'figure (ms)':44} {'p50':>8} {'p99':>8}")
+    rows = [
+        ("direct to upstream, end to end", direct_later),
+        ("through the proxy, end to end", p_later),
+        ("through the proxy, first request of a session", p_first),
+        ("proxy's own time before the upstream call", added),
+        ("floor: msgspec decode + encode of the body", fast),
+        ("floor: stdlib json loads + dumps of the body", std),
+    ]
+    for label, xs in rows:
+        print(f"{label:44} {pct(xs, 0.5):8.1f} {pct(xs, 0.99):8.1f}")
+    print(
+        f"{'added latency (proxy - direct), later requests':44} {pct(p_later, 0.5) - pct(direct_later, 0.5):8.1f} "
+        f"{pct(p_later, 0.99) - pct(direct_later, 0.99):8.1f}"
+    )
+    all_p = p_first + p_later
+    all_d = direct_first + direct_later
+    print(
+        f"{'added latency, all requests':44} {pct(all_p, 0.5) - pct(all_d, 0.5):8.1f} {pct(all_p, 0.99) - pct(all_d, 0.99):8.1f}"
+    )
+    print(
+        f"requests/s through the proxy: {n / wall:,.1f}; wrong or lost responses: {p_wrong} (direct: {d_wrong}); "
+        f"fail-open requests: {fails}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=50)
+    ap.add_argument("--requests", type=int, default=2_000)
+    ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
+    ap.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve_upstream:
+        serve_upstream(args.serve_upstream)
+        return
+    port = _free_port()
+    up = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(port)])
+    try:
+        _wait(port)
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+        for history in args.history or [10_000, 150_000]:
+            one_size(history, args.sessions, args.requests, f"http://127.0.0.1:{port}")
+    finally:
+        up.terminate()
+        up.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
