@@ -3,7 +3,7 @@ floor of the same request bodies.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_proxy.py                      # 50 sessions, 2,000 requests, 10K and 150K
+    .venv/bin/python benchmarks/bench_proxy.py      # 50 sessions, 2,000 requests, at 10K and 150K
     .venv/bin/python benchmarks/bench_proxy.py --sessions 10 --requests 200 --history 10000
 
 Three processes: a loopback upstream (Starlette + uvicorn, this script with ``--serve-upstream``:
@@ -44,9 +44,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-WORDS = "def return self value config path load save index token cache window result error test parse".split()
+WORDS = "def return self value config path load save index token cache window result error test parse".split()  # noqa: SIM905
 ROUND_TOKENS = 2_500
 CHARS_PER_TOKEN = 4
+HEAD = b'{"model": "claude-sonnet-4-6", "max_tokens": 256, "metadata": {"user_id": "s%d-r%d"}, "messages": ['
 
 
 def serve_upstream(port: int) -> None:
@@ -79,10 +80,13 @@ def serve_upstream(port: int) -> None:
 
 
 def _text(rng: random.Random, tokens: int) -> str:
-    return "\n".join(
-        f"    {rng.choice(WORDS)}_{i} = {rng.choice(WORDS)}({rng.randint(0, 99999)})  # {' '.join(rng.sample(WORDS, 4))}"
-        for i in range(tokens * CHARS_PER_TOKEN // 60)
-    )
+    lines = []
+    for i in range(tokens * CHARS_PER_TOKEN // 60):
+        comment = " ".join(rng.sample(WORDS, 4))
+        lines.append(
+            f"    {rng.choice(WORDS)}_{i} = {rng.choice(WORDS)}({rng.randint(0, 99999)})  # {comment}"
+        )
+    return "\n".join(lines)
 
 
 def _round(rng: random.Random, sid: int, n: int, tokens: int) -> list[dict[str, Any]]:
@@ -102,26 +106,48 @@ def _round(rng: random.Random, sid: int, n: int, tokens: int) -> list[dict[str, 
     ]
 
 
-def bodies(sid: int, history: int, count: int) -> list[bytes]:
-    """The request bodies of one session (its history grows by one small round per request)."""
-    rng = random.Random(sid)
-    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Refactor src/app/loader.py."}]
-    for n in range(max(1, history // ROUND_TOKENS)):
-        msgs += _round(rng, sid, n, ROUND_TOKENS)
-    out = []
-    for k in range(count):
-        msgs += _round(rng, sid, 10_000 + k, 150)
-        body = {
-            "model": "claude-sonnet-4-6",
-            "max_tokens": 256,
-            "messages": msgs,
-            "metadata": {"user_id": f"s{sid}-r{k}"},
-        }
-        out.append(json.dumps(body).encode())
+class Conversation:
+    """One session's request bodies: the history grows by one small round per request. Bodies are
+    joined from messages encoded once, so that making them costs the clients next to nothing
+    (150K-token bodies for 2,000 requests would not fit in memory made in advance). The same
+    ``sid`` gives the same bodies."""
+
+    def __init__(self, sid: int, history: int) -> None:
+        self.sid, self.rng = sid, random.Random(sid)
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": "Refactor src/app/loader.py."}]
+        for n in range(max(1, history // ROUND_TOKENS)):
+            msgs += _round(self.rng, sid, n, ROUND_TOKENS)
+        self.encoded = [json.dumps(m).encode() for m in msgs]
+
+    def body(self, k: int) -> bytes:
+        self.encoded += [json.dumps(m).encode() for m in _round(self.rng, self.sid, 10_000 + k, 150)]
+        return HEAD % (self.sid, k) + b", ".join(self.encoded) + b"]}"
+
+
+def floor(history: int, sessions: int, per: int) -> dict[str, list[float]]:
+    """Decode + re-encode each body once (ms): msgspec (what the proxy uses) and stdlib json;
+    and each body's size (KB)."""
+    import msgspec
+
+    out: dict[str, list[float]] = {"msgspec": [], "json": [], "kb": []}
+    for sid in range(sessions):
+        conv = Conversation(sid, history)
+        for k in range(per):
+            raw = conv.body(k)
+            t0 = time.perf_counter()
+            msgspec.json.encode(msgspec.json.decode(raw))
+            t1 = time.perf_counter()
+            json.dumps(json.loads(raw)).encode()
+            t2 = time.perf_counter()
+            out["msgspec"].append((t1 - t0) * 1000)
+            out["json"].append((t2 - t1) * 1000)
+            out["kb"].append(len(raw) / 1000)
     return out
 
 
-async def run_clients(base: str, work: list[list[bytes]]) -> tuple[list[float], list[float], int, float]:
+async def run_clients(
+    base: str, work: list[Conversation], per: int
+) -> tuple[list[float], list[float], int, float]:
     """Send every session's bodies (sessions concurrent, each in order). Returns latencies (ms) of
     first and later requests, the number of responses that did not echo their id, and wall s."""
     import httpx
@@ -132,21 +158,27 @@ async def run_clients(base: str, work: list[list[bytes]]) -> tuple[list[float], 
     limits = httpx.Limits(max_connections=len(work) + 10)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
 
-        async def session(sid: int, items: list[bytes]) -> None:
+        async def session(sid: int, conv: Conversation) -> None:
             nonlocal wrong
-            for k, body in enumerate(items):
+            for k in range(per):
+                body = conv.body(k)
                 t0 = time.perf_counter()
-                r = await client.post(
-                    "/v1/messages",
-                    content=body,
-                    headers={"x-api-key": f"sk-bench-{sid}", "content-type": "application/json"},
-                )
+                try:
+                    r = await client.post(
+                        "/v1/messages",
+                        content=body,
+                        headers={"x-api-key": f"sk-bench-{sid}", "content-type": "application/json"},
+                    )
+                except httpx.TransportError as exc:  # a lost request: counted, not retried
+                    print(f"session {sid} request {k}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    wrong += 1
+                    continue
                 (first if k == 0 else later).append((time.perf_counter() - t0) * 1000)
                 if r.status_code != 200 or r.json()["content"][0]["text"] != f"s{sid}-r{k}":
                     wrong += 1
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(session(s, items) for s, items in enumerate(work)))
+        await asyncio.gather(*(session(s, conv) for s, conv in enumerate(work)))
         return first, later, wrong, time.perf_counter() - t0
 
 
@@ -173,28 +205,12 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def floor(work: list[list[bytes]]) -> tuple[list[float], list[float]]:
-    """Decode + re-encode each body once: msgspec and stdlib json, ms each."""
-    import msgspec
-
-    fast, std = [], []
-    for items in work:
-        for body in items:
-            t0 = time.perf_counter()
-            msgspec.json.encode(msgspec.json.decode(body))
-            t1 = time.perf_counter()
-            json.dumps(json.loads(body)).encode()
-            t2 = time.perf_counter()
-            fast.append((t1 - t0) * 1000)
-            std.append((t2 - t1) * 1000)
-    return fast, std
-
-
 def one_size(history: int, sessions: int, requests: int, up_url: str) -> None:
     per = max(1, requests // sessions)
-    work = [bodies(s, history, per) for s in range(sessions)]
-    size = statistics.mean(len(b) for items in work for b in items) / 1000
-    direct_first, direct_later, d_wrong, _ = asyncio.run(run_clients(up_url, work))
+    direct_first, direct_later, d_wrong, _ = asyncio.run(
+        run_clients(up_url, [Conversation(s, history) for s in range(sessions)], per)
+    )
+    work = [Conversation(s, history) for s in range(sessions)]
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         logf = Path(tmp) / "proxy.log"
@@ -220,17 +236,24 @@ def one_size(history: int, sessions: int, requests: int, up_url: str) -> None:
             )
             try:
                 _wait(port)
-                p_first, p_later, p_wrong, wall = asyncio.run(run_clients(f"http://127.0.0.1:{port}", work))
+                p_first, p_later, p_wrong, wall = asyncio.run(
+                    run_clients(f"http://127.0.0.1:{port}", work, per)
+                )
             finally:
                 proxy.terminate()
                 proxy.wait(timeout=30)
-        added = [float(x) for x in re.findall(r"added=([\d.]+)ms", logf.read_text())]
+        log_text = logf.read_text()
+        added = [float(x) for x in re.findall(r"added=([\d.]+)ms", log_text)]
+        errors = [line for line in log_text.splitlines() if "ERROR" in line or "Traceback" in line]
+        if errors:
+            print(f"the proxy logged {len(errors)} error line(s), e.g. {errors[0][:200]}")
         fails = logf.read_text().count("fail open")
-    fast, std = floor(work)
+    measured = floor(history, sessions, per)
+    fast, std = measured["msgspec"], measured["json"]
+    size = statistics.mean(measured["kb"])
     n = sessions * per
-    print(
-        f"\n## history {history:,} tokens: {sessions} sessions x {per} requests = {n:,}, mean body {size:,.0f} KB"
-    )
+    print(f"\n## history {history:,} tokens: {sessions} sessions x {per} requests = {n:,}, ", end="")
+    print(f"mean body {size:,.0f} KB")
     print(f"{'figure (ms)':44} {'p50':>8} {'p99':>8}")
     rows = [
         ("direct to upstream, end to end", direct_later),
@@ -242,19 +265,19 @@ def one_size(history: int, sessions: int, requests: int, up_url: str) -> None:
     ]
     for label, xs in rows:
         print(f"{label:44} {pct(xs, 0.5):8.1f} {pct(xs, 0.99):8.1f}")
-    print(
-        f"{'added latency (proxy - direct), later requests':44} {pct(p_later, 0.5) - pct(direct_later, 0.5):8.1f} "
-        f"{pct(p_later, 0.99) - pct(direct_later, 0.99):8.1f}"
-    )
+
+    def diff(a: list[float], b: list[float], q: float) -> float:
+        return pct(a, q) - pct(b, q)
+
+    label = "added latency (proxy - direct), later requests"
+    print(f"{label:44} {diff(p_later, direct_later, 0.5):8.1f} {diff(p_later, direct_later, 0.99):8.1f}")
     all_p = p_first + p_later
     all_d = direct_first + direct_later
     print(
-        f"{'added latency, all requests':44} {pct(all_p, 0.5) - pct(all_d, 0.5):8.1f} {pct(all_p, 0.99) - pct(all_d, 0.99):8.1f}"
+        f"{'added latency, all requests':44} {diff(all_p, all_d, 0.5):8.1f} {diff(all_p, all_d, 0.99):8.1f}"
     )
-    print(
-        f"requests/s through the proxy: {n / wall:,.1f}; wrong or lost responses: {p_wrong} (direct: {d_wrong}); "
-        f"fail-open requests: {fails}"
-    )
+    print(f"requests/s through the proxy: {n / wall:,.1f}; wrong or lost responses: {p_wrong} ", end="")
+    print(f"(direct: {d_wrong}); fail-open requests: {fails}")
 
 
 def main() -> None:

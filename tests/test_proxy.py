@@ -424,3 +424,28 @@ def test_retrieve_beside_client_tools_is_taken_out(retrieve_rig: Rig) -> None:
     r = rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1))
     assert [b.name for b in r.content if b.type == "tool_use"] == ["Bash"]
     assert len(rig.upstream.seen) == 1
+
+
+def test_least_recently_used_idle_session_evicted() -> None:
+    from ctxengine.engine import ContextEngine
+    from ctxengine.policy import get_policy
+    from ctxengine.proxy.sessions import ProxySession, SessionTable
+    from ctxengine.proxy.wire_anthropic import AnthropicReader
+
+    table = SessionTable(max_sessions=2)
+
+    def add(link: bytes) -> ProxySession:
+        sid = table.new_id("anthropic")
+        s = ProxySession(
+            sid, "anthropic", "m", ContextEngine(get_policy("default"), window=32_000), AnthropicReader()
+        )
+        table.add(s, branch_of=None, name=None)
+        table.advance(s, [link])
+        return s
+
+    a, b = add(b"a"), add(b"b")
+    a.last_used = b.last_used + 1  # a was used after b
+    c = add(b"c")
+    assert set(table.sessions) == {a.id, c.id} and table.evicted == 1
+    assert table.match([b"b"], None) == (None, False)  # b's conversation starts a new session
+    assert table.match([b"a", b"x"], None) == (a, True)

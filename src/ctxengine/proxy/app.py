@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,11 +43,11 @@ from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, log, relay
 from ctxengine.proxy.wire import BadRequest, ClientRequest, Wire
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
-from ctxengine.store import SQLiteStore
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -85,7 +86,7 @@ class Proxy:
         self.table = SessionTable()
         self.totals = Totals()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
-        self._store: SQLiteStore | None = None
+        self._store: ProxyStore | None = None
         self._client: httpx.AsyncClient | None = None
         self._creating = asyncio.Lock()
         self.anthropic: Wire = AnthropicWire()
@@ -116,7 +117,7 @@ class Proxy:
             path = self.config.store
             if path is not None:
                 path.mkdir(parents=True, exist_ok=True)
-            self._store = SQLiteStore(path / STORE_FILE if path is not None else ":memory:")
+            self._store = ProxyStore(path / STORE_FILE if path is not None else ":memory:")
         return ContextEngine(
             self.config.policy,
             model=model,
@@ -139,6 +140,7 @@ class Proxy:
             if found is not None and whole:
                 await found.lock.acquire()
                 if self.table.match(links, name) == (found, True):
+                    found.last_used = time.monotonic()
                     self.table.advance(found, links)
                     return found
                 found.lock.release()  # extended meanwhile: match again
@@ -262,7 +264,8 @@ class Proxy:
         """``GET /ctxengine/sessions``: per session its figures, and the proxy's totals."""
         return {
             "sessions": [s.report() for s in self.table.sessions.values()],
-            "totals": vars(self.totals) | {"sessions": len(self.table.sessions)},
+            "totals": vars(self.totals)
+            | {"sessions": len(self.table.sessions), "sessions_evicted": self.table.evicted},
         }
 
 

@@ -9,6 +9,9 @@ import uvicorn
 from ctxengine.proxy.app import ProxyConfig, create_app
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+KEEP_ALIVE_S = (
+    120  # an agent pauses between calls; uvicorn's 5 s default makes clients race closed connections
+)
 
 
 def serve(config: ProxyConfig, *, host: str = "127.0.0.1", port: int = 8787) -> None:
@@ -16,4 +19,11 @@ def serve(config: ProxyConfig, *, host: str = "127.0.0.1", port: int = 8787) -> 
     the proxy writes its own line, which names no key)."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines would repeat ours
-    uvicorn.run(create_app(config), host=host, port=port, access_log=False, log_level="info")
+    uvicorn.run(
+        create_app(config),
+        host=host,
+        port=port,
+        access_log=False,
+        log_level="info",
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )

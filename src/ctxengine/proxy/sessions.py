@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -69,6 +70,7 @@ class ProxySession:
     pending_reply: Message | None = None  # the upstream's last reply, until the client sends it back
     history_tokens: int = 0  # the engine's raw estimate of every client message ingested
     ingested: int = 0  # client messages the engine has (``links`` may run ahead while a request is in)
+    last_used: float = 0.0  # monotonic seconds of its latest request
 
     def report(self) -> dict[str, Any]:
         """The ``GET /ctxengine/sessions`` entry of this session (no key, no content)."""
@@ -84,10 +86,17 @@ class ProxySession:
         }
 
 
-class SessionTable:
-    """Every session of the proxy, indexed by chain link and by explicit name."""
+MAX_SESSIONS = 1_000  # sessions kept in memory; the least recently used idle ones go first
 
-    def __init__(self) -> None:
+
+class SessionTable:
+    """Every session of the proxy, indexed by chain link and by explicit name. Above
+    ``max_sessions`` the least recently used idle session is forgotten (its entries stay in the
+    store; a request that would have continued it starts a new session)."""
+
+    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+        self.max_sessions = max_sessions
+        self.evicted = 0
         self.sessions: dict[str, ProxySession] = {}
         self._by_link: dict[bytes, ProxySession] = {}
         self._named: dict[tuple[str, str], ProxySession] = {}
@@ -121,6 +130,12 @@ class SessionTable:
             session.name = name[1]
             self._named[name] = session
         self.sessions[session.id] = session
+        session.last_used = time.monotonic()
+        if len(self.sessions) > self.max_sessions:
+            idle = [s for s in self.sessions.values() if not s.lock.locked() and s is not session]
+            if idle:
+                self.drop(min(idle, key=lambda s: s.last_used))
+                self.evicted += 1
 
     def advance(self, session: ProxySession, links: Sequence[bytes]) -> None:
         """Record that ``session`` has ingested the client messages ``links`` stand for."""
