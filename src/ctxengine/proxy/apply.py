@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxengine.engine import Projection
-from ctxengine.messages import Usage
+from ctxengine.messages import Message, Usage
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.sessions import ProxySession
 from ctxengine.proxy.wire import ClientRequest, Wire
@@ -42,7 +42,8 @@ class Prepared:
 
     body: dict[str, Any]
     projection: Projection
-    client_tokens: int
+    new: list[Message]  # the client messages this request added to the session
+    client_tokens: int = 0  # the client's request (fixed prefix + whole history), set by ``finish``
 
 
 def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
@@ -64,10 +65,8 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     problems = wire.validate(body)
     if problems:
         raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
-    session.history_tokens += sum(engine.counter.count_message(m) for m in new)
-    client = engine.ledger.state.fixed_prefix + round(session.history_tokens * engine.ledger.scale)
     _count_events(session, projection)
-    return Prepared(body, projection, client)
+    return Prepared(body, projection, new)
 
 
 def _check_reply(session: ProxySession, wire: Wire, first: Any) -> None:
@@ -90,11 +89,22 @@ def finish(
     session: ProxySession,
     wire: Wire,
     prepared: Prepared | None,
+    status: int,
     usage: Usage | None,
     reply: dict[str, Any] | None,
 ) -> None:
-    """After the upstream answered (status 200): usage to the ledger, figures, the reply kept."""
+    """After the upstream answered: the client's size counted (off the request's path); on a
+    2xx, usage to the ledger, the figures, the reply kept; else the error counted."""
     st = session.stats
+    if prepared is not None:
+        engine = session.engine
+        session.history_tokens += sum(engine.counter.count_message(m) for m in prepared.new)
+        prepared.client_tokens = engine.ledger.state.fixed_prefix + round(
+            session.history_tokens * engine.ledger.scale
+        )
+    if status >= 400:
+        st.upstream_errors += 1
+        return
     st.calls += 1
     if prepared is not None:
         st.client_tokens += prepared.client_tokens

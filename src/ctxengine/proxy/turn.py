@@ -49,7 +49,7 @@ class Turn:
         self.added_ms = (time.perf_counter() - self.started) * 1000
 
     async def complete(self, status: int, usage: Usage | None, reply: dict[str, Any] | None) -> None:
-        """Feed the engine (2xx only), release the session, log the line. Idempotent."""
+        """Feed the engine (``apply.finish``), release the session, log the line. Idempotent."""
         if self._done:
             return
         self._done = True
@@ -57,10 +57,8 @@ class Turn:
             status, usage, reply = self.outcome
         s = self.session
         try:
-            if s is not None and status < 400:
-                await self.run(finish, s, self.wire, self.prepared, usage, reply)
-            elif s is not None:
-                s.stats.upstream_errors += 1
+            if s is not None:
+                await self.run(finish, s, self.wire, self.prepared, status, usage, reply)
         except Exception as exc:  # the response is already on its way; the engine missed one usage
             self.failures.append(f"after_turn failed: {type(exc).__name__}: {exc}")
         finally:
