@@ -14,14 +14,18 @@ sending its requests one after another, ``--requests`` in all). A session starts
 ``--history`` tokens of tool rounds (2,500-token results of code-like text) and appends one small
 tool round per request, sending everything so far each time, as an agent does.
 
-Each history size runs twice with the same bodies: the clients straight to the upstream, then
-through the proxy. Figures (milliseconds): end-to-end latency p50/p99 of each, their difference
-(the added latency as a client sees it), the proxy's own time before the upstream call (from its
-log lines, ``added=``), requests/s through the proxy, and the floor: decoding and re-encoding each
-body once with msgspec (what the proxy uses) and with the stdlib ``json``, single-threaded in this
-process. Every response must echo its request's id (no request lost or answered out of order).
-The first request of each session ingests the whole history into a new engine; p99 is shown with
-and without those. It prints figures and asserts nothing.
+Each history size has two runs, each made straight to the upstream and then through the proxy
+with the same bodies:
+- the *latency run*: one session, ``--sequential`` requests one after another, so nothing
+  queues: end-to-end latency p50/p99 of each, their difference (the latency the proxy adds), and
+  the proxy's own time before the upstream call (from its log lines, ``added=``);
+- the *load run*: ``--sessions`` concurrent sessions, ``--requests`` in all: requests/s and
+  latencies, which at this concurrency are mostly queueing (a closed loop of 50 clients on two
+  cores), and every response must echo its request's id (no request lost or answered out of
+  order).
+The floor is decoding and re-encoding each body of the load run once, with msgspec (what the
+proxy uses) and with the stdlib ``json``, single-threaded in this process. The first request of a
+session ingests its whole history into a new engine; it is shown apart. It prints figures and asserts nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -205,79 +210,95 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def one_size(history: int, sessions: int, requests: int, up_url: str) -> None:
-    per = max(1, requests // sessions)
-    direct_first, direct_later, d_wrong, _ = asyncio.run(
-        run_clients(up_url, [Conversation(s, history) for s in range(sessions)], per)
-    )
-    work = [Conversation(s, history) for s in range(sessions)]
+@dataclass
+class Run:
+    """One client run (ms): latencies of first and later requests, the proxy's own times from
+    its log (empty when direct), wrong or lost responses, fail-open lines, wall seconds."""
+
+    first: list[float]
+    later: list[float]
+    own: list[float]
+    wrong: int
+    fail_open: int
+    wall: float
+
+
+def through_proxy(up_url: str, work: list[Conversation], per: int) -> Run:
+    """The clients through a fresh proxy process (``ctxengine proxy --window 200000 --store``)."""
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         logf = Path(tmp) / "proxy.log"
+        cmd = [
+            sys.executable,
+            "-m",
+            "ctxengine.cli",
+            "proxy",
+            "--port",
+            str(port),
+            "--window",
+            "200000",
+            "--anthropic-upstream",
+            up_url,
+            "--store",
+            str(Path(tmp) / "store"),
+        ]
         with logf.open("w") as fh:
-            proxy = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "ctxengine.cli",
-                    "proxy",
-                    "--port",
-                    str(port),
-                    "--window",
-                    "200000",
-                    "--anthropic-upstream",
-                    up_url,
-                    "--store",
-                    str(Path(tmp) / "store"),
-                ],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                env=os.environ | {"PYTHONPATH": str(REPO / "src")},
-            )
+            env = os.environ | {"PYTHONPATH": str(REPO / "src")}
+            proxy = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
             try:
                 _wait(port)
-                p_first, p_later, p_wrong, wall = asyncio.run(
-                    run_clients(f"http://127.0.0.1:{port}", work, per)
-                )
+                first, later, wrong, wall = asyncio.run(run_clients(f"http://127.0.0.1:{port}", work, per))
             finally:
                 proxy.terminate()
                 proxy.wait(timeout=30)
         log_text = logf.read_text()
-        added = [float(x) for x in re.findall(r"added=([\d.]+)ms", log_text)]
-        errors = [line for line in log_text.splitlines() if "ERROR" in line or "Traceback" in line]
-        if errors:
-            print(f"the proxy logged {len(errors)} error line(s), e.g. {errors[0][:200]}")
-        fails = logf.read_text().count("fail open")
+    errors = [line for line in log_text.splitlines() if "ERROR" in line or "Traceback" in line]
+    if errors:
+        print(f"the proxy logged {len(errors)} error line(s), e.g. {errors[0][:200]}")
+    own = [float(x) for x in re.findall(r"added=([\d.]+)ms", log_text)]
+    return Run(first, later, own, wrong, log_text.count("fail open"), wall)
+
+
+def direct(up_url: str, work: list[Conversation], per: int) -> Run:
+    first, later, wrong, wall = asyncio.run(run_clients(up_url, work, per))
+    return Run(first, later, [], wrong, 0, wall)
+
+
+def row(label: str, xs: list[float]) -> None:
+    print(f"{label:52} {pct(xs, 0.5):9.1f} {pct(xs, 0.99):9.1f}")
+
+
+def one_size(history: int, sessions: int, requests: int, sequential: int, up_url: str) -> None:
+    """The load run (``sessions`` concurrent) and the latency run (one session, ``sequential``
+    requests), each direct and through the proxy, and the floor of the load run's bodies."""
+    per = max(1, requests // sessions)
+    load_d = direct(up_url, [Conversation(s, history) for s in range(sessions)], per)
+    load_p = through_proxy(up_url, [Conversation(s, history) for s in range(sessions)], per)
+    seq_d = direct(up_url, [Conversation(1_000, history)], sequential)
+    seq_p = through_proxy(up_url, [Conversation(1_000, history)], sequential)
     measured = floor(history, sessions, per)
-    fast, std = measured["msgspec"], measured["json"]
-    size = statistics.mean(measured["kb"])
     n = sessions * per
-    print(f"\n## history {history:,} tokens: {sessions} sessions x {per} requests = {n:,}, ", end="")
-    print(f"mean body {size:,.0f} KB")
-    print(f"{'figure (ms)':44} {'p50':>8} {'p99':>8}")
-    rows = [
-        ("direct to upstream, end to end", direct_later),
-        ("through the proxy, end to end", p_later),
-        ("through the proxy, first request of a session", p_first),
-        ("proxy's own time before the upstream call", added),
-        ("floor: msgspec decode + encode of the body", fast),
-        ("floor: stdlib json loads + dumps of the body", std),
-    ]
-    for label, xs in rows:
-        print(f"{label:44} {pct(xs, 0.5):8.1f} {pct(xs, 0.99):8.1f}")
-
-    def diff(a: list[float], b: list[float], q: float) -> float:
-        return pct(a, q) - pct(b, q)
-
-    label = "added latency (proxy - direct), later requests"
-    print(f"{label:44} {diff(p_later, direct_later, 0.5):8.1f} {diff(p_later, direct_later, 0.99):8.1f}")
-    all_p = p_first + p_later
-    all_d = direct_first + direct_later
+    print(f"\n## history {history:,} tokens (mean body {statistics.mean(measured['kb']):,.0f} KB)")
+    print(f"{'figure (ms)':52} {'p50':>9} {'p99':>9}")
+    print(f"latency run: one session, {sequential} requests one after another (first request left out)")
+    row("  direct to upstream, end to end", seq_d.later)
+    row("  through the proxy, end to end", seq_p.later)
+    row("  added latency (proxy - direct)", [pct(seq_p.later, q) - pct(seq_d.later, q) for q in (0.5, 0.99)])
+    row("  proxy's own time before the upstream call", seq_p.own[1:])
+    print(f"  first request (new session, whole history ingested): {seq_p.first[0]:,.1f} ms")
+    print(f"load run: {sessions} concurrent sessions x {per} requests = {n:,}")
+    row("  direct to upstream, end to end", load_d.first + load_d.later)
+    row("  through the proxy, end to end", load_p.first + load_p.later)
+    row("  proxy's own time before the upstream call", load_p.own)
+    print(f"  requests/s: direct {n / load_d.wall:,.1f}, through the proxy {n / load_p.wall:,.1f}")
+    lost = load_p.wrong + seq_p.wrong
     print(
-        f"{'added latency, all requests':44} {diff(all_p, all_d, 0.5):8.1f} {diff(all_p, all_d, 0.99):8.1f}"
+        f"  wrong or lost responses: {lost} (direct: {load_d.wrong + seq_d.wrong}); "
+        f"fail-open requests: {load_p.fail_open + seq_p.fail_open}"
     )
-    print(f"requests/s through the proxy: {n / wall:,.1f}; wrong or lost responses: {p_wrong} ", end="")
-    print(f"(direct: {d_wrong}); fail-open requests: {fails}")
+    print("floor, the load run's bodies, one at a time")
+    row("  msgspec decode + encode (what the proxy uses)", measured["msgspec"])
+    row("  stdlib json loads + dumps", measured["json"])
 
 
 def main() -> None:
@@ -285,6 +306,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--requests", type=int, default=2_000)
     ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
+    ap.add_argument("--sequential", type=int, default=40, help="requests of the latency run")
     ap.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_upstream:
@@ -296,7 +318,7 @@ def main() -> None:
         _wait(port)
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
         for history in args.history or [10_000, 150_000]:
-            one_size(history, args.sessions, args.requests, f"http://127.0.0.1:{port}")
+            one_size(history, args.sessions, args.requests, args.sequential, f"http://127.0.0.1:{port}")
     finally:
         up.terminate()
         up.wait(timeout=30)

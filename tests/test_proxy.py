@@ -449,3 +449,10 @@ def test_least_recently_used_idle_session_evicted() -> None:
     assert set(table.sessions) == {a.id, c.id} and table.evicted == 1
     assert table.match([b"b"], None) == (None, False)  # b's conversation starts a new session
     assert table.match([b"a", b"x"], None) == (a, True)
+
+
+def test_empty_conversation_is_refused_as_upstream_would(rig: Rig) -> None:
+    with pytest.raises(anthropic.BadRequestError) as err:
+        rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=[])
+    assert "at least one message" in str(err.value)
+    assert rig.upstream.seen == []

@@ -90,4 +90,6 @@ def require_object(body: Any) -> dict[str, Any]:
         raise BadRequest("model: Field required")
     if not isinstance(body.get("messages"), list):
         raise BadRequest("messages: Field required (a list)")
+    if not body["messages"]:
+        raise BadRequest("messages: at least one message is required")
     return body
