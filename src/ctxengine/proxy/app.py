@@ -175,10 +175,7 @@ class Proxy:
         try:
             parsed = wire.parse(msgspec.json.decode(raw))
         except (msgspec.DecodeError, BadRequest) as exc:
-            self.totals.bad_requests += 1
-            turn.note = f"bad request: {exc}"
-            await turn.complete(400, None, None)
-            return JSONResponse(wire.error_body(str(exc)), status_code=400)
+            return await self._bad_request(turn, exc)
         turn.stream = parsed.stream
         content = raw
         try:
@@ -186,11 +183,8 @@ class Proxy:
             turn.prepared = await self.run(prepare, turn.session, wire, parsed)
             content = msgspec.json.encode(turn.prepared.body)
         except BadRequest as exc:
-            self.totals.bad_requests += 1
             self.abandon(turn)
-            turn.note = f"bad request: {exc}"
-            await turn.complete(400, None, None)
-            return JSONResponse(wire.error_body(str(exc)), status_code=400)
+            return await self._bad_request(turn, exc)
         except Exception as exc:
             self.totals.fail_open += 1
             self.abandon(turn)
@@ -201,6 +195,13 @@ class Proxy:
         if self.config.retrieve_tool and turn.prepared is not None:
             return await forward_rounds(self.client, turn, url, headers, turn.prepared.body)
         return await self.forward(turn, url, headers, content)
+
+    async def _bad_request(self, turn: Turn, exc: Exception) -> Response:
+        """The provider-shaped 400 for a request the proxy cannot parse (nothing goes upstream)."""
+        self.totals.bad_requests += 1
+        turn.note = f"bad request: {exc}"
+        await turn.complete(400, None, None)
+        return JSONResponse(turn.wire.error_body(str(exc)), status_code=400)
 
     async def forward(self, turn: Turn, url: str, headers: dict[str, str], content: bytes) -> Response:
         """Send ``content`` upstream; return the response as the upstream sent it."""

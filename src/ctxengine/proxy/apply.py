@@ -19,17 +19,7 @@ from ctxengine.messages import Message, Usage
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.sessions import ProxySession
 from ctxengine.proxy.wire import ClientRequest, Wire
-
-COMPACTION_LAYERS = frozenset(
-    {
-        "idle_clear",
-        "cache_clear",
-        "cache_ttl_prune",
-        "session_memory_compact",
-        "summary_compact",
-        "overflow_guard",
-    }
-)
+from ctxengine.replay import COMPACTION_LAYERS
 
 
 class InvalidProjection(RuntimeError):

@@ -10,6 +10,7 @@ out of the upstream's response, JSON or a stream (``StreamTap``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -93,3 +94,21 @@ def require_object(body: Any) -> dict[str, Any]:
     if not body["messages"]:
         raise BadRequest("messages: at least one message is required")
     return body
+
+
+def client_request(
+    body: dict[str, Any], conversation: list[Any], fixed_prefix: Any, system: str
+) -> ClientRequest:
+    """The ``ClientRequest`` of a checked ``body``: ``system`` (the system prompt's text) and the
+    tool definitions make its ``prefix_text``."""
+    prefix = system
+    if body.get("tools"):
+        prefix += "\n" + json.dumps(body["tools"], ensure_ascii=False)
+    return ClientRequest(
+        body=body,
+        conversation=conversation,
+        fixed_prefix=fixed_prefix,
+        prefix_text=prefix,
+        model=body["model"],
+        stream=bool(body.get("stream")),
+    )

@@ -23,7 +23,7 @@ from ctxengine.formats.claude_code import _block, _usage
 from ctxengine.formats.validate import validate_anthropic
 from ctxengine.messages import Block, Message, Text, Usage
 from ctxengine.proxy.sse import SSEReader
-from ctxengine.proxy.wire import BadRequest, ClientRequest, require_object
+from ctxengine.proxy.wire import BadRequest, ClientRequest, client_request, require_object
 
 
 def _blocks(content: Any, where: str) -> tuple[Block, ...]:
@@ -99,18 +99,7 @@ class AnthropicWire:
 
     def parse(self, body: Any) -> ClientRequest:
         body = require_object(body)
-        tools = body.get("tools")
-        prefix = system_text(body.get("system"))
-        if tools:
-            prefix += "\n" + json.dumps(tools, ensure_ascii=False)
-        return ClientRequest(
-            body=body,
-            conversation=body["messages"],
-            fixed_prefix=body.get("system"),
-            prefix_text=prefix,
-            model=body["model"],
-            stream=bool(body.get("stream")),
-        )
+        return client_request(body, body["messages"], body.get("system"), system_text(body.get("system")))
 
     def reader(self) -> AnthropicReader:
         return AnthropicReader()

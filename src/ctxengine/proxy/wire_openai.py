@@ -13,7 +13,6 @@ ledger keeps its estimate).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_openai_chat
 from ctxengine.messages import Message, Text, Usage
 from ctxengine.proxy.sse import SSEReader
-from ctxengine.proxy.wire import BadRequest, ClientRequest, require_object
+from ctxengine.proxy.wire import BadRequest, ClientRequest, client_request, require_object
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -72,18 +71,8 @@ class OpenAIWire:
         body = require_object(body)
         messages = body["messages"]
         n = _leading_system(messages)
-        lead = messages[:n]
-        prefix = "\n\n".join(content_text(m.get("content")) for m in lead)
-        if body.get("tools"):
-            prefix += "\n" + json.dumps(body["tools"], ensure_ascii=False)
-        return ClientRequest(
-            body=body,
-            conversation=messages[n:],
-            fixed_prefix=lead,
-            prefix_text=prefix,
-            model=body["model"],
-            stream=bool(body.get("stream")),
-        )
+        system = "\n\n".join(content_text(m.get("content")) for m in messages[:n])
+        return client_request(body, messages[n:], messages[:n], system)
 
     def reader(self) -> OpenAIReader:
         return OpenAIReader()
