@@ -163,8 +163,9 @@ async def run_clients(
     limits = httpx.Limits(max_connections=len(work) + 10)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
 
-        async def session(sid: int, conv: Conversation) -> None:
+        async def session(conv: Conversation) -> None:
             nonlocal wrong
+            sid = conv.sid
             for k in range(per):
                 body = conv.body(k)
                 t0 = time.perf_counter()
@@ -183,7 +184,7 @@ async def run_clients(
                     wrong += 1
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(session(s, conv) for s, conv in enumerate(work)))
+        await asyncio.gather(*(session(conv) for conv in work))
         return first, later, wrong, time.perf_counter() - t0
 
 
@@ -283,13 +284,15 @@ def one_size(history: int, sessions: int, requests: int, sequential: int, up_url
     print(f"latency run: one session, {sequential} requests one after another (first request left out)")
     row("  direct to upstream, end to end", seq_d.later)
     row("  through the proxy, end to end", seq_p.later)
-    row("  added latency (proxy - direct)", [pct(seq_p.later, q) - pct(seq_d.later, q) for q in (0.5, 0.99)])
+    added = [pct(seq_p.later, q) - pct(seq_d.later, q) for q in (0.5, 0.99)]
+    print(f"{'  added latency (proxy - direct)':52} {added[0]:9.1f} {added[1]:9.1f}")
     row("  proxy's own time before the upstream call", seq_p.own[1:])
     print(f"  first request (new session, whole history ingested): {seq_p.first[0]:,.1f} ms")
     print(f"load run: {sessions} concurrent sessions x {per} requests = {n:,}")
-    row("  direct to upstream, end to end", load_d.first + load_d.later)
-    row("  through the proxy, end to end", load_p.first + load_p.later)
-    row("  proxy's own time before the upstream call", load_p.own)
+    row("  direct to upstream, end to end (first requests left out)", load_d.later)
+    row("  through the proxy, end to end (first requests left out)", load_p.later)
+    row("  through the proxy, the sessions' first requests", load_p.first)
+    row("  proxy's own time before the upstream call (all)", load_p.own)
     print(f"  requests/s: direct {n / load_d.wall:,.1f}, through the proxy {n / load_p.wall:,.1f}")
     lost = load_p.wrong + seq_p.wrong
     print(

@@ -54,8 +54,12 @@ def _report(base: str, proxy: Proxy) -> dict[str, Any]:
 def rig(tmp_path: Path) -> Iterator[tuple[Upstream, str, Proxy]]:
     up = Upstream()
     with serve(up.app()) as up_url:
-        cfg = ProxyConfig(
-            anthropic_upstream=up_url, openai_upstream=up_url + "/v1", window=WINDOW, store=tmp_path / "store"
+        cfg = ProxyConfig(  # notes in line, as in the reference engine: their projections are comparable
+            anthropic_upstream=up_url,
+            openai_upstream=up_url + "/v1",
+            window=WINDOW,
+            store=tmp_path / "store",
+            background_notes=False,
         )
         app = create_app(cfg)
         with serve(app) as base:

@@ -65,6 +65,9 @@ class ProxyConfig:
     store: Path | None = None
     retrieve_tool: bool = False
     registry: Registry | None = None
+    # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
+    # request never waits for the previous one's upkeep; False runs them in line (deterministic)
+    background_notes: bool = True
 
 
 @dataclass
@@ -125,6 +128,7 @@ class Proxy:
             registry=self.config.registry,
             store=self._store,
             session_id=sid,
+            background_notes=self.config.background_notes,
         )
 
     async def session(self, wire: Wire, request: ClientRequest, headers: Any) -> ProxySession:
