@@ -289,9 +289,9 @@ def one_size(history: int, sessions: int, requests: int, sequential: int, up_url
     row("  proxy's own time before the upstream call", seq_p.own[1:])
     print(f"  first request (new session, whole history ingested): {seq_p.first[0]:,.1f} ms")
     print(f"load run: {sessions} concurrent sessions x {per} requests = {n:,}")
-    row("  direct to upstream, end to end (first requests left out)", load_d.later)
-    row("  through the proxy, end to end (first requests left out)", load_p.later)
-    row("  through the proxy, the sessions' first requests", load_p.first)
+    row("  direct, end to end (first requests left out)", load_d.later)
+    row("  proxied, end to end (first requests left out)", load_p.later)
+    row("  proxied, the sessions' first requests", load_p.first)
     row("  proxy's own time before the upstream call (all)", load_p.own)
     print(f"  requests/s: direct {n / load_d.wall:,.1f}, through the proxy {n / load_p.wall:,.1f}")
     lost = load_p.wrong + seq_p.wrong
