@@ -35,10 +35,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+import ctxengine.proxy.upstream as upstream
 from ctxengine.engine import ContextEngine
 from ctxengine.models import Registry
 from ctxengine.policy import Policy, get_policy
-from ctxengine.proxy import upstream
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.retrieve_rounds import forward_rounds

@@ -13,8 +13,9 @@ import httpx
 import msgspec
 from starlette.responses import JSONResponse, Response
 
+import ctxengine.proxy.retrieve_loop as retrieve_loop
+import ctxengine.proxy.upstream as upstream
 from ctxengine.messages import Usage
-from ctxengine.proxy import retrieve_loop, upstream
 from ctxengine.proxy.turn import Turn
 
 
