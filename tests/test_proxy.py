@@ -456,3 +456,41 @@ def test_empty_conversation_is_refused_as_upstream_would(rig: Rig) -> None:
         rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=[])
     assert "at least one message" in str(err.value)
     assert rig.upstream.seen == []
+
+
+def test_retrieve_tool_openai(retrieve_rig: Rig) -> None:
+    rig = retrieve_rig
+    msgs = _chat(2)
+    msgs[-1]["content"] = "\n".join(
+        f"row {i} id_{i * 31 % 997}" for i in range(4_000)
+    )  # offloaded on arrival
+    rig.openai().chat.completions.create(model="gpt-4o", messages=msgs)  # type: ignore[arg-type]
+    first = rig.upstream.seen[-1].body
+    assert first["tools"][-1]["function"]["name"] == "retrieve"
+    aid = _offloaded_id(first)
+    call = {
+        "id": "call_r",
+        "type": "function",
+        "function": {"name": "retrieve", "arguments": json.dumps({"id": aid, "offset": 2, "limit": 2})},
+    }
+    rig.upstream.script.append({"message": {"role": "assistant", "content": None, "tool_calls": [call]}})
+    more = [*msgs, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "look closer"}]
+    r = rig.openai().chat.completions.create(model="gpt-4o", messages=more)  # type: ignore[arg-type]
+    assert (r.choices[0].message.content or "").startswith("ok")
+    follow = rig.upstream.seen[-1]
+    assert follow.problems == [] and follow.body["messages"][-1]["tool_call_id"] == "call_r"
+    assert "row 1 id_31" in follow.body["messages"][-1]["content"]
+
+
+def test_client_turn_replaces_the_reply_seen(rig: Rig) -> None:
+    c = rig.anthropic()
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "hello"}]
+    reply = c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs).content[0].text  # type: ignore[union-attr]
+    msgs += [{"role": "assistant", "content": reply}, {"role": "user", "content": "again"}]
+    reply = c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs).content[0].text  # type: ignore[union-attr]
+    assert rig.sessions()["sessions"][0]["replies_replaced"] == 0  # sent back as received
+    msgs += [{"role": "assistant", "content": "something else"}, {"role": "user", "content": "and?"}]
+    c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    (s,) = rig.sessions()["sessions"]
+    assert s["replies_replaced"] == 1 and s["messages"] == 5
+    assert "something else" in json.dumps(rig.upstream.seen[-1].body)  # the client's turn went upstream
