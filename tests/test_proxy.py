@@ -494,3 +494,17 @@ def test_client_turn_replaces_the_reply_seen(rig: Rig) -> None:
     (s,) = rig.sessions()["sessions"]
     assert s["replies_replaced"] == 1 and s["messages"] == 5
     assert "something else" in json.dumps(rig.upstream.seen[-1].body)  # the client's turn went upstream
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_client_gone_before_the_response_does_not_lock_the_session(rig: Rig, stream: bool) -> None:
+    rig.upstream.delay_s = 0.5
+    msgs = _turns(1)
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": msgs, "stream": stream}
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up while the upstream thinks
+        httpx.post(rig.base + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=0.1)
+    rig.upstream.delay_s = 0.0
+    r = rig.anthropic(timeout=10).messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    assert r.content[0].text == "ok 3"  # type: ignore[union-attr]
+    (s,) = rig.sessions()["sessions"]
+    assert s["calls"] == 2  # the abandoned request completed too (its usage reached the engine)

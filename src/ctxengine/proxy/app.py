@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -44,7 +43,7 @@ from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import ProxyStore
-from ctxengine.proxy.turn import Turn, log, relay
+from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, Wire
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
@@ -224,21 +223,15 @@ class Proxy:
             return JSONResponse(body, status_code=502)
         back = upstream.response_headers(resp.headers)
         streamed = "text/event-stream" in resp.headers.get("content-type", "")
-        if not streamed:
-            data = await resp.aread()
-            await resp.aclose()
-            usage = reply = None
-            if resp.status_code < 400:
-                with contextlib.suppress(msgspec.DecodeError):
-                    decoded = msgspec.json.decode(data)
-                    usage, reply = turn.wire.usage(decoded), turn.wire.reply(decoded)
-            # the engine's upkeep (after_turn) runs once the response has gone out
-            done = BackgroundTask(turn.complete, resp.status_code, usage, reply)
-            return Response(data, status_code=resp.status_code, headers=back, background=done)
-        done = BackgroundTask(turn.complete, resp.status_code, None, None)  # with what the stream read
-        return StreamingResponse(
-            relay(resp, turn.wire.tap(), turn), status_code=resp.status_code, headers=back, background=done
-        )
+        if streamed:
+            return TurnStream(turn, resp, turn.wire.tap(), back)
+        out = TurnResponse(turn, resp, await resp.aread(), back)  # completes once it has gone out
+        await resp.aclose()
+        if resp.status_code < 400:
+            with contextlib.suppress(msgspec.DecodeError):
+                decoded = msgspec.json.decode(out.body)
+                out.usage, out.reply = turn.wire.usage(decoded), turn.wire.reply(decoded)
+        return out
 
     async def passthrough(self, request: Request) -> Response:
         """Any other request, unchanged, to its provider's upstream."""

@@ -40,12 +40,14 @@ def digest(*parts: bytes) -> bytes:
 
 
 def key_digest(headers: Mapping[str, str]) -> str:
-    """Hex digest of the client's credentials (the first auth header present; empty when none).
-    The only form in which a key is kept."""
+    """Hex digest of the client's credentials (the first auth header present, without a
+    ``Bearer`` scheme; empty when none). The only form in which a key is kept."""
     for name in AUTH_HEADERS:
         value = headers.get(name)
-        if value:
-            return digest(b"key", value.encode()).hex()
+        if value:  # the same key as ``x-api-key: K`` or ``authorization: Bearer K``
+            key = value.strip()
+            key = key[7:].strip() if key[:7].lower() == "bearer " else key
+            return digest(b"key", key.encode()).hex()
     return digest(b"key").hex()
 
 

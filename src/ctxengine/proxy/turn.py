@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from ctxengine.messages import Usage
 from ctxengine.proxy.apply import Prepared, finish
@@ -41,7 +43,6 @@ class Turn:
     note: str = ""
     added_ms: float = 0.0  # the proxy's own time before the upstream call
     failures: list[str] = field(default_factory=list)
-    outcome: tuple[int, Usage | None, dict[str, Any] | None] | None = None  # what a relayed stream read
     _done: bool = False
 
     def mark_sent(self) -> None:
@@ -53,8 +54,6 @@ class Turn:
         if self._done:
             return
         self._done = True
-        if self.outcome is not None:  # a relayed stream's own reading wins
-            status, usage, reply = self.outcome
         s = self.session
         try:
             if s is not None:
@@ -91,14 +90,42 @@ class Turn:
         )
 
 
-async def relay(response: httpx.Response, tap: StreamTap, turn: Turn) -> AsyncIterator[bytes]:
-    """The upstream's stream, byte for byte, read by ``tap`` on the way; what it read is kept in
-    ``turn.outcome`` for ``complete``, which runs once the response has gone out (or the client
-    went away)."""
-    try:
-        async for chunk in response.aiter_bytes():
-            tap.feed(chunk)
-            yield chunk
-    finally:
-        await response.aclose()
-        turn.outcome = (response.status_code, tap.usage, tap.reply)
+async def relay(response: httpx.Response, tap: StreamTap) -> AsyncIterator[bytes]:
+    """The upstream's stream, byte for byte, read by ``tap`` on the way."""
+    async for chunk in response.aiter_bytes():
+        tap.feed(chunk)
+        yield chunk
+
+
+class TurnResponse(Response):
+    """The upstream's JSON (or error) response; the turn completes once it has gone out, or when
+    the client went away before (ASGI 2.4 servers raise then, and a background task would never
+    run: the session would stay locked)."""
+
+    def __init__(self, turn: Turn, upstream: httpx.Response, data: bytes, headers: dict[str, str]) -> None:
+        super().__init__(data, status_code=upstream.status_code, headers=headers)
+        self._turn, self._upstream = turn, upstream
+        self.usage: Usage | None = None
+        self.reply: dict[str, Any] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._turn.complete(self._upstream.status_code, self.usage, self.reply)
+
+
+class TurnStream(StreamingResponse):
+    """The upstream's stream relayed (``relay``); the turn completes with what the tap read once
+    the stream has ended or the client went away, and the upstream response is closed then."""
+
+    def __init__(self, turn: Turn, upstream: httpx.Response, tap: StreamTap, headers: dict[str, str]) -> None:
+        super().__init__(relay(upstream, tap), status_code=upstream.status_code, headers=headers)
+        self._turn, self._upstream, self._tap = turn, upstream, tap
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._upstream.aclose()
+            await self._turn.complete(self._upstream.status_code, self._tap.usage, self._tap.reply)
