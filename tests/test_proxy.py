@@ -508,3 +508,21 @@ def test_client_gone_before_the_response_does_not_lock_the_session(rig: Rig, str
     assert r.content[0].text == "ok 3"  # type: ignore[union-attr]
     (s,) = rig.sessions()["sessions"]
     assert s["calls"] == 2  # the abandoned request completed too (its usage reached the engine)
+
+
+def test_failure_on_the_way_back_answers_502_and_unlocks(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("relay bug")
+
+    monkeypatch.setattr(proxy_app, "TurnResponse", broken)
+    r = httpx.post(
+        rig.base + "/v1/messages",
+        headers={"x-api-key": KEY},
+        json={"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": _turns(1)},
+    )
+    assert r.status_code == 502 and r.json()["error"]["type"] == "api_error"
+    monkeypatch.undo()
+    again = rig.anthropic(timeout=10).messages.create(
+        model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1)
+    )
+    assert again.content[0].text == "ok 3"  # type: ignore[union-attr]

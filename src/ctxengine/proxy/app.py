@@ -195,9 +195,15 @@ class Proxy:
             turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
         url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=strip_v1)
         headers = upstream.request_headers(request.headers)
-        if self.config.retrieve_tool and turn.prepared is not None:
-            return await forward_rounds(self.client, turn, url, headers, turn.prepared.body)
-        return await self.forward(turn, url, headers, content)
+        try:
+            if self.config.retrieve_tool and turn.prepared is not None:
+                return await forward_rounds(self.client, turn, url, headers, turn.prepared.body)
+            return await self.forward(turn, url, headers, content)
+        except Exception as exc:  # a bug on the way back: the session must not stay locked
+            turn.failures.append(f"{type(exc).__name__}: {exc}")
+            await turn.complete(502, None, None)
+            msg = f"ctxengine proxy: failed relaying the upstream's response ({type(exc).__name__})"
+            return JSONResponse(wire.error_body(msg, "api_error"), status_code=502)
 
     async def _bad_request(self, turn: Turn, exc: Exception) -> Response:
         """The provider-shaped 400 for a request the proxy cannot parse (nothing goes upstream)."""
