@@ -526,3 +526,64 @@ def test_failure_on_the_way_back_answers_502_and_unlocks(rig: Rig, monkeypatch: 
         model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1)
     )
     assert again.content[0].text == "ok 3"  # type: ignore[union-attr]
+
+
+def test_cli_serves_and_logs_one_line_per_request(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    up = Upstream()
+    with serve(up.app()) as up_url:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ctxengine.cli",
+            "proxy",
+            "--port",
+            str(port),
+            "--window",
+            "32000",
+            "--anthropic-upstream",
+            up_url,
+            "--openai-upstream",
+            up_url + "/v1",
+            "--store",
+            str(tmp_path / "st"),
+        ]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(200):
+                try:
+                    httpx.get(f"http://127.0.0.1:{port}/ctxengine/sessions", timeout=1)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            c = anthropic.Anthropic(api_key=KEY, base_url=f"http://127.0.0.1:{port}", max_retries=0)
+            assert (
+                c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1)).content[0].text
+                == "ok 3"
+            )  # type: ignore[union-attr]
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=30)
+    lines = [line for line in err.splitlines() if "POST /v1/messages" in line]
+    assert len(lines) == 1 and "status=200" in lines[0]
+    assert KEY not in err and "policy default, window 32,000 tokens" in err
+    assert (tmp_path / "st" / "proxy.sqlite").exists()
+
+
+def test_cli_refuses_an_unknown_policy() -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "ctxengine.cli", "proxy", "--policy", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "unknown policy 'nope'" in r.stderr

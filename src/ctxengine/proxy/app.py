@@ -60,6 +60,7 @@ class ProxyConfig:
     anthropic_upstream: str = upstream.ANTHROPIC_API
     openai_upstream: str = upstream.OPENAI_API
     policy: Policy = field(default_factory=lambda: get_policy("default"))
+    policy_name: str = "default"  # for the log
     window: int | None = None
     store: Path | None = None
     retrieve_tool: bool = False

@@ -53,6 +53,7 @@ def proxy_command(
         anthropic_upstream=anthropic_upstream,
         openai_upstream=openai_upstream,
         policy=pol,
+        policy_name=str(policy_file) if policy_file else policy,
         window=window,
         store=store,
         retrieve_tool=retrieve_tool,
