@@ -587,3 +587,19 @@ def test_cli_refuses_an_unknown_policy() -> None:
         timeout=60,
     )
     assert r.returncode == 2 and "unknown policy 'nope'" in r.stderr
+
+
+def test_cli_without_the_proxy_extra() -> None:
+    import subprocess
+    import sys
+
+    hide = "import sys\nfor m in ('starlette', 'httpx', 'uvicorn'): sys.modules[m] = None\n"
+    run = "from ctxengine.cli import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
+    help_ = subprocess.run(
+        [sys.executable, "-c", hide + run, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert help_.returncode == 0 and "proxy" in help_.stdout  # every other command still works
+    proxy = subprocess.run(
+        [sys.executable, "-c", hide + run, "proxy"], capture_output=True, text=True, timeout=60
+    )
+    assert proxy.returncode == 2 and "pip install 'ctxengine[proxy]'" in proxy.stderr

@@ -11,10 +11,12 @@ upstream URL as received, except that the OpenAI upstream URL already ends in ``
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import httpx
+from typing import TYPE_CHECKING
 
 from ctxengine.proxy.identity import SESSION_HEADER
+
+if TYPE_CHECKING:  # httpx is imported when a client is made: the CLI loads this without the extra
+    import httpx
 
 ANTHROPIC_API = "https://api.anthropic.com"
 OPENAI_API = "https://api.openai.com/v1"
@@ -59,6 +61,8 @@ def upstream_url(base: str, path: str, query: str, *, strip_v1: bool) -> str:
 def make_client() -> httpx.AsyncClient:
     """The shared upstream client: pooled connections, a long read timeout, no retries (the
     client's SDK retries; the proxy must not double them)."""
+    import httpx
+
     return httpx.AsyncClient(
         timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
         limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
