@@ -95,6 +95,17 @@ def _mount_eval() -> None:
 _mount_eval()
 
 
+def _mount_proxy() -> None:
+    from ctxengine.proxy.command import proxy_command
+
+    app.command("proxy", help="Serve the Anthropic and OpenAI APIs, the engine applied to every request.")(
+        proxy_command
+    )
+
+
+_mount_proxy()
+
+
 def newest_user_session() -> Path | None:
     """The newest session file under ``~/.claude/projects`` or ``~/.codex/sessions``."""
     best: tuple[float, Path] | None = None

@@ -1,0 +1,324 @@
+"""The proxy's ASGI app (Starlette): routes, the request path, fail open.
+
+Routes: ``POST /v1/messages`` (Anthropic) and ``POST /v1/chat/completions`` (OpenAI) go through
+the engine; ``GET /ctxengine/sessions`` reports the sessions; every other request (Anthropic's
+``count_tokens``, model lists, ...) is passed through unchanged to the upstream of its provider
+(by path, else by its auth header).
+
+A managed request: parse (a body that is not a request gets the provider's 400) -> the session
+(``identity`` chain or ``x-ctxengine-session``; its lock held until the response ends) ->
+``apply.prepare`` on the engine thread -> upstream -> the response back as the upstream sent it
+(JSON or the stream byte for byte) -> ``apply.finish``. Fail open: when the engine raises, the
+client's body goes upstream unchanged, the session is dropped (the next request starts a new one)
+and the log line says why. Engine work runs on one worker thread (the engine is single-threaded
+and the store's SQLite connection lives there); the event loop stays free, so the upstream calls
+of different sessions run in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+import ctxengine.proxy.upstream as upstream
+from ctxengine.engine import ContextEngine
+from ctxengine.models import Registry
+from ctxengine.policy import Policy, get_policy
+from ctxengine.proxy.apply import prepare
+from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.retrieve_rounds import forward_rounds
+from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.store import ProxyStore
+from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
+from ctxengine.proxy.wire import BadRequest, ClientRequest, Wire
+from ctxengine.proxy.wire_anthropic import AnthropicWire
+from ctxengine.proxy.wire_openai import OpenAIWire
+
+T = TypeVar("T")
+STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
+
+
+@dataclass
+class ProxyConfig:
+    """How the proxy runs. ``window`` (tokens) overrides each model's context window; ``store``
+    is a folder (the SQLite store ``proxy.sqlite`` in it) or None for memory only."""
+
+    anthropic_upstream: str = upstream.ANTHROPIC_API
+    openai_upstream: str = upstream.OPENAI_API
+    policy: Policy = field(default_factory=lambda: get_policy("default"))
+    policy_name: str = "default"  # for the log
+    window: int | None = None
+    store: Path | None = None
+    retrieve_tool: bool = False
+    registry: Registry | None = None
+    # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
+    # request never waits for the previous one's upkeep; False runs them in line (deterministic)
+    background_notes: bool = True
+
+
+@dataclass
+class Totals:
+    """Proxy-wide counters for ``GET /ctxengine/sessions``."""
+
+    requests: int = 0
+    fail_open: int = 0
+    bad_requests: int = 0
+    upstream_unreachable: int = 0
+    passed_through: int = 0
+
+
+class Proxy:
+    """The proxy's state: sessions, the engine thread, the upstream client."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.table = SessionTable()
+        self.totals = Totals()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
+        self._store: ProxyStore | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._creating = asyncio.Lock()
+        self.anthropic: Wire = AnthropicWire()
+        self.openai: Wire = OpenAIWire()
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = upstream.make_client()
+        return self._client
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the engine thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+        if self._store is not None:
+            await self.run(self._store.close)
+        self._pool.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ sessions
+
+    def _engine(self, sid: str, model: str) -> ContextEngine:
+        """A new engine (engine thread: the store is opened there)."""
+        if self._store is None:
+            path = self.config.store
+            if path is not None:
+                path.mkdir(parents=True, exist_ok=True)
+            self._store = ProxyStore(path / STORE_FILE if path is not None else ":memory:")
+        return ContextEngine(
+            self.config.policy,
+            model=model,
+            window=self.config.window,
+            registry=self.config.registry,
+            store=self._store,
+            session_id=sid,
+            background_notes=self.config.background_notes,
+        )
+
+    async def session(self, wire: Wire, request: ClientRequest, headers: Any) -> ProxySession:
+        """The session of ``request`` (continued, or new: a new conversation or a branch), its lock
+        held and the request's chain recorded in it. New sessions are made one at a time, so that
+        concurrent first requests of one conversation share one session."""
+        key = key_digest(headers)
+        links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
+        label = headers.get(SESSION_HEADER)
+        name = (key, label) if label else None
+        while True:
+            found, whole = self.table.match(links, name)
+            if found is not None and whole:
+                await found.lock.acquire()
+                if self.table.match(links, name) == (found, True):
+                    found.last_used = time.monotonic()
+                    self.table.advance(found, links)
+                    return found
+                found.lock.release()  # extended meanwhile: match again
+                continue
+            async with self._creating:
+                if self.table.match(links, name) != (found, whole):
+                    continue  # made meanwhile by a concurrent request: match again
+                sid = self.table.new_id(wire.provider)
+                engine = await self.run(self._engine, sid, request.model)
+                new = ProxySession(sid, wire.provider, request.model, engine, wire.reader())
+                self.table.add(new, branch_of=found, name=name)
+                await new.lock.acquire()
+                self.table.advance(new, links)  # a concurrent request of it now waits for this one
+                return new
+
+    def abandon(self, turn: Turn) -> None:
+        """Drop the turn's session (its engine state is unknown after an error) and unlock it."""
+        s = turn.session
+        if s is not None:
+            self.table.drop(s)
+            if s.lock.locked():
+                s.lock.release()
+            turn.session = None
+
+    # ------------------------------------------------------------------ requests
+
+    async def managed(self, request: Request, wire: Wire, base: str, strip_v1: bool) -> Response:
+        """A request the engine applies to (see the module docstring)."""
+        self.totals.requests += 1
+        turn = Turn(request.url.path, wire, self.run)
+        raw = await request.body()
+        try:
+            parsed = wire.parse(msgspec.json.decode(raw))
+        except (msgspec.DecodeError, BadRequest) as exc:
+            return await self._bad_request(turn, exc)
+        turn.stream = parsed.stream
+        content = raw
+        try:
+            turn.session = await self.session(wire, parsed, request.headers)
+            turn.prepared = await self.run(prepare, turn.session, wire, parsed)
+            content = msgspec.json.encode(turn.prepared.body)
+        except BadRequest as exc:
+            self.abandon(turn)
+            return await self._bad_request(turn, exc)
+        except Exception as exc:
+            self.totals.fail_open += 1
+            self.abandon(turn)
+            turn.prepared, content = None, raw
+            turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
+        url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=strip_v1)
+        headers = upstream.request_headers(request.headers)
+        try:
+            if self.config.retrieve_tool and turn.prepared is not None:
+                return await forward_rounds(self.client, turn, url, headers, turn.prepared.body)
+            return await self.forward(turn, url, headers, content)
+        except Exception as exc:  # a bug on the way back: the session must not stay locked
+            turn.failures.append(f"{type(exc).__name__}: {exc}")
+            await turn.complete(502, None, None)
+            msg = f"ctxengine proxy: failed relaying the upstream's response ({type(exc).__name__})"
+            return JSONResponse(wire.error_body(msg, "api_error"), status_code=502)
+
+    async def _bad_request(self, turn: Turn, exc: Exception) -> Response:
+        """The provider-shaped 400 for a request the proxy cannot parse (nothing goes upstream)."""
+        self.totals.bad_requests += 1
+        turn.note = f"bad request: {exc}"
+        await turn.complete(400, None, None)
+        return JSONResponse(turn.wire.error_body(str(exc)), status_code=400)
+
+    async def forward(self, turn: Turn, url: str, headers: dict[str, str], content: bytes) -> Response:
+        """Send ``content`` upstream; return the response as the upstream sent it."""
+        turn.mark_sent()
+        try:
+            resp = await self.client.send(
+                self.client.build_request("POST", url, content=content, headers=headers), stream=True
+            )
+        except httpx.HTTPError as exc:
+            self.totals.upstream_unreachable += 1
+            turn.note = f"upstream unreachable: {type(exc).__name__}"
+            await turn.complete(502, None, None)
+            body = turn.wire.error_body(
+                f"ctxengine proxy: upstream unreachable ({type(exc).__name__})", "api_error"
+            )
+            return JSONResponse(body, status_code=502)
+        back = upstream.response_headers(resp.headers)
+        streamed = "text/event-stream" in resp.headers.get("content-type", "")
+        if streamed:
+            return TurnStream(turn, resp, turn.wire.tap(), back)
+        out = TurnResponse(turn, resp, await resp.aread(), back)  # completes once it has gone out
+        await resp.aclose()
+        if resp.status_code < 400:
+            with contextlib.suppress(msgspec.DecodeError):
+                decoded = msgspec.json.decode(out.body)
+                out.usage, out.reply = turn.wire.usage(decoded), turn.wire.reply(decoded)
+        return out
+
+    async def passthrough(self, request: Request) -> Response:
+        """Any other request, unchanged, to its provider's upstream."""
+        self.totals.passed_through += 1
+        anthropic = _is_anthropic(request)
+        base = self.config.anthropic_upstream if anthropic else self.config.openai_upstream
+        url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=not anthropic)
+        req = self.client.build_request(
+            request.method,
+            url,
+            content=await request.body(),
+            headers=upstream.request_headers(request.headers),
+        )
+        try:
+            resp = await self.client.send(req, stream=True)
+        except httpx.HTTPError as exc:
+            wire = self.anthropic if anthropic else self.openai
+            return JSONResponse(
+                wire.error_body(f"ctxengine proxy: upstream unreachable ({type(exc).__name__})", "api_error"),
+                status_code=502,
+            )
+        log.info("%s %s passed through status=%d", request.method, request.url.path, resp.status_code)
+        return StreamingResponse(
+            _bytes(resp), status_code=resp.status_code, headers=upstream.response_headers(resp.headers)
+        )
+
+    def sessions_report(self) -> dict[str, Any]:
+        """``GET /ctxengine/sessions``: per session its figures, and the proxy's totals."""
+        return {
+            "sessions": [s.report() for s in self.table.sessions.values()],
+            "totals": vars(self.totals)
+            | {"sessions": len(self.table.sessions), "sessions_evicted": self.table.evicted},
+        }
+
+
+def _is_anthropic(request: Request) -> bool:
+    path = request.url.path
+    if path.startswith("/v1/messages"):
+        return True
+    if path.startswith(("/v1/chat/", "/v1/responses", "/v1/embeddings", "/v1/completions")):
+        return False
+    return "x-api-key" in request.headers or "anthropic-version" in request.headers
+
+
+async def _bytes(resp: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in resp.aiter_bytes():
+            yield chunk
+    finally:
+        await resp.aclose()
+
+
+def create_app(config: ProxyConfig) -> Starlette:
+    """The ASGI app of a proxy with ``config`` (its ``Proxy`` is ``app.state.proxy``)."""
+    proxy = Proxy(config)
+    cfg = config
+
+    async def messages(request: Request) -> Response:
+        return await proxy.managed(request, proxy.anthropic, cfg.anthropic_upstream, strip_v1=False)
+
+    async def chat(request: Request) -> Response:
+        return await proxy.managed(request, proxy.openai, cfg.openai_upstream, strip_v1=True)
+
+    async def sessions(request: Request) -> Response:
+        return JSONResponse(proxy.sessions_report())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await proxy.close()
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    app = Starlette(
+        routes=[
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/ctxengine/sessions", sessions, methods=["GET"]),
+            Route("/{path:path}", proxy.passthrough, methods=methods),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.proxy = proxy
+    return app

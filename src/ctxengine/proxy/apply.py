@@ -1,0 +1,115 @@
+"""Applying the engine to one request, and feeding the response back (runs on the engine thread).
+
+``prepare``: ingest the client messages the session has not seen, ``assemble`` the projection,
+add the recovery hints to its placeholders (``recovery``), write it in the client's wire format
+and validate it against the provider's rules; a body that fails validation raises
+``InvalidProjection`` (the proxy then fails open). ``finish``: give the upstream's usage to
+``after_turn`` (the ledger's anchor) and keep the reply until the client sends it back (the
+client's history is the truth: a differing turn is counted and the client's is ingested).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ctxengine.engine import Projection
+from ctxengine.messages import Message, Usage
+from ctxengine.proxy.recovery import with_recovery_hints
+from ctxengine.proxy.sessions import ProxySession
+from ctxengine.proxy.wire import ClientRequest, Wire
+from ctxengine.replay import COMPACTION_LAYERS
+
+
+class InvalidProjection(RuntimeError):
+    """The written projection breaks the provider's rules (a bug: the proxy fails open)."""
+
+
+@dataclass
+class Prepared:
+    """What goes upstream for one request, and the figures of its projection (tokens)."""
+
+    body: dict[str, Any]
+    projection: Projection
+    new: list[Message]  # the client messages this request added to the session
+    client_tokens: int = 0  # the client's request (fixed prefix + whole history), set by ``finish``
+
+
+def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
+    """Ingest, assemble, write and validate. Raises ``BadRequest`` for client messages of the
+    wrong shape, ``InvalidProjection``, or whatever the engine raises (the caller drops the
+    session and fails open)."""
+    engine = session.engine
+    if session.ingested == 0:
+        prefix = engine.counter.count_text(request.prefix_text)
+        engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
+    start = session.ingested
+    new = session.reader.read(request.conversation[start:], start)
+    _check_reply(session, wire, new[0] if new else None)
+    for m in new:
+        engine.ingest(m)
+    session.ingested = len(request.conversation)
+    projection = engine.assemble(now=time.time())
+    body = wire.build(request, with_recovery_hints(engine, projection.messages))
+    problems = wire.validate(body)
+    if problems:
+        raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
+    _count_events(session, projection)
+    return Prepared(body, projection, new)
+
+
+def _check_reply(session: ProxySession, wire: Wire, first: Any) -> None:
+    pending, session.pending_reply = session.pending_reply, None
+    if pending is None or first is None or getattr(first, "role", None) != "assistant":
+        return
+    if pending.blocks != first.blocks:
+        session.stats.replies_replaced += 1
+
+
+def _count_events(session: ProxySession, projection: Projection) -> None:
+    for e in projection.events:
+        if e.layer in COMPACTION_LAYERS and "error" not in e.details:
+            session.stats.compactions += 1
+        elif e.layer == "tool_result_budget":
+            session.stats.offloads += 1
+
+
+def finish(
+    session: ProxySession,
+    wire: Wire,
+    prepared: Prepared | None,
+    status: int,
+    usage: Usage | None,
+    reply: dict[str, Any] | None,
+) -> None:
+    """After the upstream answered: the client's size counted (off the request's path); on a
+    2xx, usage to the ledger, the figures, the reply kept; else the error counted."""
+    st = session.stats
+    if prepared is not None:
+        engine = session.engine
+        session.history_tokens += sum(engine.counter.count_message(m) for m in prepared.new)
+        prepared.client_tokens = engine.ledger.state.fixed_prefix + round(
+            session.history_tokens * engine.ledger.scale
+        )
+    if status >= 400:
+        st.upstream_errors += 1
+        return
+    st.calls += 1
+    if prepared is not None:
+        st.client_tokens += prepared.client_tokens
+        st.upstream_tokens += prepared.projection.tokens
+        saved = max(0, prepared.client_tokens - prepared.projection.tokens)
+        st.cost_saved_usd += session.engine.model.cost_usd(input_tokens=saved)
+        session.engine.after_turn(usage)
+    if usage is not None:
+        st.reported_input_tokens += usage.total_input
+        st.cache_read_tokens += usage.cache_read_tokens
+        st.cache_write_tokens += usage.cache_write_tokens + usage.cache_write_1h_tokens
+        st.output_tokens += usage.output_tokens
+    if reply is not None:
+        try:
+            read = wire.reader().read([reply], session.ingested)
+        except ValueError:  # a reply the reader cannot take is not compared, only counted
+            read = []
+        session.pending_reply = read[0] if read else None

@@ -1,0 +1,61 @@
+"""``ctxengine proxy``: the command line of the proxy (mounted by ``ctxengine.cli``)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctxengine.cli_common import check_window_option, fail
+from ctxengine.policy import Policy, get_policy
+from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
+
+NEEDS = ("starlette", "uvicorn", "httpx")
+
+
+def proxy_command(
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
+    policy: Annotated[
+        str, typer.Option(help="Policy name (default, a preset such as claude-code).")
+    ] = "default",
+    policy_file: Annotated[Path | None, typer.Option(help="Load the policy from a TOML file.")] = None,
+    window: Annotated[
+        int | None, typer.Option(help="Context window in tokens (default: the model's).")
+    ] = None,
+    anthropic_upstream: Annotated[str, typer.Option(help="Anthropic API base URL.")] = ANTHROPIC_API,
+    openai_upstream: Annotated[str, typer.Option(help="OpenAI API base URL, including /v1.")] = OPENAI_API,
+    store: Annotated[
+        Path | None, typer.Option(help="Folder for the session store (proxy.sqlite); default: memory only.")
+    ] = None,
+    retrieve_tool: Annotated[
+        bool,
+        typer.Option("--retrieve-tool", help="Offer the model ctxengine's retrieve tool; the proxy runs it."),
+    ] = False,
+) -> None:
+    """Serve the Anthropic Messages and OpenAI Chat Completions APIs, with the engine applied to
+    every request. Point an agent at it with ANTHROPIC_BASE_URL=http://HOST:PORT or an OpenAI
+    base URL of http://HOST:PORT/v1."""
+    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
+    if missing:
+        raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
+    check_window_option(window)
+    try:
+        pol = Policy.from_toml(policy_file) if policy_file else get_policy(policy)
+    except (KeyError, ValueError) as exc:
+        raise fail(str(exc.args[0]) if exc.args else str(exc)) from None
+    from ctxengine.proxy.app import ProxyConfig
+    from ctxengine.proxy.server import serve
+
+    config = ProxyConfig(
+        anthropic_upstream=anthropic_upstream,
+        openai_upstream=openai_upstream,
+        policy=pol,
+        policy_name=str(policy_file) if policy_file else policy,
+        window=window,
+        store=store,
+        retrieve_tool=retrieve_tool,
+    )
+    serve(config, host=host, port=port)

@@ -1,0 +1,84 @@
+"""Session identity: which stored conversation a request continues.
+
+Every request carries the whole conversation, so a session is found by the longest stored
+conversation that is a prefix of it: each client message gets a link of a hash chain
+(``link_i = H(link_{i-1}, message_i)``), rooted in a hash of the API key, the wire format and the
+fixed prefix (system prompt), so two keys never share a session and a request with another system
+prompt (a harness's side request) is another conversation. The key itself is never kept: only
+``key_digest`` of it.
+
+A message is hashed as its JSON bytes (the client's key order: a client serializes its messages
+the same way on every request), in a normal form when it holds ``cache_control`` markers: they
+are left out (a client such as Claude Code moves its breakpoint to the newest message on every
+request; the conversation is the same). Hashes are BLAKE2b, 16 bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+DIGEST_BYTES = 16
+_ENCODER = msgspec.json.Encoder()
+_MARK = b'"cache_control"'
+
+# request headers that carry the client's credentials (never stored or logged)
+AUTH_HEADERS = ("x-api-key", "authorization", "api-key")
+SESSION_HEADER = "x-ctxengine-session"
+
+
+def digest(*parts: bytes) -> bytes:
+    """BLAKE2b digest of ``parts`` (each length-prefixed, so that parts cannot run together)."""
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.digest()
+
+
+def key_digest(headers: Mapping[str, str]) -> str:
+    """Hex digest of the client's credentials (the first auth header present, without a
+    ``Bearer`` scheme; empty when none). The only form in which a key is kept."""
+    for name in AUTH_HEADERS:
+        value = headers.get(name)
+        if value:  # the same key as ``x-api-key: K`` or ``authorization: Bearer K``
+            key = value.strip()
+            key = key[7:].strip() if key[:7].lower() == "bearer " else key
+            return digest(b"key", key.encode()).hex()
+    return digest(b"key").hex()
+
+
+def _normal(value: Any) -> Any:
+    """``value`` without ``cache_control`` keys in its content blocks (copies only what changes)."""
+    if isinstance(value, dict):
+        if "cache_control" in value or any(isinstance(v, list | dict) for v in value.values()):
+            return {k: _normal(v) for k, v in value.items() if k != "cache_control"}
+        return value
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+def message_bytes(message: Any) -> bytes:
+    """The normal form of one client message, as JSON bytes (normalized only when it needs it:
+    encoding is fast, walking the message is not)."""
+    raw = _ENCODER.encode(message)
+    return _ENCODER.encode(_normal(message)) if _MARK in raw else raw
+
+
+def root(provider: str, key: str, fixed_prefix: Any) -> bytes:
+    """The chain's root: wire format, key digest and the request's fixed prefix (system prompt)."""
+    return digest(provider.encode(), key.encode(), _ENCODER.encode(_normal(fixed_prefix)))
+
+
+def chain(start: bytes, messages: Sequence[Any]) -> list[bytes]:
+    """``links[i]`` identifies ``messages[: i + 1]`` under ``start``."""
+    links: list[bytes] = []
+    prev = start
+    for m in messages:
+        prev = digest(prev, message_bytes(m))
+        links.append(prev)
+    return links

@@ -1,0 +1,131 @@
+"""One proxied request from the session's lock to the end of its response.
+
+A ``Turn`` ends exactly once (``complete``): the upstream's usage and reply go to the engine
+(``apply.finish``, on the engine thread) when the upstream answered 2xx, the session's lock is
+released, and the request's one log line is written: path, session, status, tokens the client
+sent against tokens sent upstream, the layers that acted, the proxy's own time before the
+upstream call and the whole time. The line never holds a key or any message content.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from ctxengine.messages import Usage
+from ctxengine.proxy.apply import Prepared, finish
+from ctxengine.proxy.sessions import ProxySession
+from ctxengine.proxy.wire import StreamTap, Wire
+
+log = logging.getLogger("ctxengine.proxy")
+
+Runner = Callable[..., Awaitable[Any]]  # runs a function on the engine thread
+
+
+@dataclass
+class Turn:
+    """State of one request; ``note`` says what happened besides the normal path (fail open)."""
+
+    path: str
+    wire: Wire
+    run: Runner
+    started: float = field(default_factory=time.perf_counter)
+    session: ProxySession | None = None
+    prepared: Prepared | None = None
+    stream: bool = False
+    note: str = ""
+    added_ms: float = 0.0  # the proxy's own time before the upstream call
+    failures: list[str] = field(default_factory=list)
+    _done: bool = False
+
+    def mark_sent(self) -> None:
+        """The request leaves for the upstream now."""
+        self.added_ms = (time.perf_counter() - self.started) * 1000
+
+    async def complete(self, status: int, usage: Usage | None, reply: dict[str, Any] | None) -> None:
+        """Feed the engine (``apply.finish``), release the session, log the line. Idempotent."""
+        if self._done:
+            return
+        self._done = True
+        s = self.session
+        try:
+            if s is not None:
+                await self.run(finish, s, self.wire, self.prepared, status, usage, reply)
+        except Exception as exc:  # the response is already on its way; the engine missed one usage
+            self.failures.append(f"after_turn failed: {type(exc).__name__}: {exc}")
+        finally:
+            if s is not None and s.lock.locked():
+                s.lock.release()
+            self._log(status, usage)
+
+    def _log(self, status: int, usage: Usage | None) -> None:
+        p = self.prepared
+        sid = self.session.id if self.session is not None else "-"
+        sizes = f"client~{p.client_tokens:,} upstream~{p.projection.tokens:,}" if p else "unchanged"
+        layers = ",".join(sorted({e.layer for e in p.projection.events})) if p else ""
+        used = f" usage_in={usage.total_input:,}" if usage is not None else ""
+        note = f" {self.note}" if self.note else ""
+        fails = f" failed: {'; '.join(self.failures)}" if self.failures else ""
+        total = (time.perf_counter() - self.started) * 1000
+        log.info(
+            "POST %s session=%s status=%d stream=%s tokens %s%s layers=[%s] added=%.1fms total=%.0fms%s%s",
+            self.path,
+            sid,
+            status,
+            "yes" if self.stream else "no",
+            sizes,
+            used,
+            layers,
+            self.added_ms,
+            total,
+            note,
+            fails,
+        )
+
+
+async def relay(response: httpx.Response, tap: StreamTap) -> AsyncIterator[bytes]:
+    """The upstream's stream, byte for byte, read by ``tap`` on the way."""
+    async for chunk in response.aiter_bytes():
+        tap.feed(chunk)
+        yield chunk
+
+
+class TurnResponse(Response):
+    """The upstream's JSON (or error) response; the turn completes once it has gone out, or when
+    the client went away before (ASGI 2.4 servers raise then, and a background task would never
+    run: the session would stay locked)."""
+
+    def __init__(self, turn: Turn, upstream: httpx.Response, data: bytes, headers: dict[str, str]) -> None:
+        super().__init__(data, status_code=upstream.status_code, headers=headers)
+        self._turn, self._upstream = turn, upstream
+        self.usage: Usage | None = None
+        self.reply: dict[str, Any] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._turn.complete(self._upstream.status_code, self.usage, self.reply)
+
+
+class TurnStream(StreamingResponse):
+    """The upstream's stream relayed (``relay``); the turn completes with what the tap read once
+    the stream has ended or the client went away, and the upstream response is closed then."""
+
+    def __init__(self, turn: Turn, upstream: httpx.Response, tap: StreamTap, headers: dict[str, str]) -> None:
+        super().__init__(relay(upstream, tap), status_code=upstream.status_code, headers=headers)
+        self._turn, self._upstream, self._tap = turn, upstream, tap
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._upstream.aclose()
+            await self._turn.complete(self._upstream.status_code, self._tap.usage, self._tap.reply)

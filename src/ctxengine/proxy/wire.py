@@ -1,0 +1,114 @@
+"""What the proxy needs of a wire format (Anthropic Messages, OpenAI Chat Completions).
+
+An adapter parses a client's request body into a ``ClientRequest`` (the conversation, the fixed
+prefix that roots its session, the model), turns client messages into the neutral model with the
+project's readers, writes the engine's projection back into a request body with the project's
+writers (every field the engine does not own is copied from the client's body unchanged), checks
+the body against the provider's rules (``formats.validate``), and reads the usage and the reply
+out of the upstream's response, JSON or a stream (``StreamTap``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ctxengine.messages import Message, Usage
+
+
+class BadRequest(ValueError):
+    """The client's request cannot be parsed; the proxy answers with the provider's 400 shape."""
+
+
+@dataclass
+class ClientRequest:
+    """One parsed client request.
+
+    ``body``: the client's JSON body (never modified); ``conversation``: the raw client messages
+    the engine manages; ``fixed_prefix``: what roots the session (Anthropic ``system``; OpenAI the
+    leading system/developer messages); ``prefix_text``: system prompt and tool definitions as
+    text, for the ledger's fixed prefix (tokens are counted from it)."""
+
+    body: dict[str, Any]
+    conversation: list[Any]
+    fixed_prefix: Any
+    prefix_text: str
+    model: str
+    stream: bool
+
+
+class StreamTap(Protocol):
+    """Reads a forwarded stream's events: the usage and the reply, once the stream has ended."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+    @property
+    def reply(self) -> dict[str, Any] | None: ...
+
+
+class MessageReader(Protocol):
+    """Turns a session's raw client messages into neutral messages, in order, across requests."""
+
+    def read(self, raw: Sequence[Any], start: int) -> list[Message]:
+        """Neutral messages of ``raw``, the client messages from index ``start`` on. Raises
+        ``BadRequest`` for a message of the wrong shape."""
+        ...
+
+
+class Wire(Protocol):
+    """One wire format."""
+
+    provider: str  # "anthropic" or "openai": the registry's provider names
+
+    def parse(self, body: Any) -> ClientRequest: ...
+
+    def reader(self) -> MessageReader: ...
+
+    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]: ...
+
+    def validate(self, body: dict[str, Any]) -> list[str]: ...
+
+    def usage(self, response: Any) -> Usage | None: ...
+
+    def reply(self, response: Any) -> dict[str, Any] | None: ...
+
+    def tap(self) -> StreamTap: ...
+
+    def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]: ...
+
+
+def require_object(body: Any) -> dict[str, Any]:
+    """``body`` as a JSON object with a ``messages`` list and a ``model`` string, else
+    ``BadRequest`` naming what is missing (the provider's own wording where it has one)."""
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    if not isinstance(body.get("model"), str):
+        raise BadRequest("model: Field required")
+    if not isinstance(body.get("messages"), list):
+        raise BadRequest("messages: Field required (a list)")
+    if not body["messages"]:
+        raise BadRequest("messages: at least one message is required")
+    return body
+
+
+def client_request(
+    body: dict[str, Any], conversation: list[Any], fixed_prefix: Any, system: str
+) -> ClientRequest:
+    """The ``ClientRequest`` of a checked ``body``: ``system`` (the system prompt's text) and the
+    tool definitions make its ``prefix_text``."""
+    prefix = system
+    if body.get("tools"):
+        prefix += "\n" + json.dumps(body["tools"], ensure_ascii=False)
+    return ClientRequest(
+        body=body,
+        conversation=conversation,
+        fixed_prefix=fixed_prefix,
+        prefix_text=prefix,
+        model=body["model"],
+        stream=bool(body.get("stream")),
+    )

@@ -1,0 +1,185 @@
+"""The Anthropic Messages wire format (``POST /v1/messages``) for the proxy.
+
+Client messages are read with the Claude Code reader's block rules (``formats.claude_code``: the
+same content blocks), one neutral message per client message; the projection is written with
+``formats.anthropic_writer.to_anthropic`` (engine notices stay inline as ``<system-reminder>``
+user text, so the system prompt and its cache entry never change). ``system``, ``tools`` and
+every other field are the client's. Prompt cache: the writer's message breakpoints (the last
+message and the second-to-last user message, as the cache model plans them), plus one on the
+last tool definition (else the last system block) when the client marked none there, so the fixed
+prefix stays cached after a compaction; never more than ``MAX_BREAKPOINTS`` (the API's 4: the
+oldest message breakpoints go first). Usage: ``usage`` of the response; in a stream
+``message_start`` carries the input tokens and ``message_delta`` the output tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ctxengine.formats.anthropic_writer import CACHE_CONTROL, MAX_BREAKPOINTS, to_anthropic
+from ctxengine.formats.claude_code import _block, _usage
+from ctxengine.formats.validate import validate_anthropic
+from ctxengine.messages import Block, Message, Text, Usage
+from ctxengine.proxy.sse import SSEReader
+from ctxengine.proxy.wire import BadRequest, ClientRequest, client_request, require_object
+
+
+def _blocks(content: Any, where: str) -> tuple[Block, ...]:
+    if isinstance(content, str):
+        return (Text(content),)
+    if not isinstance(content, list):
+        raise BadRequest(f"{where}.content: Input should be a valid string or list")
+    out: list[Block] = []
+    for k, raw in enumerate(content):
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise BadRequest(f"{where}.content.{k}: Input should be an object with a type")
+        block = _block(raw)
+        out.append(block if block is not None else Text(json.dumps(raw, ensure_ascii=False)))
+    return tuple(out)
+
+
+class AnthropicReader:
+    """One neutral message per client message, id ``m<index>``."""
+
+    def read(self, raw: Sequence[Any], start: int) -> list[Message]:
+        out: list[Message] = []
+        for i, m in enumerate(raw, start):
+            where = f"messages.{i}"
+            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+                raise BadRequest(f"{where}.role: Input should be 'user' or 'assistant'")
+            out.append(Message(m["role"], _blocks(m.get("content"), where), f"m{i}"))
+        return out
+
+
+def system_text(system: Any) -> str:
+    """The text of a ``system`` field (a string or a list of text blocks)."""
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list):
+        return "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+    return ""
+
+
+def _marked(blocks: Any) -> int:
+    return (
+        sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+        if isinstance(blocks, list)
+        else 0
+    )
+
+
+def place_breakpoints(body: dict[str, Any]) -> None:
+    """Add the fixed-prefix breakpoint and keep at most ``MAX_BREAKPOINTS`` (see module docs)."""
+    tools, system = body.get("tools"), body.get("system")
+    if not _marked(tools) and not _marked(system):
+        if isinstance(tools, list) and tools and isinstance(tools[-1], dict):
+            body["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(CACHE_CONTROL)}]
+        elif isinstance(system, str) and system.strip():
+            body["system"] = [{"type": "text", "text": system, "cache_control": dict(CACHE_CONTROL)}]
+        elif isinstance(system, list) and system and isinstance(system[-1], dict):
+            body["system"] = [*system[:-1], {**system[-1], "cache_control": dict(CACHE_CONTROL)}]
+    excess = _marked(body.get("tools")) + _marked(body.get("system")) - MAX_BREAKPOINTS
+    for msg in body["messages"]:
+        excess += _marked(msg["content"])
+    for msg in body["messages"]:
+        for block in msg["content"]:
+            if excess <= 0:
+                return
+            if "cache_control" in block:
+                del block["cache_control"]
+                excess -= 1
+
+
+class AnthropicWire:
+    """The Anthropic Messages adapter (see the module docstring)."""
+
+    provider = "anthropic"
+
+    def parse(self, body: Any) -> ClientRequest:
+        body = require_object(body)
+        return client_request(body, body["messages"], body.get("system"), system_text(body.get("system")))
+
+    def reader(self) -> AnthropicReader:
+        return AnthropicReader()
+
+    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
+        written = to_anthropic(messages, model=request.model, system_messages="inline")
+        body = dict(request.body)
+        body["messages"] = written["messages"]
+        place_breakpoints(body)
+        return body
+
+    def validate(self, body: dict[str, Any]) -> list[str]:
+        return validate_anthropic(body)
+
+    def usage(self, response: Any) -> Usage | None:
+        return _usage(response.get("usage")) if isinstance(response, dict) else None
+
+    def reply(self, response: Any) -> dict[str, Any] | None:
+        if not isinstance(response, dict) or not isinstance(response.get("content"), list):
+            return None
+        return {"role": "assistant", "content": response["content"]}
+
+    def tap(self) -> AnthropicTap:
+        return AnthropicTap()
+
+    def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+class AnthropicTap:
+    """Usage and reply of a Messages stream (``message_start`` / ``content_block_*`` /
+    ``message_delta``)."""
+
+    def __init__(self) -> None:
+        self._sse = SSEReader()
+        self._usage: dict[str, Any] = {}
+        self._content: list[dict[str, Any]] = []
+        self._json: dict[int, str] = {}
+        self.done = False
+
+    def feed(self, chunk: bytes) -> None:
+        for _name, data in self._sse.feed(chunk):
+            if isinstance(data, dict):
+                self._event(data)
+
+    def _event(self, data: dict[str, Any]) -> None:
+        kind = data.get("type")
+        if kind == "message_start":
+            self._usage.update((data.get("message") or {}).get("usage") or {})
+        elif kind == "message_delta":
+            self._usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+        elif kind == "content_block_start":
+            self._content.append(dict(data.get("content_block") or {}))
+        elif kind == "content_block_delta" and self._content:
+            self._delta(len(self._content) - 1, data.get("delta") or {})
+        elif kind == "content_block_stop":
+            for k, text in self._json.items():
+                try:
+                    self._content[k]["input"] = json.loads(text) if text else {}
+                except ValueError:
+                    self._content[k]["input"] = {}
+            self._json.clear()
+        elif kind == "message_stop":
+            self.done = True
+
+    def _delta(self, k: int, delta: dict[str, Any]) -> None:
+        block = self._content[k]
+        for field, key in _DELTA_FIELDS:
+            if field in delta and delta.get("type", "").startswith(key):
+                block[field] = block.get(field, "") + str(delta[field])
+        if delta.get("type") == "input_json_delta":
+            self._json[k] = self._json.get(k, "") + str(delta.get("partial_json", ""))
+
+    @property
+    def usage(self) -> Usage | None:
+        return _usage(self._usage) if self._usage else None
+
+    @property
+    def reply(self) -> dict[str, Any] | None:
+        return {"role": "assistant", "content": self._content} if self.done else None
+
+
+_DELTA_FIELDS = (("text", "text"), ("thinking", "thinking"), ("signature", "signature"))

@@ -1,0 +1,155 @@
+"""The OpenAI Chat Completions wire format (``POST /v1/chat/completions``) for the proxy.
+
+Client messages are read with the project's chat reader (``formats.openai_chat``: a session's
+``SessionBuilder`` kept across requests, so consecutive ``tool`` messages become one neutral
+message of results and tool call ids stay unique); the projection is written with
+``formats.openai_writer.to_openai_chat``. The leading ``system`` / ``developer`` messages are the
+fixed prefix: they root the session and go upstream as the client sent them; a system message
+later in the conversation is kept in place (``system_messages="inline"``). OpenAI caches prefixes
+by itself, so no breakpoints are placed. Usage: ``usage`` of the response; in a stream the final
+chunk's (sent when the client asks for it with ``stream_options.include_usage``; without it the
+ledger keeps its estimate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxengine.formats.openai_chat import (
+    SessionBuilder,
+    ShapeError,
+    add_chat_message,
+    content_text,
+    openai_usage,
+)
+from ctxengine.formats.openai_writer import to_openai_chat
+from ctxengine.formats.validate import validate_openai_chat
+from ctxengine.messages import Message, Text, Usage
+from ctxengine.proxy.sse import SSEReader
+from ctxengine.proxy.wire import BadRequest, ClientRequest, client_request, require_object
+
+SYSTEM_ROLES = ("system", "developer")
+
+
+def _leading_system(messages: list[Any]) -> int:
+    n = 0
+    while n < len(messages) and isinstance(messages[n], dict) and messages[n].get("role") in SYSTEM_ROLES:
+        n += 1
+    return n
+
+
+class OpenAIReader:
+    """The chat reader's ``SessionBuilder`` over one session's messages, ids ``m<index>``."""
+
+    def __init__(self) -> None:
+        self._b = SessionBuilder(Path("proxy"))
+
+    def read(self, raw: Sequence[Any], start: int) -> list[Message]:
+        b = self._b
+        before = len(b.messages)
+        for i, m in enumerate(raw, start):
+            try:
+                if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES:
+                    b.close()
+                    b.messages.append(Message("system", (Text(content_text(m.get("content"))),), f"m{i}"))
+                    continue
+                add_chat_message(b, m, i, None)
+            except ShapeError as exc:
+                raise BadRequest(f"messages[{i}]: {exc}") from None
+        b.close()  # the next request's results start a new message
+        return b.messages[before:]
+
+
+class OpenAIWire:
+    """The Chat Completions adapter (see the module docstring)."""
+
+    provider = "openai"
+
+    def parse(self, body: Any) -> ClientRequest:
+        body = require_object(body)
+        messages = body["messages"]
+        n = _leading_system(messages)
+        system = "\n\n".join(content_text(m.get("content")) for m in messages[:n])
+        return client_request(body, messages[n:], messages[:n], system)
+
+    def reader(self) -> OpenAIReader:
+        return OpenAIReader()
+
+    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
+        written = to_openai_chat(messages, model=request.model, system_messages="inline")
+        body = dict(request.body)
+        body["messages"] = list(request.fixed_prefix) + written["messages"]
+        return body
+
+    def validate(self, body: dict[str, Any]) -> list[str]:
+        return validate_openai_chat(body)
+
+    def usage(self, response: Any) -> Usage | None:
+        return openai_usage(response.get("usage")) if isinstance(response, dict) else None
+
+    def reply(self, response: Any) -> dict[str, Any] | None:
+        if not isinstance(response, dict):
+            return None
+        choices = response.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return None
+        message = choices[0].get("message")
+        return message if isinstance(message, dict) else None
+
+    def tap(self) -> OpenAITap:
+        return OpenAITap()
+
+    def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+class OpenAITap:
+    """Usage (the final chunk's) and reply (choice 0's deltas) of a chat-completions stream."""
+
+    def __init__(self) -> None:
+        self._sse = SSEReader()
+        self._usage: Usage | None = None
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finished = False
+
+    def feed(self, chunk: bytes) -> None:
+        for _name, data in self._sse.feed(chunk):
+            if not isinstance(data, dict):
+                continue
+            if isinstance(data.get("usage"), dict):
+                self._usage = openai_usage(data["usage"])
+            for choice in data.get("choices") or []:
+                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                    self._choice(choice)
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        if isinstance(delta.get("content"), str):
+            self._text.append(delta["content"])
+        for call in delta.get("tool_calls") or []:
+            slot = self._calls.setdefault(
+                int(call.get("index", 0)),
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+            )
+            slot["id"] = call.get("id") or slot["id"]
+            fn = call.get("function") or {}
+            slot["function"]["name"] += fn.get("name") or ""
+            slot["function"]["arguments"] += fn.get("arguments") or ""
+        if choice.get("finish_reason"):
+            self._finished = True
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._usage
+
+    @property
+    def reply(self) -> dict[str, Any] | None:
+        if not self._finished:
+            return None
+        reply: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
+        if self._calls:
+            reply["tool_calls"] = [self._calls[k] for k in sorted(self._calls)]
+        return reply

@@ -1,0 +1,605 @@
+"""``ctxengine proxy`` driven by the official ``anthropic`` and ``openai`` SDKs (sync, async,
+streaming), in front of a loopback upstream that checks every request against the provider's
+rules (``proxy_servers.Upstream``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from ctxengine.proxy import Proxy, ProxyConfig, create_app
+from ctxengine.proxy import app as proxy_app
+from ctxengine.proxy.wire_anthropic import AnthropicWire
+from proxy_servers import Upstream, serve
+
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
+
+KEY = "sk-test-secret-key-1234"
+
+
+@dataclass
+class Rig:
+    upstream: Upstream
+    base: str
+    proxy: Proxy
+
+    def anthropic(self, key: str = KEY, **kw: Any) -> anthropic.Anthropic:
+        return anthropic.Anthropic(api_key=key, base_url=self.base, max_retries=0, **kw)
+
+    def openai(self, key: str = KEY, **kw: Any) -> openai.OpenAI:
+        return openai.OpenAI(api_key=key, base_url=self.base + "/v1", max_retries=0, **kw)
+
+    def settle(self) -> None:
+        """Wait until every request has completed (the engine's upkeep and the log line run
+        after the response has gone out)."""
+        for _ in range(500):
+            if not any(s.lock.locked() for s in list(self.proxy.table.sessions.values())):
+                return
+            time.sleep(0.01)
+        raise AssertionError("a session stayed locked")
+
+    def sessions(self) -> dict[str, Any]:
+        self.settle()
+        return httpx.get(self.base + "/ctxengine/sessions").json()  # type: ignore[no-any-return]
+
+
+def _rig(tmp_path: Path, **config: Any) -> Iterator[Rig]:
+    up = Upstream()
+    with serve(up.app()) as up_url:
+        cfg = ProxyConfig(
+            anthropic_upstream=up_url, openai_upstream=up_url + "/v1", store=tmp_path / "store", **config
+        )
+        app = create_app(cfg)
+        with serve(app) as base:
+            yield Rig(up, base, app.state.proxy)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    yield from _rig(tmp_path, window=32_000)
+
+
+def _turns(n: int, size: int = 3_000) -> list[dict[str, Any]]:
+    """An Anthropic conversation of ``n`` tool rounds, each result ``size`` chars."""
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Fix the bug in src/app.py please."}]
+    for t in range(n):
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Reading {t}."},
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{t}",
+                        "name": "Bash",
+                        "input": {"command": f"cat f{t}.py"},
+                    },
+                ],
+            }
+        )
+        body = "\n".join(f"line {t}.{i} value_{i * 7919 % 10007} = compute({i})" for i in range(size // 40))
+        msgs.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{t}", "content": body}],
+            }
+        )
+    return msgs
+
+
+def test_anthropic_sync_json_passes_reply_and_key_only_upstream(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    r = rig.anthropic().messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=64,
+        messages=_turns(2),
+        metadata={"user_id": "u-1"},
+        extra_body={"future_field": {"x": [1, 2]}},
+    )
+    assert r.content[0].type == "text" and r.content[0].text == "ok 5"
+    seen = rig.upstream.seen[-1]
+    assert seen.problems == []
+    auth = seen.headers.get("x-api-key") or seen.headers.get("authorization", "")
+    assert auth.endswith(KEY)  # the client's auth goes upstream
+    assert seen.body["future_field"] == {"x": [1, 2]} and seen.body["metadata"] == {"user_id": "u-1"}
+    assert seen.body["max_tokens"] == 64  # fields the engine does not own pass through
+    rig.settle()
+    lines = [r.getMessage() for r in caplog.records if r.name == "ctxengine.proxy"]
+    assert len(lines) == 1 and "status=200" in lines[0] and KEY not in lines[0]
+    report = rig.sessions()
+    assert KEY not in json.dumps(report)
+    (s,) = report["sessions"]
+    assert s["calls"] == 1 and s["reported_input_tokens"] == seen.input_tokens and s["output_tokens"] == 7
+
+
+def test_anthropic_stream_relays_events_and_reads_usage(rig: Rig) -> None:
+    c = rig.anthropic()
+    with c.messages.stream(model="claude-sonnet-4-6", max_tokens=64, messages=_turns(1)) as s:
+        text = s.get_final_text()
+        final = s.get_final_message()
+    assert text == "ok 3" and final.usage.output_tokens == 7
+    assert rig.upstream.seen[-1].body["stream"] is True
+    (s_,) = rig.sessions()["sessions"]
+    assert s_["reported_input_tokens"] == rig.upstream.seen[-1].input_tokens  # from message_start
+    assert s_["output_tokens"] == 7  # from message_delta
+
+
+def test_anthropic_async_create_and_stream(rig: Rig) -> None:
+    async def go() -> tuple[str, str]:
+        c = anthropic.AsyncAnthropic(api_key=KEY, base_url=rig.base, max_retries=0)
+        r = await c.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=_turns(1))
+        msgs = [*_turns(1), {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}]
+        async with c.messages.stream(model="claude-sonnet-4-6", max_tokens=64, messages=msgs) as s:
+            streamed = await s.get_final_text()
+        return r.content[0].text, streamed  # type: ignore[union-attr]
+
+    first, second = asyncio.run(go())
+    assert (first, second) == ("ok 3", "ok 5")
+    sessions = rig.sessions()["sessions"]
+    assert len(sessions) == 1 and sessions[0]["calls"] == 2  # the second request continued the session
+
+
+def _chat(n: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix tests/test_db.py."},
+    ]
+    for t in range(n):
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{t}",
+                        "type": "function",
+                        "function": {
+                            "name": "bash",
+                            "arguments": json.dumps({"command": f"cat lib/p{t}.py"}),
+                        },
+                    }
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "tool", "tool_call_id": f"call_{t}", "content": f"def f{t}():\n    return {t}\n" * 80}
+        )
+    return msgs
+
+
+def test_openai_sync_async_and_stream(rig: Rig) -> None:
+    c = rig.openai()
+    r = c.chat.completions.create(model="gpt-4o", messages=_chat(2), response_format={"type": "text"})  # type: ignore[arg-type]
+    assert r.choices[0].message.content == "ok 6"
+    seen = rig.upstream.seen[-1]
+    assert seen.headers["authorization"] == f"Bearer {KEY}" and seen.body["response_format"] == {
+        "type": "text"
+    }
+    assert seen.body["messages"][0] == {"role": "system", "content": "You are a coding agent."}
+    chunks = c.chat.completions.create(
+        model="gpt-4o", messages=_chat(3), stream=True, stream_options={"include_usage": True}
+    )
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == "ok 8"
+
+    async def go() -> str | None:
+        a = openai.AsyncOpenAI(api_key=KEY, base_url=rig.base + "/v1", max_retries=0)
+        return (await a.chat.completions.create(model="gpt-4o", messages=_chat(4))).choices[0].message.content  # type: ignore[arg-type]
+
+    assert asyncio.run(go()) == "ok 10"
+    assert all(s.problems == [] for s in rig.upstream.seen)
+    (s,) = rig.sessions()["sessions"]
+    assert s["calls"] == 3 and s["output_tokens"] == 21  # the streamed call's usage came from its final chunk
+
+
+def test_count_tokens_and_unknown_paths_pass_through(rig: Rig) -> None:
+    n = rig.anthropic().messages.count_tokens(model="claude-sonnet-4-6", messages=_turns(1))
+    assert n.input_tokens > 0
+    assert rig.upstream.seen == []  # not a managed request: nothing recorded as one
+    assert rig.sessions()["totals"]["passed_through"] == 1
+
+
+def test_unparseable_request_gets_provider_shaped_400(rig: Rig) -> None:
+    r = httpx.post(rig.base + "/v1/messages", content=b"{not json", headers={"x-api-key": KEY})
+    assert r.status_code == 400 and r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    with pytest.raises(openai.BadRequestError) as err:
+        rig.openai().chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": 5}])  # type: ignore[list-item]
+    assert "content" in str(err.value)
+    assert rig.upstream.seen == []
+
+
+def test_upstream_error_returned_as_sent(rig: Rig) -> None:
+    body = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+    rig.upstream.script.append({"status": 429, "body": body})
+    r = httpx.post(
+        rig.base + "/v1/messages",
+        json={"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": _turns(1)},
+        headers={"x-api-key": KEY},
+    )
+    assert r.status_code == 429 and r.json() == body
+    assert rig.sessions()["sessions"][0]["upstream_errors"] == 1
+
+
+def test_engine_error_fails_open(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(proxy_app, "prepare", broken)
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    msgs = _turns(1)
+    r = rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=msgs)
+    assert r.content[0].text == "ok 3"  # type: ignore[union-attr]
+    assert rig.upstream.seen[-1].body["messages"] == msgs  # the client's request, unchanged
+    for _ in range(200):  # the log line is written once the response has gone out
+        lines = [r.getMessage() for r in caplog.records if r.name == "ctxengine.proxy"]
+        if lines:
+            break
+        time.sleep(0.01)
+    (line,) = lines
+    assert "fail open" in line and "boom" in line
+    assert rig.sessions()["totals"]["fail_open"] == 1
+
+
+def test_sessions_by_key_header_and_branch(rig: Rig) -> None:
+    msgs = _turns(2)
+    for key in ("sk-a", "sk-b"):
+        rig.anthropic(key).messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    assert len(rig.sessions()["sessions"]) == 2  # two keys never share a session
+    longer = [*msgs, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
+    rig.anthropic("sk-a").messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=longer)
+    edited = [
+        *msgs[:3],
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "rewound"}],
+        },
+    ]
+    rig.anthropic("sk-a").messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=edited)
+    sessions = rig.sessions()["sessions"]
+    assert len(sessions) == 3
+    branch = sessions[-1]
+    assert branch["branch_of"] == sessions[0]["id"] and branch["messages"] == 4
+    assert sessions[0]["calls"] == 2 and sessions[0]["messages"] == 7  # the stored session untouched
+    named = rig.anthropic("sk-a", default_headers={"x-ctxengine-session": "job-1"})
+    named.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    named.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=longer)
+    mine = [s for s in rig.sessions()["sessions"] if s["named"]]
+    assert len(mine) == 1 and mine[0]["calls"] == 2
+    assert "x-ctxengine-session" not in rig.upstream.seen[-1].headers
+
+
+def test_one_session_serialised_sessions_in_parallel(rig: Rig) -> None:
+    rig.upstream.delay_s = 0.3
+
+    async def go() -> None:
+        same = anthropic.AsyncAnthropic(
+            api_key="sk-s", base_url=rig.base, max_retries=0, default_headers={"x-test-tag": "same"}
+        )
+        tasks = [
+            same.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1))
+            for _ in range(3)
+        ]
+        for k in range(3):
+            other = anthropic.AsyncAnthropic(
+                api_key=f"sk-{k}", base_url=rig.base, max_retries=0, default_headers={"x-test-tag": "other"}
+            )
+            tasks.append(other.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1)))
+        await asyncio.gather(*tasks)
+
+    asyncio.run(go())
+    assert rig.upstream.max_in_flight["same"] == 1
+    assert rig.upstream.max_in_flight["other"] >= 2
+
+
+def test_cache_breakpoints_never_more_than_four(rig: Rig) -> None:
+    msgs = _turns(4)
+    for m in msgs:  # the client marks every message (more than the API allows)
+        blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+        blocks[-1]["cache_control"] = {"type": "ephemeral"}
+        m["content"] = blocks
+    system = [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]
+    tools = [
+        {
+            "name": "Bash",
+            "description": "run",
+            "input_schema": {"type": "object"},
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
+    httpx.post(
+        rig.base + "/v1/messages",
+        headers={"x-api-key": KEY},
+        json={
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 8,
+            "messages": msgs,
+            "system": system,
+            "tools": tools,
+        },
+    )
+    body = rig.upstream.seen[-1].body
+    marks = json.dumps(body).count('"cache_control"')
+    assert rig.upstream.seen[-1].problems == [] and 2 <= marks <= 4
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}  # the newest kept
+    plain = _turns(3)
+    rig.anthropic().messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=8,
+        messages=plain,
+        tools=[{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
+    )
+    body = rig.upstream.seen[-1].body
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}  # the fixed prefix cached
+    assert json.dumps(body).count('"cache_control"') == 3  # tools + final message + second-to-last user
+
+
+def test_window_enforced_with_recovery_hints(rig: Rig) -> None:
+    msgs = _turns(30, size=6_000)  # ~45,000 tokens of tool results against a 32,000-token window
+    r = rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    assert r.content[0].type == "text"
+    seen = rig.upstream.seen[-1]
+    assert seen.problems == [] and seen.chars < 32_000 * 4
+    text = json.dumps(seen.body)
+    assert "re-run the command with your Bash tool: cat f" in text  # the client's own tools get it back
+    (s,) = rig.sessions()["sessions"]
+    assert s["upstream_tokens"] < s["client_tokens"] and s["cost_saved_usd"] > 0
+
+
+def test_prepare_failure_in_validation_fails_open(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(AnthropicWire, "validate", lambda self, body: ["messages.0: broken"])
+    msgs = _turns(1)
+    rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    assert rig.upstream.seen[-1].body["messages"] == msgs
+    assert rig.sessions()["totals"]["fail_open"] == 1
+
+
+@pytest.fixture
+def retrieve_rig(tmp_path: Path) -> Iterator[Rig]:
+    yield from _rig(tmp_path, window=32_000, retrieve_tool=True)
+
+
+def _offloaded_id(body: dict[str, Any]) -> str:
+    """The artifact id named by the first offload preview in ``body``."""
+    found = re.search(r"artifact (tool-result/\w+)", json.dumps(body))
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_retrieve_tool_resolved_by_the_proxy(retrieve_rig: Rig, stream: bool) -> None:
+    rig = retrieve_rig
+    msgs = _turns(3, size=20_000)  # each result far over the offload cap of a 32,000-token window
+    c = rig.anthropic()
+    rig.upstream.script.append({"content": [{"type": "text", "text": "probe"}]})
+    c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    first = rig.upstream.seen[-1].body
+    assert first["tools"][-1]["name"] == "retrieve"
+    aid = _offloaded_id(first)
+    msgs = [*msgs, {"role": "assistant", "content": "probe"}, {"role": "user", "content": "what is in it?"}]
+    call = {
+        "type": "tool_use",
+        "id": "toolu_r1",
+        "name": "retrieve",
+        "input": {"id": aid, "offset": 1, "limit": 3},
+    }
+    rig.upstream.script.append({"content": [call]})
+    if stream:
+        with c.messages.stream(model="claude-sonnet-4-6", max_tokens=8, messages=msgs) as s:
+            text = s.get_final_text()
+    else:
+        text = c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs).content[0].text  # type: ignore[union-attr]
+    assert text.startswith("ok")  # the client sees the round after the retrieve
+    follow = rig.upstream.seen[-1]
+    assert follow.problems == []
+    result = follow.body["messages"][-1]["content"][0]
+    assert result["tool_use_id"] == "toolu_r1" and result["is_error"] is False
+    number = aid.rsplit("_", 1)[1]
+    assert f"line {number}.0 value_0 = compute(0)" in result["content"]  # the original, back from the store
+    assert rig.sessions()["sessions"][0]["retrieve_calls"] == 1
+
+
+def test_retrieve_beside_client_tools_is_taken_out(retrieve_rig: Rig) -> None:
+    rig = retrieve_rig
+    calls = [
+        {"type": "tool_use", "id": "toolu_x", "name": "retrieve", "input": {"id": "tool-result/none"}},
+        {"type": "tool_use", "id": "toolu_y", "name": "Bash", "input": {"command": "ls"}},
+    ]
+    rig.upstream.script.append({"content": calls})
+    r = rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1))
+    assert [b.name for b in r.content if b.type == "tool_use"] == ["Bash"]
+    assert len(rig.upstream.seen) == 1
+
+
+def test_least_recently_used_idle_session_evicted() -> None:
+    from ctxengine.engine import ContextEngine
+    from ctxengine.policy import get_policy
+    from ctxengine.proxy.sessions import ProxySession, SessionTable
+    from ctxengine.proxy.wire_anthropic import AnthropicReader
+
+    table = SessionTable(max_sessions=2)
+
+    def add(link: bytes) -> ProxySession:
+        sid = table.new_id("anthropic")
+        s = ProxySession(
+            sid, "anthropic", "m", ContextEngine(get_policy("default"), window=32_000), AnthropicReader()
+        )
+        table.add(s, branch_of=None, name=None)
+        table.advance(s, [link])
+        return s
+
+    a, b = add(b"a"), add(b"b")
+    a.last_used = b.last_used + 1  # a was used after b
+    c = add(b"c")
+    assert set(table.sessions) == {a.id, c.id} and table.evicted == 1
+    assert table.match([b"b"], None) == (None, False)  # b's conversation starts a new session
+    assert table.match([b"a", b"x"], None) == (a, True)
+
+
+def test_empty_conversation_is_refused_as_upstream_would(rig: Rig) -> None:
+    with pytest.raises(anthropic.BadRequestError) as err:
+        rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=[])
+    assert "at least one message" in str(err.value)
+    assert rig.upstream.seen == []
+
+
+def test_retrieve_tool_openai(retrieve_rig: Rig) -> None:
+    rig = retrieve_rig
+    msgs = _chat(2)
+    msgs[-1]["content"] = "\n".join(
+        f"row {i} id_{i * 31 % 997}" for i in range(4_000)
+    )  # offloaded on arrival
+    rig.openai().chat.completions.create(model="gpt-4o", messages=msgs)  # type: ignore[arg-type]
+    first = rig.upstream.seen[-1].body
+    assert first["tools"][-1]["function"]["name"] == "retrieve"
+    aid = _offloaded_id(first)
+    call = {
+        "id": "call_r",
+        "type": "function",
+        "function": {"name": "retrieve", "arguments": json.dumps({"id": aid, "offset": 2, "limit": 2})},
+    }
+    rig.upstream.script.append({"message": {"role": "assistant", "content": None, "tool_calls": [call]}})
+    more = [*msgs, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "look closer"}]
+    r = rig.openai().chat.completions.create(model="gpt-4o", messages=more)  # type: ignore[arg-type]
+    assert (r.choices[0].message.content or "").startswith("ok")
+    follow = rig.upstream.seen[-1]
+    assert follow.problems == [] and follow.body["messages"][-1]["tool_call_id"] == "call_r"
+    assert "row 1 id_31" in follow.body["messages"][-1]["content"]
+
+
+def test_client_turn_replaces_the_reply_seen(rig: Rig) -> None:
+    c = rig.anthropic()
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "hello"}]
+    reply = c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs).content[0].text  # type: ignore[union-attr]
+    msgs += [{"role": "assistant", "content": reply}, {"role": "user", "content": "again"}]
+    reply = c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs).content[0].text  # type: ignore[union-attr]
+    assert rig.sessions()["sessions"][0]["replies_replaced"] == 0  # sent back as received
+    msgs += [{"role": "assistant", "content": "something else"}, {"role": "user", "content": "and?"}]
+    c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    (s,) = rig.sessions()["sessions"]
+    assert s["replies_replaced"] == 1 and s["messages"] == 5
+    assert "something else" in json.dumps(rig.upstream.seen[-1].body)  # the client's turn went upstream
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_client_gone_before_the_response_does_not_lock_the_session(rig: Rig, stream: bool) -> None:
+    rig.upstream.delay_s = 0.5
+    msgs = _turns(1)
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": msgs, "stream": stream}
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up while the upstream thinks
+        httpx.post(rig.base + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=0.1)
+    rig.upstream.delay_s = 0.0
+    r = rig.anthropic(timeout=10).messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    assert r.content[0].text == "ok 3"  # type: ignore[union-attr]
+    (s,) = rig.sessions()["sessions"]
+    assert s["calls"] == 2  # the abandoned request completed too (its usage reached the engine)
+
+
+def test_failure_on_the_way_back_answers_502_and_unlocks(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("relay bug")
+
+    monkeypatch.setattr(proxy_app, "TurnResponse", broken)
+    r = httpx.post(
+        rig.base + "/v1/messages",
+        headers={"x-api-key": KEY},
+        json={"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": _turns(1)},
+    )
+    assert r.status_code == 502 and r.json()["error"]["type"] == "api_error"
+    monkeypatch.undo()
+    again = rig.anthropic(timeout=10).messages.create(
+        model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1)
+    )
+    assert again.content[0].text == "ok 3"  # type: ignore[union-attr]
+
+
+def test_cli_serves_and_logs_one_line_per_request(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    up = Upstream()
+    with serve(up.app()) as up_url:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ctxengine.cli",
+            "proxy",
+            "--port",
+            str(port),
+            "--window",
+            "32000",
+            "--anthropic-upstream",
+            up_url,
+            "--openai-upstream",
+            up_url + "/v1",
+            "--store",
+            str(tmp_path / "st"),
+        ]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(200):
+                try:
+                    httpx.get(f"http://127.0.0.1:{port}/ctxengine/sessions", timeout=1)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            c = anthropic.Anthropic(api_key=KEY, base_url=f"http://127.0.0.1:{port}", max_retries=0)
+            assert (
+                c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1)).content[0].text
+                == "ok 3"
+            )  # type: ignore[union-attr]
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=30)
+    lines = [line for line in err.splitlines() if "POST /v1/messages" in line]
+    assert len(lines) == 1 and "status=200" in lines[0]
+    assert KEY not in err and "policy default, window 32,000 tokens" in err
+    assert (tmp_path / "st" / "proxy.sqlite").exists()
+
+
+def test_cli_refuses_an_unknown_policy() -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "ctxengine.cli", "proxy", "--policy", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "unknown policy 'nope'" in r.stderr
+
+
+def test_cli_without_the_proxy_extra() -> None:
+    import subprocess
+    import sys
+
+    hide = "import sys\nfor m in ('starlette', 'httpx', 'uvicorn'): sys.modules[m] = None\n"
+    run = "from ctxengine.cli import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
+    help_ = subprocess.run(
+        [sys.executable, "-c", hide + run, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert help_.returncode == 0 and "proxy" in help_.stdout  # every other command still works
+    proxy = subprocess.run(
+        [sys.executable, "-c", hide + run, "proxy"], capture_output=True, text=True, timeout=60
+    )
+    assert proxy.returncode == 2 and "pip install 'ctxengine[proxy]'" in proxy.stderr
