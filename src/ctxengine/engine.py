@@ -62,6 +62,8 @@ from ctxengine.tokens.ledger import Ledger
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
+    from ctxengine.subagents.spawn import SubagentContext, SubagentResult
+    from ctxengine.subagents.spec import AgentSpec, SpawnMode
 
 log = logging.getLogger(__name__)
 
@@ -389,11 +391,46 @@ class ContextEngine:
         return self.compactor.notes_running
 
     def dispose(self) -> None:
-        """End the session: apply a finished background notes update, abandon a running one
-        (without waiting for it; an event says so), release the store."""
+        """End the session: end its live sub-agents (``released``), apply a finished background
+        notes update, abandon a running one (without waiting for it; an event says so), release
+        the store."""
+        from ctxengine.subagents.spawn import release_children
+
+        release_children(self)
         self.compactor.stop_notes()
         self._take_notes_events()
         self.store.close()
+
+    # ---------------------------------------------------------------- sub-agents (``subagents.spawn``)
+
+    def prepare_subagent_spawn(
+        self,
+        spec: AgentSpec,
+        prompt: str,
+        *,
+        mode: SpawnMode | None = None,
+        call_id: str | None = None,
+        workspace: Path | None = None,
+        ttl_s: float | None = None,
+    ) -> SubagentContext:
+        """Prepare a sub-agent of this session for ``prompt`` (OpenClaw's ``prepareSubagentSpawn``):
+        its own engine, ``isolated`` (its system prompt, allow-listed instruction files, the
+        prompt alone) or ``fork`` (this projection as a cache-sharing prefix, open calls closed);
+        ``call_id`` is the tool call it answers. Raises ``SubagentDepthError`` past
+        ``spec.max_depth`` and ``SpawnError`` (everything rolled back) when a step fails."""
+        from ctxengine.subagents.spawn import prepare_spawn
+
+        return prepare_spawn(
+            self, self._view, spec, prompt, mode=mode, call_id=call_id, workspace=workspace, ttl_s=ttl_s
+        )
+
+    def on_subagent_ended(self, result: SubagentResult) -> list[LayerEvent]:
+        """Take back a sub-agent's final report and the files it read (nothing else of its
+        history), as the result of the call that spawned it; the sub-agent is disposed. Raises
+        ``SubagentError`` for a sub-agent that is not live or not this session's."""
+        from ctxengine.subagents.spawn import end_subagent
+
+        return end_subagent(self, result)
 
     def set_block(self, text: str) -> bool:
         """Show a managed block (e.g. the open-files working set) with the newest user turn.
