@@ -49,6 +49,7 @@ from ctxengine.layers.base import (
 )
 from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
+from ctxengine.layers.history_limit import evict_under_pressure, history_limit
 from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import fit_results, guard_limit, overflow_guard, unfit_event
 from ctxengine.layers.pairing import find_violations, repair
@@ -208,6 +209,7 @@ class ContextEngine:
         self.failures = 0
         self._policies: dict[tuple[int, int], Policy] = {}  # resolved per window (``for_window``)
         self._warned = False  # the context-warning event fired and the context is still above it
+        self.evicted: set[int] = set()  # history indices evicted without a summary (``_evict``)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -311,6 +313,7 @@ class ContextEngine:
             self._idle,
             self._ttl_prune,
             self._cache_clear,
+            self._evict,
             self._compaction,
             self._overflow,
         ):
@@ -635,6 +638,25 @@ class ContextEngine:
         d = cache_clear(ctx)
         return self._commit_replacements(d) if d else None
 
+    def _evict(self, ctx: LayerContext) -> LayerEvent | None:
+        """The user-turn limit of this session's key, then pressure eviction (``layers.history_limit``;
+        both off unless the policy sets them): evicted messages leave the projection for good."""
+        limit = ctx.policy.history_limits.limit_for(self.session_id)
+        d = history_limit(ctx, limit) if limit else evict_under_pressure(ctx)
+        if d is None:
+            return None
+        before = self._predict()
+        removed = [self.history[ctx.src[i]] for i in d.indices]
+        entry = {"layer": d.event.layer, "evicted": [m.id for m in removed]}
+        self.store.append(self.session_id, "event", entry)
+        self.evicted.update(ctx.src[i] for i in d.indices)
+        self._rebuild()
+        for listener in self.compaction_listeners:
+            listener()
+        d.event.tokens_before, d.event.tokens_after = before, self._predict()
+        self._add_quality(d.event, removed)
+        return d.event
+
     def _compaction(self, ctx: LayerContext) -> LayerEvent | None:
         if self.policy.compaction != "summary":
             return None
@@ -843,4 +865,5 @@ class ContextEngine:
         for m in self.prefix:
             self._append_view(m, -1)
         for i in range(self.kept_from, len(self.history)):
-            self._append_view(self._shown(i, self.history[i]), i)
+            if i not in self.evicted:
+                self._append_view(self._shown(i, self.history[i]), i)

@@ -64,6 +64,8 @@ COMPACTION_LAYERS = frozenset(
         "summary_compact",
         "overflow_guard",
         "recorded_compaction",
+        "history_limit",
+        "evict",
     }
 )  # layers that change what is already in the context (the prompt cache's expected misses)
 CACHE_BREAK_SHARE = 0.5  # a warm request reading less than this share of the previous one broke
