@@ -17,7 +17,8 @@ asks for relevance to the latest request in place of the type, which is what tel
 read the task still needs from one it does not. Lowest importance is evicted first.
 
 BM25 is a short core implementation (the tokenizer: lower-cased words of letters, digits and
-``_./-``, so paths and identifiers count as one term), pure and deterministic.
+``_./-``, so paths and identifiers count as one term; ``audit.STOP_WORDS`` left out), pure and
+deterministic.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from ctxengine.audit import STOP_WORDS
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 
 W_RECENCY, W_RELEVANCE, W_ROLE, W_TOOL = 0.3, 0.4, 0.2, 0.1
@@ -49,8 +51,9 @@ class Score(msgspec.Struct, frozen=True):
 
 
 def terms(text: str) -> list[str]:
-    """Lower-cased terms of ``text`` (words, paths and identifiers whole)."""
-    return [t.strip("./-") for t in _TERM.findall(text.lower()) if t.strip("./-")]
+    """Lower-cased terms of ``text`` (words, paths and identifiers whole; stop words left out)."""
+    out = (t.strip("./-") for t in _TERM.findall(text.lower()))
+    return [t for t in out if t and t not in STOP_WORDS]
 
 
 def bm25(documents: Sequence[Sequence[str]], query: Sequence[str]) -> list[float]:
