@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ctxengine.engine import Projection
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.subagents.spawn import SubagentContext, SubagentResult
+from ctxengine.subagents.spec import AgentSpec
+from ctxengine.tools.base import ToolError, ToolSpec
 
 Complete = Callable[[Projection, SubagentContext], Message]
 Execute = Callable[[ToolCall], ToolResult]
@@ -54,3 +57,31 @@ def run_subagent(
     if not finished:
         report = (report + "\n\n" if report else "") + TURN_LIMIT_NOTE.format(n=ctx.max_turns)
     return SubagentResult(child_id=ctx.child_id, report=report or "[the sub-agent wrote no report]")
+
+
+TASK_DESCRIPTION = (
+    "Delegate a search to the {name} sub-agent: it works in a context of its own with the tools "
+    "{tools}, and only its report (and the list of files it read) comes back to you. Use it for "
+    "broad searches across many files, so their output does not fill your context. Give it a "
+    "self-contained prompt: it does not see this conversation."
+)
+
+
+def task_tool(spec: AgentSpec) -> ToolSpec:
+    """The ``task`` tool definition for an agent that may spawn ``spec``. Its calls are handled by
+    the agent loop (``prepare_subagent_spawn`` -> ``run_subagent`` -> ``on_subagent_ended``),
+    not by a tool executor: running it directly raises ``ToolError``."""
+
+    def not_here(**arguments: Any) -> str:
+        raise ToolError("the task tool is handled by the agent loop (it spawns a sub-agent)")
+
+    parameters = {
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "description": "the task, complete in itself"},
+            "description": {"type": "string", "description": "a few words naming the task"},
+        },
+        "required": ["prompt"],
+    }
+    text = TASK_DESCRIPTION.format(name=spec.name, tools=", ".join(spec.tools) or "none")
+    return ToolSpec("task", text, parameters, not_here)
