@@ -225,34 +225,10 @@ def prepare_spawn(
         )
     if not prompt.strip():
         raise SpawnError(f"agent {spec.name!r}: the delegation prompt is empty")
-    from ctxengine.engine import ContextEngine
-
     child_id = registry.new_id(parent.session_id, spec.name)
     child: ContextEngine | None = None
-    ctx: SubagentContext | None = None
     try:
-        if mode == "fork":
-            system, model = parent.system, parent.model.name
-            messages = fork_messages(parent_view, prompt)
-        else:
-            system, model = isolated_system(spec, workspace), spec.model or parent.model.name
-            messages = [Message("user", (Text(prompt),), f"{child_id}:prompt", timestamp=time.time())]
-        child = ContextEngine(
-            parent.policy,
-            model=model,
-            registry=parent.registry,
-            session_id=child_id,
-            store=_SharedStore(parent.store),
-            workspace=workspace,
-        )
-        fork = mode == "fork"  # the parent's tools and fixed prefix: the cached prefix
-        child.bootstrap(
-            system=system,
-            tools=parent.compactor.tools if fork else (),
-            fixed_prefix_tokens=parent.ledger.state.fixed_prefix if fork else None,
-        )
-        for m in messages:
-            child.ingest(m)
+        child, messages = _child_engine(parent, parent_view, spec, prompt, mode, child_id, workspace)
         ctx = SubagentContext(child_id, spec, mode, child, messages, depth, call_id, parent, registry)
         registry.add(ctx, ttl_s)
         spawned = {"event": "subagent_spawn", "child": child_id, "agent": spec.name, "mode": mode}
@@ -263,6 +239,48 @@ def prepare_spawn(
             child.dispose()
         raise SpawnError(f"agent {spec.name!r}: spawn failed and was rolled back: {exc}") from exc
     return ctx
+
+
+def _child_engine(
+    parent: ContextEngine,
+    parent_view: Sequence[Message],
+    spec: AgentSpec,
+    prompt: str,
+    mode: SpawnMode,
+    child_id: str,
+    workspace: Path | None,
+) -> tuple[ContextEngine, list[Message]]:
+    """The sub-agent's engine, bootstrapped, its initial messages ingested (they are returned).
+    A fork takes the parent's system prompt, tools, fixed prefix and model: the cached prefix."""
+    from ctxengine.engine import ContextEngine
+
+    fork = mode == "fork"
+    if fork:
+        system, model = parent.system, parent.model.name
+        messages = fork_messages(parent_view, prompt)
+    else:
+        system, model = isolated_system(spec, workspace), spec.model or parent.model.name
+        messages = [Message("user", (Text(prompt),), f"{child_id}:prompt", timestamp=time.time())]
+    child = ContextEngine(
+        parent.policy,
+        model=model,
+        registry=parent.registry,
+        session_id=child_id,
+        store=_SharedStore(parent.store),
+        workspace=workspace,
+    )
+    try:
+        child.bootstrap(
+            system=system,
+            tools=parent.compactor.tools if fork else (),
+            fixed_prefix_tokens=parent.ledger.state.fixed_prefix if fork else None,
+        )
+        for m in messages:
+            child.ingest(m)
+    except Exception:
+        child.dispose()
+        raise
+    return child, messages
 
 
 def isolated_system(spec: AgentSpec, workspace: Path | None) -> str:
