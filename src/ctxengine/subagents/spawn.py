@@ -39,6 +39,7 @@ import msgspec
 
 from ctxengine.layers.pairing import aborted_unanswered, find_violations
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.subagents.registry import SUBAGENTS, SubagentRegistry, close_subagent
 from ctxengine.subagents.spec import (
     AgentSpec,
     EndReason,
@@ -118,62 +119,6 @@ class SubagentContext:
         if parent is not None:
             rolled = {"event": "subagent_rollback", "child": self.child_id}
             parent.store.append(parent.session_id, "event", rolled)
-
-
-class _Live(msgspec.Struct):
-    context: SubagentContext
-    started: float
-    ttl_s: float | None
-
-
-class SubagentRegistry:
-    """The live sub-agents of a process, by child id."""
-
-    def __init__(self) -> None:
-        self._live: dict[str, _Live] = {}
-        self._spawned = 0
-
-    def __contains__(self, child_id: object) -> bool:
-        return child_id in self._live
-
-    def new_id(self, parent_id: str, name: str) -> str:
-        self._spawned += 1
-        return f"{parent_id}:subagent:{name}:{self._spawned}"
-
-    def add(self, context: SubagentContext, ttl_s: float | None) -> None:
-        self._live[context.child_id] = _Live(context, time.time(), ttl_s)
-
-    def take(self, child_id: str) -> SubagentContext | None:
-        """Unregister ``child_id``; its context, or None when it is not live."""
-        live = self._live.pop(child_id, None)
-        return live.context if live is not None else None
-
-    def children(self, parent: ContextEngine) -> list[SubagentContext]:
-        """The live sub-agents of ``parent``."""
-        return [x.context for x in self._live.values() if x.context.parent is parent]
-
-    def depth(self, engine: ContextEngine) -> int:
-        """0 for a main agent, else the live sub-agent's depth."""
-        return next((x.context.depth for x in self._live.values() if x.context.engine is engine), 0)
-
-    def sweep(self, now: float | None = None) -> list[str]:
-        """End the orphans: sub-agents whose parent is gone, or whose time-to-live has passed
-        (each disposed and unregistered; reason ``swept``). Returns their ids."""
-        now = time.time() if now is None else now
-        gone = [
-            cid
-            for cid, x in self._live.items()
-            if x.context.parent is None or (x.ttl_s is not None and now - x.started > x.ttl_s)
-        ]
-        for cid in gone:
-            ctx = self.take(cid)
-            if ctx is not None:
-                _close(ctx, "swept")
-        return gone
-
-
-SUBAGENTS = SubagentRegistry()
-"""The process's sub-agents (a gateway serving many sessions has one registry for all)."""
 
 
 class _SharedStore:
@@ -343,7 +288,7 @@ def end_subagent(
         body = f"{head}\n{text}\n</subagent-report>"
         msg = Message("user", (Text(body),), f"{ctx.child_id}:report", timestamp=time.time(), origin="notice")
     events = parent.ingest(msg)
-    _close(ctx, result.reason)
+    close_subagent(ctx, result.reason)
     return events
 
 
@@ -392,12 +337,6 @@ def release_children(parent: ContextEngine, registry: SubagentRegistry = SUBAGEN
         if registry.take(ctx.child_id) is not None:
             ended_event = {"event": "subagent_end", "child": ctx.child_id, "reason": "released"}
             parent.store.append(parent.session_id, "event", ended_event)
-            _close(ctx, "released")
+            close_subagent(ctx, "released")
             ended.append(ctx.child_id)
     return ended
-
-
-def _close(ctx: SubagentContext, reason: EndReason) -> None:
-    """Dispose an unregistered sub-agent's engine (its own sub-agents are released with it)."""
-    ctx.engine.store.append(ctx.child_id, "event", {"event": "subagent_end", "reason": reason})
-    ctx.engine.dispose()
