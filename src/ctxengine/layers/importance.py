@@ -30,8 +30,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ctxengine.audit import STOP_WORDS
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.audit import STOP_WORDS, span_text
+from ctxengine.messages import Message
 
 W_RECENCY, W_RELEVANCE, W_ROLE, W_TOOL = 0.3, 0.4, 0.2, 0.1
 BM25_K1, BM25_B = 1.5, 0.75
@@ -74,20 +74,6 @@ def bm25(documents: Sequence[Sequence[str]], query: Sequence[str]) -> list[float
     return scores
 
 
-def unit_text(messages: Sequence[Message]) -> str:
-    """The text a unit shows: messages, tool-call inputs and tool-result text."""
-    parts: list[str] = []
-    for m in messages:
-        for b in m.blocks:
-            if isinstance(b, Text):
-                parts.append(b.text)
-            elif isinstance(b, ToolCall):
-                parts.append(b.input if isinstance(b.input, str) else msgspec.json.encode(b.input).decode())
-            elif isinstance(b, ToolResult):
-                parts.extend(p.text for p in b.content if isinstance(p, Text))
-    return "\n".join(parts)
-
-
 def role_weight(first: Message) -> float:
     """The weight of the message that opens a unit (user 1, assistant 0.5, harness-made 0.25)."""
     if first.origin != "message":
@@ -98,7 +84,7 @@ def role_weight(first: Message) -> float:
 def score_units(units: Sequence[Sequence[Message]], request: str) -> list[Score]:
     """The importance of each unit (in order, oldest first) against the latest ``request``."""
     n = len(units)
-    raw = bm25([terms(unit_text(u)) for u in units], terms(request))
+    raw = bm25([terms(span_text(u)) for u in units], terms(request))
     best = max(raw, default=0.0)
     out = []
     for i, unit in enumerate(units):
