@@ -5,30 +5,31 @@ and takes entries; a gateway serving many sessions has one registry for all of t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import msgspec
 
 from ctxengine.subagents.spec import EndReason
 
 if TYPE_CHECKING:
-    from ctxengine.engine import ContextEngine
-    from ctxengine.subagents.spawn import SubagentContext
+    from ctxengine.subagents.host import Engine, LiveSubagent
+
+Live = TypeVar("Live", bound="LiveSubagent")
 
 
-class _Live(msgspec.Struct):
+class _Entry(msgspec.Struct, Generic[Live]):
     """One live sub-agent: its context, when it started (epoch seconds), its time-to-live."""
 
-    context: SubagentContext
+    context: Live
     started: float
     ttl_s: float | None
 
 
-class SubagentRegistry:
+class SubagentRegistry(Generic[Live]):
     """The live sub-agents of a process, by child id."""
 
     def __init__(self) -> None:
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, _Entry[Live]] = {}
         self._spawned = 0
 
     def __contains__(self, child_id: object) -> bool:
@@ -38,19 +39,19 @@ class SubagentRegistry:
         self._spawned += 1
         return f"{parent_id}:subagent:{name}:{self._spawned}"
 
-    def add(self, context: SubagentContext, ttl_s: float | None) -> None:
-        self._live[context.child_id] = _Live(context, time.time(), ttl_s)
+    def add(self, context: Live, ttl_s: float | None) -> None:
+        self._live[context.child_id] = _Entry(context, time.time(), ttl_s)
 
-    def take(self, child_id: str) -> SubagentContext | None:
+    def take(self, child_id: str) -> Live | None:
         """Unregister ``child_id``; its context, or None when it is not live."""
         live = self._live.pop(child_id, None)
         return live.context if live is not None else None
 
-    def children(self, parent: ContextEngine) -> list[SubagentContext]:
+    def children(self, parent: Engine) -> list[Live]:
         """The live sub-agents of ``parent``."""
         return [x.context for x in self._live.values() if x.context.parent is parent]
 
-    def depth(self, engine: ContextEngine) -> int:
+    def depth(self, engine: Engine) -> int:
         """0 for a main agent, else the live sub-agent's depth."""
         return next((x.context.depth for x in self._live.values() if x.context.engine is engine), 0)
 
@@ -70,11 +71,7 @@ class SubagentRegistry:
         return gone
 
 
-SUBAGENTS = SubagentRegistry()
-"""The process's sub-agents (a gateway serving many sessions has one registry for all)."""
-
-
-def close_subagent(ctx: SubagentContext, reason: EndReason) -> None:
+def close_subagent(ctx: LiveSubagent, reason: EndReason) -> None:
     """Dispose an unregistered sub-agent's engine (its own sub-agents are released with it)."""
     ctx.engine.store.append(ctx.child_id, "event", {"event": "subagent_end", "reason": reason})
     ctx.engine.dispose()

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ctxengine.engine import Projection
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.subagents.host import ProjectionView
 from ctxengine.subagents.spawn import SubagentContext, SubagentResult
 from ctxengine.subagents.spec import AgentSpec
 from ctxengine.tools.base import ToolError, ToolSpec
 
-Complete = Callable[[Projection, SubagentContext], Message]
+Complete = Callable[[ProjectionView, SubagentContext], Message]
 Execute = Callable[[ToolCall], ToolResult]
 TURN_LIMIT_NOTE = "[the sub-agent stopped at its limit of {n} model calls; this report may be incomplete]"
 

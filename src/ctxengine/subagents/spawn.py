@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,8 @@ import msgspec
 
 from ctxengine.layers.pairing import aborted_unanswered, find_violations
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.subagents.registry import SUBAGENTS, SubagentRegistry, close_subagent
+from ctxengine.subagents.host import Engine
+from ctxengine.subagents.registry import SubagentRegistry, close_subagent
 from ctxengine.subagents.spec import (
     AgentSpec,
     EndReason,
@@ -51,7 +52,6 @@ from ctxengine.subagents.spec import (
 from ctxengine.tools.bootstrap import load_bootstrap_files
 
 if TYPE_CHECKING:
-    from ctxengine.engine import ContextEngine
     from ctxengine.layers.base import LayerEvent
     from ctxengine.store import SessionStore
     from ctxengine.store.base import Entry, EntryKind
@@ -82,12 +82,12 @@ class SubagentContext:
         child_id: str,
         spec: AgentSpec,
         mode: SpawnMode,
-        engine: ContextEngine,
+        engine: Engine,
         messages: list[Message],
         depth: int,
         call_id: str | None,
-        parent: ContextEngine,
-        registry: SubagentRegistry,
+        parent: Engine,
+        registry: SubagentRegistry[SubagentContext],
     ) -> None:
         self.child_id = child_id
         self.spec = spec
@@ -105,7 +105,7 @@ class SubagentContext:
         self._registry = registry
 
     @property
-    def parent(self) -> ContextEngine | None:
+    def parent(self) -> Engine | None:
         """The parent engine, or None once it is gone."""
         return self._parent()
 
@@ -119,6 +119,10 @@ class SubagentContext:
         if parent is not None:
             rolled = {"event": "subagent_rollback", "child": self.child_id}
             parent.store.append(parent.session_id, "event", rolled)
+
+
+SUBAGENTS: SubagentRegistry[SubagentContext] = SubagentRegistry()
+"""The process's sub-agents (a gateway serving many sessions has one registry for all)."""
 
 
 class _SharedStore:
@@ -147,7 +151,7 @@ class _SharedStore:
 
 
 def prepare_spawn(
-    parent: ContextEngine,
+    parent: Engine,
     parent_view: Sequence[Message],
     spec: AgentSpec,
     prompt: str,
@@ -156,7 +160,8 @@ def prepare_spawn(
     call_id: str | None = None,
     workspace: Path | None = None,
     ttl_s: float | None = None,
-    registry: SubagentRegistry = SUBAGENTS,
+    registry: SubagentRegistry[SubagentContext] = SUBAGENTS,
+    new_engine: Callable[..., Engine] | None = None,
 ) -> SubagentContext:
     """Prepare a sub-agent of ``parent`` (see the module notes). ``parent_view``: the parent's
     projection before repair. Raises ``SubagentDepthError`` past ``spec.max_depth`` (nothing is
@@ -171,9 +176,10 @@ def prepare_spawn(
     if not prompt.strip():
         raise SpawnError(f"agent {spec.name!r}: the delegation prompt is empty")
     child_id = registry.new_id(parent.session_id, spec.name)
-    child: ContextEngine | None = None
+    child: Engine | None = None
     try:
-        child, messages = _child_engine(parent, parent_view, spec, prompt, mode, child_id, workspace)
+        make = new_engine or type(parent)
+        child, messages = _child_engine(make, parent, parent_view, spec, prompt, mode, child_id, workspace)
         ctx = SubagentContext(child_id, spec, mode, child, messages, depth, call_id, parent, registry)
         registry.add(ctx, ttl_s)
         spawned = {"event": "subagent_spawn", "child": child_id, "agent": spec.name, "mode": mode}
@@ -187,18 +193,17 @@ def prepare_spawn(
 
 
 def _child_engine(
-    parent: ContextEngine,
+    new_engine: Callable[..., Engine],
+    parent: Engine,
     parent_view: Sequence[Message],
     spec: AgentSpec,
     prompt: str,
     mode: SpawnMode,
     child_id: str,
     workspace: Path | None,
-) -> tuple[ContextEngine, list[Message]]:
+) -> tuple[Engine, list[Message]]:
     """The sub-agent's engine, bootstrapped, its initial messages ingested (they are returned).
     A fork takes the parent's system prompt, tools, fixed prefix and model: the cached prefix."""
-    from ctxengine.engine import ContextEngine
-
     fork = mode == "fork"
     if fork:
         system, model = parent.system, parent.model.name
@@ -206,7 +211,7 @@ def _child_engine(
     else:
         system, model = isolated_system(spec, workspace), spec.model or parent.model.name
         messages = [Message("user", (Text(prompt),), f"{child_id}:prompt", timestamp=time.time())]
-    child = ContextEngine(
+    child = new_engine(
         parent.policy,
         model=model,
         registry=parent.registry,
@@ -264,7 +269,7 @@ def fork_messages(view: Sequence[Message], prompt: str) -> list[Message]:
 
 
 def end_subagent(
-    parent: ContextEngine, result: SubagentResult, registry: SubagentRegistry = SUBAGENTS
+    parent: Engine, result: SubagentResult, registry: SubagentRegistry[SubagentContext] = SUBAGENTS
 ) -> list[LayerEvent]:
     """Hand ``result`` back to ``parent`` (``on_subagent_ended``): the capped report and the files
     read, as the spawning call's result (or a notice), ingested into the parent; then the
@@ -292,7 +297,7 @@ def end_subagent(
     return events
 
 
-def _capped_report(parent: ContextEngine, ctx: SubagentContext, report: str) -> str:
+def _capped_report(parent: Engine, ctx: SubagentContext, report: str) -> str:
     """``report`` cut to the definition's token cap; the whole text kept as an artifact."""
     cap = ctx.spec.report_max_tokens
     tokens = parent.counter.count_text(report)
@@ -330,7 +335,7 @@ def _path(call: ToolCall) -> str:
     return ""
 
 
-def release_children(parent: ContextEngine, registry: SubagentRegistry = SUBAGENTS) -> list[str]:
+def release_children(parent: Engine, registry: SubagentRegistry[SubagentContext] = SUBAGENTS) -> list[str]:
     """End the live sub-agents of ``parent`` (it is being disposed; reason ``released``)."""
     ended = []
     for ctx in registry.children(parent):
