@@ -107,3 +107,29 @@ def test_a_sidechain_file_is_tied_by_its_prompt(tmp_path: Path) -> None:
     summary = subagent_summary(parent, len)
     assert summary is not None
     assert [(r.call_id, r.linked_by) for r in summary.runs] == [("toolu_b", "prompt")]
+
+
+def test_the_table_and_the_bench_rows_show_the_subagent_figures() -> None:
+    """The replay table has a ``sub-agents`` column when a run was linked (runs and the tokens
+    kept out), and the bench rows carry the figures, summed per policy."""
+    from rich.console import Console
+
+    from ctxengine.bench import Runner, session_row, summarize_rows
+    from ctxengine.report import summary_table
+
+    sessions, _ = collect(CLAUDE_CODE)
+    parent = next(s for s in sessions if s.source == str(PARENT))
+    report = replay_session(parent, get_policy("none"), window=200_000)
+    console = Console(record=True, width=220)
+    console.print(summary_table([report], "t", 220))
+    text = console.export_text()
+    assert "sub-" in text and "1 (632K)" in text
+    alone = replay_session(load(PARENT)[0], get_policy("none"), window=200_000)
+    console = Console(record=True, width=220)
+    console.print(summary_table([alone], "t", 220))
+    assert "sub-" not in console.export_text()  # no run linked: no column
+    row = session_row(report, 0.0)
+    assert (row.subagents_spawned, row.subagent_tokens) == (1, 632_622)
+    assert row.subagent_tokens_kept_out == report.summary.subagents.tokens_kept_out  # type: ignore[union-attr]
+    total = summarize_rows(Runner(name="none", policy=get_policy("none")), [row, row], [])
+    assert total.subagents_spawned == 2 and total.subagent_tokens == 2 * 632_622
