@@ -23,8 +23,9 @@ failed after preparation (OpenClaw's ``{rollback()}``).
 definition's ``report_max_tokens``; the full text goes to the parent's artifact store) and the
 list of files the sub-agent read: as the result of the tool call that spawned it, or as a notice.
 Nothing else of the sub-agent's history reaches the parent. The registry ends the sub-agents of a
-disposed parent (``released``), and ``SubagentRegistry.sweep`` those whose parent is gone
-(garbage-collected) or whose time-to-live has passed (``swept``).
+disposed parent (``released``), and ``SubagentRegistry.sweep`` (run at every spawn, and by a
+host at will) those whose parent is gone (garbage-collected) or whose time-to-live has passed
+(``swept``).
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def prepare_spawn(
     projection before repair. Raises ``SubagentDepthError`` past ``spec.max_depth`` (nothing is
     done), ``SpawnError`` when a step fails (everything rolled back)."""
     mode = mode or spec.mode
+    registry.sweep()  # a spawn first ends the orphans of parents that are gone
     depth = registry.depth(parent) + 1
     if depth > spec.max_depth:
         raise SubagentDepthError(
