@@ -19,10 +19,13 @@ from typing import Any
 
 from ctxengine.engine import ContextEngine, Projection
 from ctxengine.llm import ToolDefinition, make_client
-from ctxengine.messages import Message, Text, Usage
+from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import usage_cost_usd
 from ctxengine.policy import get_policy
 from ctxengine.store import SQLiteStore
+from ctxengine.subagents.runner import run_subagent, task_tool
+from ctxengine.subagents.spawn import SubagentResult
+from ctxengine.subagents.spec import AgentSpec, SubagentError, explore_for
 from ctxengine.tools.bootstrap import load_bootstrap
 from ctxengine.tools.registry import build_tools
 
@@ -31,8 +34,9 @@ SYSTEM = (
     "you answer; quote paths exactly. Answer concisely."
 )
 
-# (projection, tool definitions in the provider's format, turn number) -> the model's reply
-Complete = Callable[[Projection, list[dict[str, Any]], int], Message]
+# (projection, tool definitions in the provider's format, turn number, model or None for --model)
+# -> the model's reply
+Complete = Callable[[Projection, list[dict[str, Any]], int, str | None], Message]
 
 
 def agent_parser(
@@ -51,6 +55,11 @@ def agent_parser(
     p.add_argument("--policy", default="default", help="built-in ctxengine policy")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     p.add_argument("--summarize-with-model", action="store_true", help="LLM notes and summaries")
+    p.add_argument(
+        "--subagent-model",
+        default=None,
+        help="model of the Explore sub-agent the task tool spawns (default: the provider's cheap one)",
+    )
     return p
 
 
@@ -95,7 +104,10 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
     toolbox = build_tools(workspace, store, "agent", window=engine.window, counter=engine.counter)
     engine.compaction_listeners.append(toolbox.read_state.reset)  # stubs may point at dropped text
     engine.compaction_listeners.append(toolbox.working_set.invalidate)  # the block may have been dropped
-    tools = toolbox.executor.definitions(provider)
+    explore = explore_for(provider, args.subagent_model)  # what the task tool spawns
+    task = task_tool(explore)
+    task_definition = task.anthropic() if provider == "anthropic" else task.openai()
+    tools = [*toolbox.executor.definitions(provider), task_definition]
     engine.bootstrap(
         system=system,
         fixed_prefix_tokens=engine.counter.count_text(system + json.dumps(tools)),
@@ -111,7 +123,7 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
             proj = engine.assemble(now=time.time())
             for e in proj.events:
                 print(f"[ctxengine] {e.layer}: {e.tokens_before:,} -> {e.tokens_after:,} tokens ({e.reason})")
-            reply = complete(proj, tools, turn)
+            reply = complete(proj, tools, turn, None)
             engine.ingest(reply)
             engine.after_turn(reply.usage)
             usage = reply.usage or Usage()
@@ -125,12 +137,17 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
                 break
             results = []
             for call in reply.tool_calls:
+                if call.name == "task":  # its result is the sub-agent's report, ingested by the engine
+                    total += run_task(engine, call, explore, workspace, complete, provider)
+                    continue
                 result = toolbox.executor.execute(call)
                 size = sum(len(p.text) for p in result.content if isinstance(p, Text))
                 flag = " (error)" if result.is_error else ""
                 print(f"  -> {call.name}({json.dumps(call.input)[:120]}): {size:,} chars{flag}", flush=True)
                 results.append(result)
-            engine.ingest(Message("user", tuple(results), id=f"tool-results-{turn}", timestamp=time.time()))
+            if results:
+                now = time.time()
+                engine.ingest(Message("user", tuple(results), id=f"tool-results-{turn}", timestamp=now))
             if toolbox.working_set.changed:  # open files ride with the newest turn, moved only on change
                 engine.set_block(toolbox.working_set.block_text())
         else:
@@ -140,3 +157,39 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
         engine.dispose()
     print(f"[total] ${total:.4f} for the conversation" + (" (summaries extra)" if summarizer else ""))
     return 0 if answer else 1
+
+
+def run_task(
+    engine: ContextEngine, call: ToolCall, spec: AgentSpec, workspace: Path, complete: Complete, provider: str
+) -> float:
+    """A ``task`` call: an Explore sub-agent with its own context and its own tools (its own read
+    cache); only its report and the files it read reach this session. Returns its cost (USD)."""
+    prompt = str(call.input.get("prompt", "")) if isinstance(call.input, dict) else str(call.input)
+    try:
+        ctx = engine.prepare_subagent_spawn(spec, prompt, call_id=call.id, workspace=workspace)
+    except SubagentError as exc:  # refused (depth, empty prompt) or failed: the model is told
+        error = ToolResult(call.id, (Text(f"Error: {exc}"),), True, "task")
+        engine.ingest(Message("user", (error,), id=f"task-error-{call.id}", timestamp=time.time()))
+        return 0.0
+    child = ctx.engine
+    toolbox = build_tools(workspace, engine.store, ctx.child_id, window=child.window, counter=child.counter)
+    allowed = [t for name, t in toolbox.executor.tools.items() if name in ctx.tools]
+    defs = [t.anthropic() if provider == "anthropic" else t.openai() for t in allowed]
+    try:
+        call_model = lambda proj, sub: complete(proj, defs, 0, sub.model)  # noqa: E731
+        result = run_subagent(ctx, call_model, toolbox.executor.execute)
+    except Exception as exc:  # the sub-agent's call failed: it ends, and the model is told why
+        failed = f"[the sub-agent failed: {exc}]"
+        result = SubagentResult(child_id=ctx.child_id, report=failed, reason="deleted")
+    finally:
+        toolbox.close()
+    usage = [m.usage for m in ctx.engine.history if m.role == "assistant" and m.usage is not None]
+    cost = sum(usage_cost_usd(ctx.engine.model, u) for u in usage)
+    engine.on_subagent_ended(result)
+    print(
+        f"  -> task ({spec.name} on {ctx.model}): {len(usage)} calls, "
+        f"{sum(u.total_input for u in usage):,} input tokens kept out of this context; "
+        f"report {len(result.report):,} chars; ${cost:.4f}",
+        flush=True,
+    )
+    return cost

@@ -56,10 +56,15 @@ def run(args: argparse.Namespace) -> int:
     api_key = os.environ.get("ANTHROPIC_API_KEY") or ("not-needed" if args.base_url else None)
     client = anthropic.Anthropic(api_key=api_key, base_url=args.base_url, timeout=args.timeout, max_retries=2)
 
-    def complete(proj: Projection, tools: list[dict[str, Any]], turn: int) -> Message:
-        """One model call: the projection with prompt-cache breakpoints in, a neutral message out."""
+    def complete(proj: Projection, tools: list[dict[str, Any]], turn: int, model: str | None) -> Message:
+        """One model call (``model``, else ``--model``): the projection with prompt-cache
+        breakpoints in, a neutral message out."""
         body = to_anthropic(
-            proj.messages, system=proj.system, model=args.model, max_tokens=args.max_tokens, tools=tools
+            proj.messages,
+            system=proj.system,
+            model=model or args.model,
+            max_tokens=args.max_tokens,
+            tools=tools,
         )
         return to_message(client.messages.create(**body), turn)
 

@@ -66,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
     # OpenAI's newer models want max_completion_tokens; most compatible servers know max_tokens
     cap_name = "max_tokens" if args.base_url else "max_completion_tokens"
 
-    def complete(proj: Projection, tools: list[dict[str, Any]], turn: int) -> Message:
-        """One model call: the projection as Chat Completions in, a neutral message out."""
-        body = to_openai_chat(proj.messages, system=proj.system, model=args.model, tools=tools)
+    def complete(proj: Projection, tools: list[dict[str, Any]], turn: int, model: str | None) -> Message:
+        """One model call (``model``, else ``--model``): Chat Completions in, a neutral message out."""
+        body = to_openai_chat(proj.messages, system=proj.system, model=model or args.model, tools=tools)
         body[cap_name] = args.max_tokens
         return to_message(client.chat.completions.create(**body), turn)
 

@@ -203,3 +203,42 @@ def test_example_reports_a_server_error(workspace: Path, tmp_path: Path) -> None
     )
     assert proc.returncode != 0
     assert "invalid x-api-key" in proc.stderr
+
+
+def _tool_use(msg_id: str, call_id: str, name: str, inp: dict[str, Any]) -> dict[str, Any]:
+    content = [{"type": "tool_use", "id": call_id, "name": name, "input": inp}]
+    return {**ANTHROPIC_TOOL_USE, "id": msg_id, "content": content}
+
+
+def test_the_task_tool_spawns_an_explore_subagent_whose_work_stays_out(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The model calls ``task``: an Explore sub-agent (cheap model, read-only tools, the prompt
+    alone) reads the file in its own context; the parent's next request holds only its report
+    and the file list, none of its tool calls or the file's content."""
+    report = "GREETING is defined in src/hello.py, line 1."
+    prompt = "Where is GREETING defined?"
+    replies: list[Reply] = [
+        ("status", 200, _tool_use("msg_p1", "toolu_task", "task", {"prompt": prompt}), {}),
+        ("status", 200, _tool_use("msg_s1", "toolu_sub1", "read", {"path": "src/hello.py"}), {}),
+        ("ok", report),
+        ("ok", FINAL),
+    ]
+    proc, requests = run_against_server(
+        "anthropic_agent.py", ["--max-turns", "4", "Find GREETING"], workspace, tmp_path, replies=replies
+    )
+    assert proc.returncode == 0, proc.stderr
+    parent1, sub1, sub2, parent2 = (r.body for r in requests)
+    assert "task" in {t["name"] for t in parent1["tools"]}
+    for sub in (sub1, sub2):
+        assert sub["model"] == "claude-haiku-4-5"
+        assert {t["name"] for t in sub["tools"]} == {"read", "grep", "glob", "search"}
+        assert sub["system"][0]["text"].startswith("You are a read-only search agent")
+    assert [m["role"] for m in sub1["messages"]] == ["user"]
+    assert prompt in json.dumps(sub1["messages"])
+    assert "hello from the ctxengine workspace 7d1e" in json.dumps(sub2["messages"])  # its own read
+    sent = json.dumps(parent2["messages"])
+    assert report in sent and "Files read: src/hello.py" in sent
+    assert "toolu_sub1" not in sent and "7d1e" not in sent
+    assert parent2["model"] == "claude-sonnet-4-6"
+    assert "-> task (explore on claude-haiku-4-5): 2 calls" in proc.stdout

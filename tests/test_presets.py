@@ -116,7 +116,7 @@ def test_presets_are_found_by_name_and_kept_apart_from_ours() -> None:
     for name, policy in PRESETS.items():
         assert get_policy(name) is policy
         assert policy.name == name and policy.description
-    assert sorted(BUILTIN) == ["default", "none", "recorded"]
+    assert sorted(BUILTIN) == ["default", "evict-importance", "evict-oldest", "none", "recorded"]
     with pytest.raises(KeyError, match="presets: claude-code, letta, openclaw, pi"):
         get_policy("cursor")
 

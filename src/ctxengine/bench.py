@@ -85,6 +85,9 @@ class SessionRow(msgspec.Struct, kw_only=True):
     wall_time_s: float
     held_out: bool  # in the held-out half of the documented split (``held_out``)
     layer_failures: int = 0  # layer exceptions the engine caught and went on without
+    subagents_spawned: int = 0  # sub-agent runs tied to this session's calls (``subagents.linking``)
+    subagent_tokens: int = 0  # the input tokens of their calls (recorded usage)
+    subagent_tokens_kept_out: int = 0  # ... minus the reports that came back
 
 
 class PolicyRow(msgspec.Struct, kw_only=True):
@@ -129,6 +132,9 @@ class PolicyRow(msgspec.Struct, kw_only=True):
     wall_time_s: float = 0.0
     wall_time_s_per_session: float = 0.0
     layer_failures: int = 0
+    subagents_spawned: int = 0
+    subagent_tokens: int = 0
+    subagent_tokens_kept_out: int = 0
 
 
 class Comparison(msgspec.Struct, kw_only=True):
@@ -256,6 +262,9 @@ def session_row(report: SessionReport, wall: float) -> SessionRow:
         wall_time_s=round(wall, 4),
         held_out=held_out(report.session.source, report.session.name),
         layer_failures=s.layer_failures,
+        subagents_spawned=s.subagents.spawned if s.subagents else 0,
+        subagent_tokens=s.subagents.subagent_tokens if s.subagents else 0,
+        subagent_tokens_kept_out=s.subagents.tokens_kept_out if s.subagents else 0,
     )
 
 
@@ -331,6 +340,9 @@ def summarize_rows(runner: Runner, rows: list[SessionRow], errors: list[str]) ->
     out.cost_with_refetch_usd = round(sum(r.cost_with_refetch_usd for r in rows), 6)
     out.pairing_violations = sum(r.pairing_violations for r in rows)
     out.layer_failures = sum(r.layer_failures for r in rows)
+    out.subagents_spawned = sum(r.subagents_spawned for r in rows)
+    out.subagent_tokens = sum(r.subagent_tokens for r in rows)
+    out.subagent_tokens_kept_out = sum(r.subagent_tokens_kept_out for r in rows)
     out.wall_time_s = round(sum(r.wall_time_s for r in rows), 3)
     out.wall_time_s_per_session = round(out.wall_time_s / n, 4)
     return out
@@ -573,6 +585,15 @@ CAPTION = (
 )
 
 
+def subagent_line(row: PolicyRow) -> str:
+    """The recorded sub-agent runs of the sessions (``subagents.linking``), one line."""
+    return (
+        f"sub-agents: {row.subagents_spawned} run(s) tied to Task/Agent calls; their calls read "
+        f"{row.subagent_tokens:,} input tokens, {row.subagent_tokens_kept_out:,} of them kept out of the "
+        "parents' contexts (only the reports came back)."
+    )
+
+
 def comparison_line(c: Comparison | None) -> str:
     """One line stating how ``default`` compares with the presets."""
     if c is None:
@@ -703,6 +724,9 @@ def bench_command(
             out.print(bench_table(result, f"{label} — {n} sessions (split: bench.held_out)", part))
     out.print(CAPTION + f" Wall time is replay time per policy ({elapsed:,.1f} s in all).",
               markup=False, highlight=False, soft_wrap=True)
+    sub = next((r for r in result.policies.values() if r.subagents_spawned), None)
+    if sub is not None:  # recorded figures: the same under every policy
+        out.print(subagent_line(sub), markup=False, highlight=False, soft_wrap=True)
     for row in result.policies.values():
         for e in row.errors[:5]:
             common.say("error:", f"{row.policy}: {e}")

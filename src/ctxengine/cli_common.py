@@ -251,7 +251,9 @@ def collect(path: Path) -> tuple[list[Session], list[str]]:
                 notes.append(f"skipped {exc}")
         link_sidechains(sessions)
         return sessions, notes
-    return load(path), notes
+    sessions = load(path)
+    link_sidechains(sessions)  # a main file's own sidechain records
+    return sessions, notes
 
 
 def collect_all(paths: Iterable[Path]) -> tuple[list[Session], list[str]]:

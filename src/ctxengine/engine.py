@@ -49,6 +49,7 @@ from ctxengine.layers.base import (
 )
 from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
+from ctxengine.layers.history_limit import evict_under_pressure, history_limit
 from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import fit_results, guard_limit, overflow_guard, unfit_event
 from ctxengine.layers.pairing import find_violations, repair
@@ -62,6 +63,8 @@ from ctxengine.tokens.ledger import Ledger
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
+    from ctxengine.subagents.spawn import SubagentContext, SubagentResult
+    from ctxengine.subagents.spec import AgentSpec, SpawnMode
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +209,7 @@ class ContextEngine:
         self.failures = 0
         self._policies: dict[tuple[int, int], Policy] = {}  # resolved per window (``for_window``)
         self._warned = False  # the context-warning event fired and the context is still above it
+        self.evicted: set[int] = set()  # history indices evicted without a summary (``_evict``)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -309,6 +313,7 @@ class ContextEngine:
             self._idle,
             self._ttl_prune,
             self._cache_clear,
+            self._evict,
             self._compaction,
             self._overflow,
         ):
@@ -389,11 +394,46 @@ class ContextEngine:
         return self.compactor.notes_running
 
     def dispose(self) -> None:
-        """End the session: apply a finished background notes update, abandon a running one
-        (without waiting for it; an event says so), release the store."""
+        """End the session: end its live sub-agents (``released``), apply a finished background
+        notes update, abandon a running one (without waiting for it; an event says so), release
+        the store."""
+        from ctxengine.subagents.spawn import release_children
+
+        release_children(self)
         self.compactor.stop_notes()
         self._take_notes_events()
         self.store.close()
+
+    # ---------------------------------------------------------------- sub-agents (``subagents.spawn``)
+
+    def prepare_subagent_spawn(
+        self,
+        spec: AgentSpec,
+        prompt: str,
+        *,
+        mode: SpawnMode | None = None,
+        call_id: str | None = None,
+        workspace: Path | None = None,
+        ttl_s: float | None = None,
+    ) -> SubagentContext:
+        """Prepare a sub-agent of this session for ``prompt`` (OpenClaw's ``prepareSubagentSpawn``):
+        its own engine, ``isolated`` (its system prompt, allow-listed instruction files, the
+        prompt alone) or ``fork`` (this projection as a cache-sharing prefix, open calls closed);
+        ``call_id`` is the tool call it answers. Raises ``SubagentDepthError`` past
+        ``spec.max_depth`` and ``SpawnError`` (everything rolled back) when a step fails."""
+        from ctxengine.subagents.spawn import prepare_spawn
+
+        return prepare_spawn(
+            self, self._view, spec, prompt, mode=mode, call_id=call_id, workspace=workspace, ttl_s=ttl_s
+        )
+
+    def on_subagent_ended(self, result: SubagentResult) -> list[LayerEvent]:
+        """Take back a sub-agent's final report and the files it read (nothing else of its
+        history), as the result of the call that spawned it; the sub-agent is disposed. Raises
+        ``SubagentError`` for a sub-agent that is not live or not this session's."""
+        from ctxengine.subagents.spawn import end_subagent
+
+        return end_subagent(self, result)
 
     def set_block(self, text: str) -> bool:
         """Show a managed block (e.g. the open-files working set) with the newest user turn.
@@ -597,6 +637,25 @@ class ContextEngine:
     def _cache_clear(self, ctx: LayerContext) -> LayerEvent | None:
         d = cache_clear(ctx)
         return self._commit_replacements(d) if d else None
+
+    def _evict(self, ctx: LayerContext) -> LayerEvent | None:
+        """The user-turn limit of this session's key, then pressure eviction (``layers.history_limit``;
+        both off unless the policy sets them): evicted messages leave the projection for good."""
+        limit = ctx.policy.history_limits.limit_for(self.session_id)
+        d = history_limit(ctx, limit) if limit else evict_under_pressure(ctx)
+        if d is None:
+            return None
+        before = self._predict()
+        removed = [self.history[ctx.src[i]] for i in d.indices]
+        entry = {"layer": d.event.layer, "evicted": [m.id for m in removed]}
+        self.store.append(self.session_id, "event", entry)
+        self.evicted.update(ctx.src[i] for i in d.indices)
+        self._rebuild()
+        for listener in self.compaction_listeners:
+            listener()
+        d.event.tokens_before, d.event.tokens_after = before, self._predict()
+        self._add_quality(d.event, removed)
+        return d.event
 
     def _compaction(self, ctx: LayerContext) -> LayerEvent | None:
         if self.policy.compaction != "summary":
@@ -806,4 +865,5 @@ class ContextEngine:
         for m in self.prefix:
             self._append_view(m, -1)
         for i in range(self.kept_from, len(self.history)):
-            self._append_view(self._shown(i, self.history[i]), i)
+            if i not in self.evicted:
+                self._append_view(self._shown(i, self.history[i]), i)

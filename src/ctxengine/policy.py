@@ -31,6 +31,8 @@ from typing import Literal
 
 import msgspec
 
+from ctxengine.session_keys import HistoryLimits
+
 # Shares of the free window (window - fixed prefix) that the reserves and sizes of a policy may
 # take at most (``Policy.for_window``). At 200,000 tokens with a 25,000-token prefix none binds
 # (Claude Code's 33,000 of reserves is 19% of the free window, its 40,000 kept 23%, its 50,000
@@ -48,6 +50,9 @@ SummarizerKind = Literal["auto", "structured", "llm"]
 # split-turn prefix (pi, OpenClaw); "sliding-window" evicts a growing share of the messages
 # (Letta), falling back to "all".
 CutStrategy = Literal["tail", "all", "pi", "sliding-window"]
+# Which units eviction takes first (``ctxengine.layers.history_limit``): the oldest, or the least
+# important by seed 002's score (``ctxengine.layers.importance``).
+EvictOrder = Literal["oldest", "importance"]
 # How the $0 structured summary (and the LLM summary's headings) look (``ctxengine.summarize``).
 SummaryStyle = Literal["ctxengine", "claude-code", "openclaw", "pi", "letta"]
 
@@ -198,6 +203,15 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_total_share: float = 0.0
     restore_change_share: float = 0.0
     restore_skeleton_share: float = 0.0
+
+    # eviction without a summary (``layers.history_limit``; off by default, so no other policy
+    # changes): a gateway's per-kind user-turn limits (OpenClaw's historyLimit, batched), and
+    # whole API rounds evicted above the compaction threshold down to ``evict_target_share`` of
+    # the free window; ``evict_order`` picks oldest first or seed 002's importance score
+    history_limits: HistoryLimits = msgspec.field(default_factory=HistoryLimits)
+    evict_at_pressure: bool = False
+    evict_target_share: float = 0.45
+    evict_order: EvictOrder = "oldest"
 
     def compact_threshold(self, window: int, max_output: int) -> int:
         """Tokens above which summary compaction runs: Claude Code's auto-compact threshold, or
@@ -485,7 +499,25 @@ Measured with ``ctxengine bench`` (content recall, probe score, cost with re-fet
 has the tables and the held-out half).
 """
 
-BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED)}
+EVICT_OLDEST = DEFAULT.with_(
+    name="evict-oldest",
+    description="Default's $0 layers, then whole rounds evicted oldest first (no summary).",
+    compaction="none",
+    session_memory=False,
+    evict_at_pressure=True,
+    evict_order="oldest",
+)
+EVICT_IMPORTANCE = EVICT_OLDEST.with_(
+    name="evict-importance",
+    description="Default's $0 layers, then whole rounds evicted least important first (seed 002).",
+    evict_order="importance",
+)
+"""Two policies that compare eviction orders on the same footing (``ctxengine bench --policies
+evict-oldest,evict-importance``): the default's cheap layers, then, above its compaction
+threshold, whole API rounds leave the context with no summary, down to 45% of the free window;
+oldest first, or by seed 002's importance score (``layers.importance``)."""
+
+BUILTIN: dict[str, Policy] = {p.name: p for p in (DEFAULT, NONE, RECORDED, EVICT_OLDEST, EVICT_IMPORTANCE)}
 
 
 def presets() -> dict[str, Policy]:

@@ -46,6 +46,7 @@ from ctxengine.models import (
 )
 from ctxengine.plugins import EngineRegistry
 from ctxengine.policy import Policy
+from ctxengine.subagents.linking import SubagentSummary, subagent_summary
 from ctxengine.tokens.counter import TokenCounter, counter_for
 from ctxengine.tokens.ledger import Ledger
 from ctxengine.tools.limits import ToolLimitReport, tool_limit_report
@@ -63,6 +64,8 @@ COMPACTION_LAYERS = frozenset(
         "summary_compact",
         "overflow_guard",
         "recorded_compaction",
+        "history_limit",
+        "evict",
     }
 )  # layers that change what is already in the context (the prompt cache's expected misses)
 CACHE_BREAK_SHARE = 0.5  # a warm request reading less than this share of the previous one broke
@@ -164,6 +167,9 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     # "transcript" (the harness's own figure, SWE-agent's ``info.model_stats.instance_cost``)
     recorded_cost_from: str | None = None
     layer_failures: int = 0  # layer exceptions the engine caught and went on without (never silent)
+    # sub-agent runs tied to this session's Task/Agent calls, and what they kept out of its context
+    # (``subagents.linking``; None for a session that spawned none)
+    subagents: SubagentSummary | None = None
 
 
 class SessionInfo(msgspec.Struct, kw_only=True):
@@ -607,6 +613,7 @@ def replay_session(
         prediction_error=_pct(pred_errs),
         delta_error=_pct(delta_errs),
         cache_model_error=_pct(cache_errs),
+        subagents=subagent_summary(session, counter.count_text),
     )
     info = SessionInfo(
         source=session.source,

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ctxengine.replay import COMPACTION_LAYERS, SessionReport
+from ctxengine.subagents.linking import SubagentSummary
 
 GROUP_ABOVE = 5  # a file with more sessions than this is shown as one row
 
@@ -71,6 +72,12 @@ COLUMNS = {
         _Column("pred", "pred", "pred: the ledger's median error on the recorded input tokens"),
         _Column("delta", "Δ err", "Δ err: the same on their growth since the previous call"),
         _Column("fail", "layer\nfail", "layer fail: layer exceptions the engine caught"),
+        _Column(
+            "sub",
+            "sub-\nagents",
+            "sub-agents: sub-agent runs tied to the session's Task/Agent calls (the input tokens of "
+            "their calls that stayed out of its context)",
+        ),
     )
 }
 Slot = tuple[str, ...]  # the figures one table column holds, one per line
@@ -84,9 +91,10 @@ STACKED: tuple[Slot, ...] = (
     ("content", "refs"),
     ("hit", "pair"),
     ("pred", "delta"),
+    ("sub",),
 )
 """Two figures per column, two lines per row: a normal terminal (80 columns) shows every one."""
-DROP_ORDER = ("fmt", "delta", "pred", "hit", "content", "pair", "compact")
+DROP_ORDER = ("sub", "fmt", "delta", "pred", "hit", "content", "pair", "compact")
 """Figures left out, in this order, when even the stacked table does not fit (``--json`` has them)."""
 
 
@@ -129,6 +137,8 @@ def summary_table(reports: Sequence[SessionReport], title: str, width: int = 200
     cells = [(label, _cells(rs)) for label, rs in rows]
     total_cells = [(label, _cells(rs)) for label, rs in totals]
     shown = {k for k in COLUMNS if k != "fail" or any(r.summary.layer_failures for r in reports)}
+    if not any(r.summary.subagents and r.summary.subagents.spawned for r in reports):
+        shown.discard("sub")  # shown only where a sub-agent run was linked
     console = Console(width=10 * width)  # measures the table's natural width, not clamped to ``width``
 
     def fit(layout: tuple[Slot, ...]) -> tuple[tuple[Slot, ...], int]:
@@ -146,7 +156,7 @@ def summary_table(reports: Sequence[SessionReport], title: str, width: int = 200
     label_chars = max(LABEL_MIN, min(NAME_CHARS, LABEL_MIN + width - need))
     table = _build(title, layout, cells, total_cells, label_chars)
     keys = [k for slot in layout for k in slot]
-    left_out = [k for k in COLUMNS if k not in keys and k != "fail"]
+    left_out = [k for k in COLUMNS if k not in keys and k not in ("fail", "sub")]
     table.caption = _caption(reports, keys, left_out)
     return table
 
@@ -232,7 +242,17 @@ def _cells(rs: Sequence[SessionReport]) -> dict[str, str]:
         "pred": _fmt_pct(s[0].prediction_error.median_abs_pct) if one else "–",
         "delta": _fmt_pct(s[0].delta_error.median_abs_pct) if one else "–",
         "fail": str(sum(x.layer_failures for x in s)),
+        "sub": _subagent_cell([x.subagents for x in s if x.subagents is not None]),
     }
+
+
+def _subagent_cell(subs: Sequence[SubagentSummary]) -> str:
+    """``runs (tokens kept out)``, e.g. ``1 (619K)``; ``–`` with no run linked."""
+    spawned = sum(x.spawned for x in subs)
+    if not spawned:
+        return "–"
+    out = sum(x.tokens_kept_out for x in subs)
+    return f"{spawned} ({out / 1e6:.1f}M)" if out >= 1e6 else f"{spawned} ({out / 1e3:.0f}K)"
 
 
 def print_table(reports: Sequence[SessionReport], title: str, console: Console | None = None) -> None:

@@ -230,8 +230,12 @@ def load(path: Path | str) -> list[Session]:
 
 def link_sidechains(sessions: list[Session]) -> None:
     """Set ``parent`` on sidechain (subagent) sessions whose parent session is among ``sessions``
-    (matched by ``session_id``)."""
+    (matched by ``session_id``), then tie each to the parent's call that spawned it
+    (``subagents.linking.link_runs``)."""
+    from ctxengine.subagents.linking import link_runs
+
     parents = {s.session_id: s.source for s in sessions if not s.sidechain and s.session_id}
     for s in sessions:
-        if s.sidechain and s.session_id in parents:
+        if s.sidechain and s.session_id in parents and s.parent is None:
             s.parent = parents[s.session_id]
+    link_runs(sessions)
