@@ -177,3 +177,45 @@ def test_a_call_in_flight_during_a_compaction_keeps_its_result_visible(policy: s
     shown = [r for m in proj.messages for r in m.tool_results if r.call_id == "call_export"]
     assert shown and "48213 rows" in shown[0].content[0].text  # type: ignore[union-attr]
     assert any(c.id == "call_export" for m in proj.messages for c in m.tool_calls)
+
+
+@pytest.mark.parametrize("with_llm", [False, True])
+def test_default_keeps_compacting_after_a_call_in_flight(with_llm: bool) -> None:
+    """L23's kind under ``default``: a manual compaction while a long-running call is pending,
+    its result visible when it arrives, and automatic compactions afterwards once the context
+    grows to the threshold again (every request pairing-valid). ``default`` offloads these
+    9,000-char results to previews, so it takes more rounds than L23's 40 to get there: at the
+    40th the context is about 30,000 tokens under a threshold of about 33,000."""
+    llm = StrictLLM() if with_llm else None
+    engine = make_engine("default", 64_000, llm)
+    engine.ingest(Message("user", (Text("Export Q3 orders to parquet, then validate."),), "u0", timestamp=T0))
+    for k in range(14):
+        ts = T0 + 10 * k
+        engine.assemble(now=ts)
+        engine.ingest(call(f"t{k}", f"psql -c 'select count(*) from o{k}'", f"a{k}", ts))
+        engine.ingest(result(f"t{k}", prose(9_000, k), f"r{k}", ts + 1))
+    engine.assemble(now=T0 + 200)
+    engine.ingest(
+        Message(
+            "assistant",
+            (ToolCall("call_export", "export_job", {"table": "orders"}),),
+            "a_long",
+            timestamp=T0 + 201,
+            model=MODEL,
+        )
+    )
+    assert engine.compact(force=True) is not None
+    engine.ingest(
+        result("call_export", "export complete: 48213 rows", "r_long", T0 + 1_400, name="export_job")
+    )
+    proj = engine.assemble(now=T0 + 1_401)
+    assert any("48213 rows" in r.content[0].text for m in proj.messages for r in m.tool_results)  # type: ignore[union-attr]
+    compactions = 0
+    for j in range(90):
+        ts = T0 + 1_410 + 10 * j
+        engine.ingest(call(f"v{j}", f"python check.py --part {j}", f"b{j}", ts))
+        engine.ingest(result(f"v{j}", prose(9_000, 300 + j), f"rv{j}", ts + 1))
+        proj = engine.assemble(now=ts + 2)
+        compactions += sum(e.layer in ("session_memory_compact", "summary_compact") for e in proj.events)
+        assert validate_anthropic(to_anthropic(proj.messages, system="sys", model=MODEL)) == []
+    assert compactions >= 1
