@@ -31,6 +31,13 @@ def test_all_lists_the_public_names_and_each_resolves_to_its_module() -> None:
     assert ctxengine.__version__ and ctxengine.__version__[0].isdigit()
 
 
+def test_a_submodule_import_does_not_shadow_an_exported_name() -> None:
+    import ctxengine.presets  # the module ``ctxengine.presets`` becomes a package attribute
+
+    assert ctxengine.get_policy("pi").name == "pi"
+    assert "presets" not in ctxengine.__all__  # it names the module, not a function
+
+
 def test_an_unknown_name_raises_attribute_error() -> None:
     try:
         ctxengine.NoSuchThing  # noqa: B018

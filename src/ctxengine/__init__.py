@@ -8,7 +8,7 @@ The public API, importable from the package itself::
   ``compact``, ``after_turn``, ``retrieve``).
 - ``Policy`` and the built-in policies: ``DEFAULT`` (ours), ``NONE``, ``RECORDED``; the presets
   of other harnesses by name through ``get_policy`` (``"claude-code"``, ``"openclaw"``,
-  ``"pi"``, ``"letta"``) or ``presets()``.
+  ``"pi"``, ``"letta"``); their definitions are in the module ``ctxengine.presets``.
 - The neutral message model: ``Message`` and its blocks ``Text``, ``Thinking``, ``ToolCall``,
   ``ToolResult``, ``Image``, ``Document``; ``Usage``; ``Session`` (what a reader returns).
 - ``load(path)``: read any transcript format the project knows (Claude Code, Codex,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         ToolResult,
         Usage,
     )
-    from ctxengine.policy import DEFAULT, NONE, RECORDED, Policy, get_policy, presets
+    from ctxengine.policy import DEFAULT, NONE, RECORDED, Policy, get_policy
     from ctxengine.replay import replay_session
 
 try:
@@ -56,7 +56,6 @@ _WHERE = {
     "NONE": "ctxengine.policy",
     "RECORDED": "ctxengine.policy",
     "get_policy": "ctxengine.policy",
-    "presets": "ctxengine.policy",
     "Message": "ctxengine.messages",
     "Text": "ctxengine.messages",
     "Thinking": "ctxengine.messages",
@@ -90,7 +89,6 @@ __all__ = [
     "__version__",
     "get_policy",
     "load",
-    "presets",
     "replay_session",
     "to_anthropic",
     "to_openai_chat",
