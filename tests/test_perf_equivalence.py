@@ -1,0 +1,87 @@
+"""The speed-ups give the same answers as the plain computations they replace (issue 10).
+
+Each test runs the fast path and the plain one on real transcript text and compares results; speed
+itself is measured in ``benchmarks/``, never here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxengine import identifiers
+from ctxengine.formats import load
+from ctxengine.messages import Text, ToolCall, ToolResult
+from ctxengine.tokens.counter import CLAUDE_PROFILE, EstimateCounter, OpenAICounter, classify_text
+from ctxengine.tokens.memo import TextMemo
+
+TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+BIG = TRANSCRIPTS / "claude-code-jsonl" / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
+
+
+def _real_texts() -> list[str]:
+    if not BIG.exists():
+        pytest.skip("shared transcripts not found")
+    texts: set[str] = set()
+    for session in load(BIG):
+        for m in session.messages:
+            for b in m.blocks:
+                if isinstance(b, Text):
+                    texts.add(b.text)
+                elif isinstance(b, ToolResult):
+                    texts.update(p.text for p in b.content if isinstance(p, Text))
+                elif isinstance(b, ToolCall) and isinstance(b.input, dict):
+                    texts.update(v for v in b.input.values() if isinstance(v, str))
+    return sorted(texts)
+
+
+def test_identifier_prefilter_finds_what_the_full_scan_finds() -> None:
+    texts = _real_texts()
+    assert len(texts) > 500
+    found = 0
+    for t in texts:
+        fast = identifiers._extract.__wrapped__(t)
+        assert fast == identifiers._match(t), t[:200]
+        found += len(fast)
+    assert found > 1000  # the texts do hold identifiers
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see /usr/lib/x.py and\u00a0C:\\Users\\a\\b.txt,http://h.io/a?b=1 ",
+        "deadbeefcafe-babe-face-feed-abcdefabcdef",  # a UUID of letters only
+        "x" * 5000 + " 1234567 " + "y-" * 300,
+        "localhost:8080\tsrc/pkg/mod.rs\n0xDEADBEEF12",
+    ],
+)
+def test_identifier_prefilter_edge_cases(text: str) -> None:
+    assert identifiers._extract.__wrapped__(text) == identifiers._match(text)
+
+
+def test_memoized_counts_equal_fresh_counts() -> None:
+    texts = _real_texts()[:400]
+    memo_counter = EstimateCounter(CLAUDE_PROFILE)
+    for t in texts + texts:  # the second pass is served by the memo
+        assert memo_counter.count_text(t) == memo_counter._estimate(t, classify_text(t))
+    exact = OpenAICounter("o200k_base")
+    for t in texts + texts:
+        assert exact.count_text(t) == exact._count_uncached(t)
+
+
+def test_text_memo_is_bounded_by_chars_and_entries() -> None:
+    calls: list[str] = []
+
+    def fn(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    memo = TextMemo(fn, max_chars=100, max_entries=3)
+    words = [f"{k:03d}" * 10 for k in range(5)]  # 30 chars each
+    for w in words:
+        assert memo.count(w) == 30
+    assert len(memo) == 3  # 100 chars hold three of them
+    assert memo.count(words[-1]) == 30 and len(calls) == 5  # a hit: not counted again
+    assert memo.count(words[0]) == 30 and len(calls) == 6  # evicted first: counted again
+    assert memo.count("short") == 5 and memo.count("short") == 5 and len(calls) == 8  # never kept
