@@ -9,14 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import sessions
 
 from ctxengine import identifiers
 from ctxengine.formats import load
-from ctxengine.messages import Text, ToolCall, ToolResult
+from ctxengine.layers.pairing import find_violations, repair
+from ctxengine.layers.pairing_cache import RepairCache
+from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.tokens.counter import CLAUDE_PROFILE, EstimateCounter, OpenAICounter, classify_text
 from ctxengine.tokens.memo import TextMemo
 
 TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BIG = TRANSCRIPTS / "claude-code-jsonl" / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
 
 
@@ -85,3 +91,69 @@ def test_text_memo_is_bounded_by_chars_and_entries() -> None:
     assert memo.count(words[-1]) == 30 and len(calls) == 5  # a hit: not counted again
     assert memo.count(words[0]) == 30 and len(calls) == 6  # evicted first: counted again
     assert memo.count("short") == 5 and memo.count("short") == 5 and len(calls) == 8  # never kept
+
+
+# ---------------------------------------------------------------- pairing, checked incrementally
+
+
+class _WholeRepair:
+    """The engine's former projection: the whole view repaired and stabilised at every call."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple[str, int], Message] = {}
+
+    def project(self, view: list[Message]) -> list[Message]:
+        repaired, report = repair(view)
+        if not report.violations:
+            return list(view)
+        given = {id(m) for m in view}
+        out = []
+        for m in repaired:
+            if id(m) not in given:
+                known = self.made.get((m.id, len(m.blocks)))
+                if known is not None and known == m:
+                    m = known
+                else:
+                    self.made[(m.id, len(m.blocks))] = m
+            out.append(m)
+        return out
+
+
+def _same_projections(msgs: list[Message], rebuild_at: int) -> None:
+    cache, whole = RepairCache(), _WholeRepair()
+    prev_new: list[Message] = []
+    prev_old: list[Message] = []
+    for k in range(1, len(msgs) + 1):
+        if k == rebuild_at:
+            cache.reset()
+        view = msgs[:k]
+        new, old = cache.project(view), whole.project(view)
+        assert new == old
+        assert cache.valid == (not find_violations(view))
+        # the same messages stay the same objects (what the prompt-cache model compares)
+        kept_new = [a is b for a, b in zip(new, prev_new, strict=False)]
+        kept_old = [a is b for a, b in zip(old, prev_old, strict=False)]
+        assert kept_new == kept_old
+        prev_new, prev_old = new, old
+
+
+@PROPS
+@given(sessions(corrupt=None, max_turns=8), st.integers(0, 30))
+def test_cached_repair_equals_whole_repair(msgs: list[Message], rebuild_at: int) -> None:
+    _same_projections(msgs, rebuild_at)
+
+
+def test_cached_repair_on_a_real_session_with_a_lasting_violation() -> None:
+    if not BIG.exists():
+        pytest.skip("shared transcripts not found")
+    (session,) = load(BIG)
+    msgs = [m for m in session.messages if m.origin not in ("compact_summary", "compact_restore")][:400]
+    first_call = next(i for i, m in enumerate(msgs) if m.tool_calls)
+    orphan = Message("user", (ToolResult("ghost", (Text("stale"),)),), "orphan-1")
+    msgs = [*msgs[: first_call + 2], orphan, *msgs[first_call + 2 :]]
+    _same_projections(msgs, rebuild_at=0)
+    cache = RepairCache()
+    for k in range(1, len(msgs) + 1):
+        cache.project(msgs[:k])
+    assert not cache.valid
+    assert cache.full_repairs <= 3  # the prefix is repaired once, not at every call
