@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import sessions
 
 from ctxengine import identifiers
 from ctxengine.formats import load
@@ -20,6 +19,7 @@ from ctxengine.layers.pairing_cache import RepairCache
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.tokens.counter import CLAUDE_PROFILE, EstimateCounter, OpenAICounter, classify_text
 from ctxengine.tokens.memo import TextMemo
+from strategies import sessions
 
 TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
