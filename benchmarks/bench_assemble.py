@@ -176,7 +176,9 @@ def measure(session: Session, size: int, violation: bool, samples: int) -> dict[
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
-    ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="tokens of history, comma-separated")
+    ap.add_argument(
+        "--sizes", default=",".join(str(s) for s in SIZES), help="tokens of history, comma-separated"
+    )
     ap.add_argument("--samples", type=int, default=40, help="timed calls per size and policy")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # windows above the model's own, on purpose (nothing compacts)
@@ -187,7 +189,9 @@ def main() -> None:
         for size in sizes:
             r = found[(size, violation)] = measure(session, size, violation, args.samples)
             case = " with a lasting violation" if violation else ""
-            figures = ", ".join(f"{name} {r[name]:,.0f}" for name in (*POLICIES, "trim_messages") if name in r)
+            figures = ", ".join(
+                f"{name} {r[name]:,.0f}" for name in (*POLICIES, "trim_messages") if name in r
+            )
             print(f"assemble p50 µs at {size:,} tokens{case}: {figures}", flush=True)
     for violation in (False, True):
         case = " with a lasting violation" if violation else ""
