@@ -157,3 +157,32 @@ def test_cached_repair_on_a_real_session_with_a_lasting_violation() -> None:
         cache.project(msgs[:k])
     assert not cache.valid
     assert cache.full_repairs <= 3  # the prefix is repaired once, not at every call
+
+
+# ---------------------------------------------------------------- grep's byte screen
+
+
+def test_grep_byte_screen_finds_what_the_regex_finds(tmp_path: Path) -> None:
+    from ctxengine.tools.grep import grep
+    from ctxengine.tools.workspace import Workspace
+
+    files = {
+        "utf8.py": "x = 1\nfind_me = 'caf\u00e9'\n".encode(),
+        "bom.txt": b"\xef\xbb\xbffind_me first\n",
+        "legacy.txt": b"caf\xe9 find_me\r\nmore\r\n",
+        "bad_utf8.txt": b"\xff\xfefind_me? no: UTF-16 BOM\n",
+        "mixed.txt": b"ok\n\xc3(find_me after a broken sequence\n",
+        "bin.dat": b"find_me\0\0",
+        "none.py": b"nothing here\n" * 50,
+    }
+    for k in range(150):  # more than one page of matches, over many files
+        files[f"many/f{k:03d}.txt"] = b"line\nfind_me %d\n" % k
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    ws = Workspace(tmp_path)
+    for offset in (0, 100):
+        screened = grep(ws, "find_me", offset=offset)
+        plain = grep(ws, "find_m[e]", offset=offset)  # not a literal: no byte screen
+        assert screened == plain.replace("find_m[e]", "find_me")
+    assert "legacy.txt:1:" in grep(ws, "find_me") and "utf8.py:2:" in grep(ws, "find_me", offset=100)
