@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxengine import identifiers
+from ctxengine.formats import anthropic_writer as aw
 from ctxengine.formats import load
+from ctxengine.formats.anthropic_writer import SystemMessages
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.pairing_cache import RepairCache
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
@@ -186,3 +188,25 @@ def test_grep_byte_screen_finds_what_the_regex_finds(tmp_path: Path) -> None:
         plain = grep(ws, "find_m[e]", offset=offset)  # not a literal: no byte screen
         assert screened == plain.replace("find_m[e]", "find_me")
     assert "legacy.txt:1:" in grep(ws, "find_me") and "utf8.py:2:" in grep(ws, "find_me", offset=100)
+
+
+# ---------------------------------------------------------------- cache breakpoints from shapes
+
+
+def _breakpoints_from_the_encoding(messages: list[Message], mode: SystemMessages) -> list[int]:
+    """The former ``breakpoint_indices``: the whole request encoded, then read."""
+    encoded, last_src, _ = aw._encode(messages, "", mode)
+    return [
+        last_src[k]
+        for k in aw._message_breakpoints(encoded)
+        if last_src[k] >= 0 and any(b["type"] not in aw._NO_CACHE_TYPES for b in encoded[k]["content"])
+    ]
+
+
+@PROPS
+@given(sessions(corrupt=None, max_turns=8), st.sampled_from(["hoist", "inline"]), st.integers(0, 40))
+def test_breakpoints_from_shapes_equal_breakpoints_from_the_encoding(
+    msgs: list[Message], mode: SystemMessages, cut: int
+) -> None:
+    for view in (msgs, msgs[cut:], msgs[: len(msgs) - cut]):  # projections share message objects
+        assert aw.breakpoint_indices(view, system_messages=mode) == _breakpoints_from_the_encoding(view, mode)
