@@ -7,6 +7,7 @@ itself is measured in ``benchmarks/``, never here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -210,3 +211,35 @@ def test_breakpoints_from_shapes_equal_breakpoints_from_the_encoding(
 ) -> None:
     for view in (msgs, msgs[cut:], msgs[: len(msgs) - cut]):  # projections share message objects
         assert aw.breakpoint_indices(view, system_messages=mode) == _breakpoints_from_the_encoding(view, mode)
+
+
+# ---------------------------------------------------------------- search: the contentless index
+
+
+def _hits(ix: Any) -> list[tuple[str, int, float, Any]]:
+    return [(h.name, h.start, h.score, h.snippet) for q in ("gamma", "window cache") for h in ix.search(q)]
+
+
+def test_updated_search_index_ranks_as_a_fresh_one_and_reports_its_size(tmp_path: Path) -> None:
+    from ctxengine.tools.search import SearchIndex
+
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    words = ["alpha", "beta", "gamma", "delta", "parse", "token", "cache", "window"]
+    for k in range(30):
+        body = "\n".join(f"def f{k}_{n}(): return {words[(k + n) % 8]} {words[n % 8]}" for n in range(90))
+        (root / "src" / f"m{k}.py").write_text(body + "\n")
+    with SearchIndex(root, tmp_path / "a.sqlite") as ix:
+        first = ix.update()
+        assert first.index_bytes == ix.size_bytes() > 0  # the size is reported (bench_search: ratios)
+        assert first.text_bytes == sum(p.stat().st_size for p in (root / "src").iterdir())
+        for k in range(0, 30, 3):  # modify, delete, add: the deleted rows leave the statistics
+            (root / "src" / f"m{k}.py").write_text(f"def changed_{k}(): return gamma gamma\n")
+        (root / "src" / "m1.py").unlink()
+        (root / "src" / "new.py").write_text("window cache parse\n" * 70)
+        ix.update()
+        updated = _hits(ix)
+    with SearchIndex(root, tmp_path / "b.sqlite") as fresh:
+        fresh.update()
+        rebuilt = _hits(fresh)
+    assert updated == rebuilt and updated
