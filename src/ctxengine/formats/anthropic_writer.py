@@ -140,7 +140,7 @@ def breakpoint_indices(
 
 
 _SHAPES: dict[tuple[int, str], tuple[Message, str | None, bool]] = {}  # by id(message), mode
-_SHAPES_MAX = 100_000  # messages remembered (oldest forgotten first)
+_SHAPES_MAX = 20_000  # messages remembered (oldest forgotten first; a projection holds fewer)
 _SHAPES_LOCK = threading.Lock()
 
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-MEMO_MAX_CHARS = 64_000_000  # characters of text held by one memo (the texts are shared, not copied)
-MEMO_MAX_ENTRIES = 200_000
+MEMO_MAX_CHARS = 16_000_000  # characters of text held by one memo (the texts are shared, not copied)
+MEMO_MAX_ENTRIES = 100_000
 MEMO_MIN_CHARS = 24  # shorter texts are counted each time
 
 
