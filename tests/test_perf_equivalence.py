@@ -243,3 +243,18 @@ def test_updated_search_index_ranks_as_a_fresh_one_and_reports_its_size(tmp_path
         fresh.update()
         rebuilt = _hits(fresh)
     assert updated == rebuilt and updated
+
+
+def test_read_screened_reads_whole_files_and_hands_back_errors(tmp_path: Path) -> None:
+    from ctxengine.tools.file_screen import BLOCK_BYTES, LARGE, read_screened
+
+    for n in (0, 1, 65_535, 65_537, 300_001):
+        p = tmp_path / f"f{n}"
+        p.write_bytes(bytes(range(256)) * (n // 256) + b"x" * (n % 256))
+        assert read_screened(str(p), None) == p.read_bytes()
+        assert read_screened(str(p), b"never there") is None
+    big = tmp_path / "big"
+    big.write_bytes(b"a" * (BLOCK_BYTES + 1))
+    assert read_screened(str(big), None) is LARGE
+    assert read_screened("/proc/self/status", b"Name:")  # reports size 0, holds text
+    assert isinstance(read_screened(str(tmp_path / "missing"), None), FileNotFoundError)

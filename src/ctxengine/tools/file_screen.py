@@ -57,14 +57,18 @@ def read_screened(path: str, needle: bytes | None) -> Loaded:
         size = os.fstat(fd).st_size
         if size > BLOCK_BYTES:
             return LARGE
-        parts = [os.read(fd, size + 1)]
-        while parts[-1]:
-            parts.append(os.read(fd, 65_536))
+        # the size fstat gave, read at once (no read to see the end); a size of 0 may hide content
+        # (/proc), so such a file is read to its end
+        parts = [os.read(fd, size or 65_536)]
+        got = len(parts[0])
+        while parts[-1] and (got < size or not size):
+            parts.append(os.read(fd, max(size - got, 65_536)))
+            got += len(parts[-1])
     except OSError as exc:
         return exc
     finally:
         os.close(fd)
-    data = parts[0] if len(parts) == 2 else b"".join(parts)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if needle is not None and needle not in data:
         return None
     return data
