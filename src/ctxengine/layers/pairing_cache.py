@@ -20,9 +20,10 @@ scratch once the shared part has closed.
 
 The messages repair makes are also kept stable across calls (``RepairCache.stable``): equal
 bytes must stay the same objects, or the prompt-cache model (which compares by identity) would
-see a changed prefix on every call. The prefix's made messages are reused as they are, which is
-what stabilising them again would give as long as no later made message has the same key (also
-checked: then the whole view is repaired and stabilised, as before).
+see a changed prefix on every call. The prefix's made messages are stabilised once, on the first
+call that joins it to a tail, and reused as they are, which is what stabilising them again would
+give as long as nothing replaced them under their key (checked: no later made message has the
+same key, and a whole-view repair that replaces one makes the prefix be stabilised again).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ MadeKey = tuple[str, int]  # (message id, number of blocks) of a message repair 
 
 
 class _Part:
-    """One side of a split: its repaired messages and the ids that could tie it to the other."""
+    """One side of a split: its repair (not yet stabilised) and the ids that could tie it to the
+    other side. ``out`` is the repaired list, ``made`` flags the messages repair made in it."""
 
     def __init__(self, messages: Sequence[Message]) -> None:
         self.ids: set[str] = set()  # tool call ids and tool result call ids
@@ -48,10 +50,11 @@ class _Part:
         self.msg_ids = {m.id for m in messages}
         self.inserted: set[str] = set()
         self.renamed: set[str] = set()
-        self.made: set[MadeKey] = set()
+        self.keys: set[MadeKey] = set()  # keys of the messages repair made
         self.made_twice = False  # two made messages share a key: re-stabilising them would differ
         self.valid = True
         self.out: list[Message] = []
+        self.made: list[bool] = []
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> _Part:
@@ -62,12 +65,13 @@ class _Part:
         part.inserted = set(report.inserted_messages)
         part.renamed = {new for _, _, new in report.renamed}
         inputs = {id(m) for m in messages}
-        for m in repaired:
-            if id(m) not in inputs:
-                key = (m.id, len(m.blocks))
-                part.made_twice |= key in part.made
-                part.made.add(key)
         part.out = repaired
+        part.made = [id(m) not in inputs for m in repaired]
+        for m, made in zip(repaired, part.made, strict=True):
+            if made:
+                key = (m.id, len(m.blocks))
+                part.made_twice |= key in part.keys
+                part.keys.add(key)
         return part
 
     def compatible(self, later: _Part) -> bool:
@@ -82,7 +86,7 @@ class _Part:
             and later.inserted.isdisjoint(self.msg_ids)
             and later.inserted.isdisjoint(self.inserted)
             and not self.made_twice
-            and self.made.isdisjoint(later.made)
+            and self.keys.isdisjoint(later.keys)
         )
 
     def absorb(self, later: _Part) -> None:
@@ -92,9 +96,10 @@ class _Part:
         self.inserted |= later.inserted
         self.renamed |= later.renamed
         self.made_twice |= later.made_twice
-        self.made |= later.made
+        self.keys |= later.keys
         self.valid = self.valid and later.valid
         self.out.extend(later.out)
+        self.made.extend(later.made)
 
 
 def separating_boundary(view: Sequence[Message], lo: int) -> int | None:
@@ -114,15 +119,21 @@ def separating_boundary(view: Sequence[Message], lo: int) -> int | None:
 class RepairCache:
     """``repair`` of the engine's view, its checked prefix cached (see the module docstring).
 
-    ``project(view)`` returns what ``stable(repair(view), view)`` returns, in time proportional
-    to what was appended since the last call (plus a list copy); ``reset()`` after the view was
-    rebuilt. ``valid`` tells whether the last projected view needed no repair at all.
+    ``project(view)`` returns what ``stable(repair(view))`` returns, in time proportional to what
+    was appended since the last call (plus a list copy); ``reset()`` after the view was rebuilt.
+    ``valid`` tells whether the last projected view needed no repair at all.
+
+    Stabilising writes what it made to a table the next calls compare against, so it happens
+    only where the whole-view repair would do it: on a call whose projection is the prefix and
+    the tail joined, in order (the prefix's messages once, then kept while nothing replaces them
+    under their key: ``_stable_upto``), or on the whole view when the two sides share an id.
     """
 
     def __init__(self) -> None:
         self._made: dict[MadeKey, Message] = {}  # messages repair made, by id and size
         self._prefix: _Part | None = None
         self._checked = 0  # view[:_checked] is the cached prefix
+        self._stable: list[Message] = []  # the prefix's repair stabilised, as far as it goes
         self.valid = True
         self.full_repairs = 0  # calls that repaired the whole view (a shared id; the first call)
 
@@ -130,20 +141,23 @@ class RepairCache:
         """Forget the cached prefix (the view was rebuilt); stabilised messages are kept."""
         self._prefix = None
         self._checked = 0
+        self._stable = []
 
-    def stable(self, repaired: list[Message], inputs: Sequence[Message]) -> list[Message]:
-        """``repaired`` with each message repair made (not one of ``inputs``) replaced by the
-        equal one made before under the same key, if any (and remembered otherwise)."""
-        given = {id(m) for m in inputs}
+    def stable(self, repaired: Sequence[Message], made: Sequence[bool]) -> list[Message]:
+        """``repaired`` with each message repair made (``made``) replaced by the equal one made
+        before under the same key, if any (and remembered otherwise)."""
         out: list[Message] = []
-        for m in repaired:
-            if id(m) not in given:
+        keys = self._prefix.keys if self._prefix is not None else ()
+        for m, new in zip(repaired, made, strict=True):
+            if new:
                 key = (m.id, len(m.blocks))
                 known = self._made.get(key)
                 if known is not None and known == m:
                     m = known
                 else:
                     self._made[key] = m
+                    if key in keys:  # the prefix's message under this key is not the one kept
+                        self._stable = []
             out.append(m)
         return out
 
@@ -153,34 +167,35 @@ class RepairCache:
         b = separating_boundary(view, self._checked)
         if b is not None:
             self._extend(view, b)
-        tail = view[self._checked :]
         prefix = self._prefix
         if prefix is None:
             return self._whole(view)
-        part = _Part.of(tail)
+        part = _Part.of(view[self._checked :])
         if not prefix.compatible(part):
             return self._whole(view)
         self.valid = prefix.valid and part.valid
         if self.valid:
             return list(view)
-        return prefix.out + self.stable(part.out, tail)
+        done = len(self._stable)
+        self._stable.extend(self.stable(prefix.out[done:], prefix.made[done:]))
+        return self._stable + self.stable(part.out, part.made)
 
     def _extend(self, view: Sequence[Message], b: int) -> None:
         """Cache ``view[:b]``: the new closed turns appended to the prefix, or (when they share
-        an id with it) the whole of it repaired afresh."""
-        mid = view[self._checked : b]
-        part = _Part.of(mid)
+        an id with it) the whole of it repaired afresh. Nothing is stabilised here."""
+        part = _Part.of(view[self._checked : b])
         if self._prefix is not None and self._prefix.compatible(part):
-            part.out = self.stable(part.out, mid)
             self._prefix.absorb(part)
         else:
-            whole = _Part.of(view[:b])
-            whole.out = self.stable(whole.out, view[:b])
-            self._prefix = whole
+            self._prefix = _Part.of(view[:b])
+            self._stable = []
         self._checked = b
 
     def _whole(self, view: Sequence[Message]) -> list[Message]:
         self.full_repairs += 1
         repaired, report = repair(view)
         self.valid = not report.violations
-        return list(view) if self.valid else self.stable(repaired, view)
+        if self.valid:
+            return list(view)
+        inputs = {id(m) for m in view}
+        return self.stable(repaired, [id(m) not in inputs for m in repaired])
