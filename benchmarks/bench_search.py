@@ -89,10 +89,11 @@ def main() -> None:
         ws = Workspace(root)
         with SearchIndex(ws, db) as ix:
             st = ix.update()
-            size_mb = db.stat().st_size / 2**20
+            size_mb = st.index_bytes / 2**20
             print(
                 f"index build:            {st.seconds:8.2f} s  ({st.indexed:,} files, {st.chunks:,} chunks, "
-                f"{size_mb:.0f} MB)"
+                f"{size_mb:.0f} MB: {st.index_bytes / max(st.text_bytes, 1):.0%} of the "
+                f"{st.text_bytes / 2**20:.0f} MB of text indexed)"
             )
 
             st = ix.update()

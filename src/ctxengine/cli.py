@@ -71,28 +71,46 @@ def _root(
         raise typer.Exit()
 
 
-def _mount_tools() -> None:
-    from ctxengine.bench import bench_command
-    from ctxengine.tools.cli import tool_app
-    from ctxengine.tools.mcp_server import mcp_command
-
-    app.add_typer(tool_app, name="tool", help="Run an agent tool and print exactly what the model would see.")
-    app.command("mcp", help="Serve the context-aware tools over MCP (stdio).")(mcp_command)
-    app.command("bench", help="Replay sessions under several policies and compare them in one table.")(
-        bench_command
-    )
+_LAZY_COMMANDS = ("tool", "mcp", "bench", "eval")
 
 
-_mount_tools()
+def _command_asked() -> str | None:
+    """The one command the ``ctxengine`` script was started for, when it is ``replay`` or one
+    of ``_LAZY_COMMANDS``; None otherwise (help, an unknown command, imported as a library)."""
+    if Path(sys.argv[0]).name != "ctxengine" or len(sys.argv) < 2:
+        return None
+    return sys.argv[1] if sys.argv[1] in ("replay", *_LAZY_COMMANDS) else None
 
 
-def _mount_eval() -> None:
-    from ctxengine.eval_cli import eval_command
+def _mount_commands(only: str | None) -> None:
+    """Mount the commands that live in other modules: all of them, or with ``only`` just that
+    one (each imports its own modules, and a command that does not run should not cost its
+    imports at startup: ~0.2 s for the tools, the MCP server and bench together)."""
+    if only in (None, "tool"):
+        from ctxengine.tools.cli import tool_app
 
-    app.command("eval", help="Grade each compaction with an LLM judge (Factory's four probes).")(eval_command)
+        app.add_typer(
+            tool_app, name="tool", help="Run an agent tool and print exactly what the model would see."
+        )
+    if only in (None, "mcp"):
+        from ctxengine.tools.mcp_server import mcp_command
+
+        app.command("mcp", help="Serve the context-aware tools over MCP (stdio).")(mcp_command)
+    if only in (None, "bench"):
+        from ctxengine.bench import bench_command
+
+        app.command("bench", help="Replay sessions under several policies and compare them in one table.")(
+            bench_command
+        )
+    if only in (None, "eval"):
+        from ctxengine.eval_cli import eval_command
+
+        app.command("eval", help="Grade each compaction with an LLM judge (Factory's four probes).")(
+            eval_command
+        )
 
 
-_mount_eval()
+_mount_commands(_command_asked())
 
 
 def _mount_proxy() -> None:

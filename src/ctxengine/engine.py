@@ -52,7 +52,8 @@ from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
 from ctxengine.layers.history_limit import evict_under_pressure, history_limit
 from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import fit_results, guard_limit, overflow_guard, unfit_event
-from ctxengine.layers.pairing import find_violations, repair
+from ctxengine.layers.pairing import find_violations
+from ctxengine.layers.pairing_cache import RepairCache
 from ctxengine.layers.tool_result_budget import budget_message
 from ctxengine.messages import Document, Image, Message, RecordedCompaction, Text, ToolResult, Usage
 from ctxengine.models import ModelInfo, Registry, check_model_window, check_window, resolve_window
@@ -201,7 +202,7 @@ class ContextEngine:
         self._view_call_ids: set[str] = set()
         self._needs_repair = False
         self._projection: list[Message] | None = None
-        self._repaired: dict[tuple[str, int], Message] = {}  # messages repair made, by id and size
+        self._pairing = RepairCache()  # the view's repair, its closed turns checked once
         self._last_call: float | None = None
         self._last_estimate = 0
         self._pending_events: list[LayerEvent] = []
@@ -548,34 +549,16 @@ class ContextEngine:
             start -= 1
         return bool(find_violations(self._view[start:]))
 
-    def _stable(self, repaired: list[Message]) -> list[Message]:
-        """Repair output with the messages it made (moved or synthetic results) replaced by the
-        equal ones it made before: a repair is recomputed whenever the view changes, and equal
-        bytes must be the same objects, or the prompt-cache model (which compares by identity, as
-        the engine keeps unchanged messages as the same objects) would see a changed prefix on
-        every call until the late result arrives."""
-        inputs = {id(m) for m in self._view}
-        out: list[Message] = []
-        for m in repaired:
-            if id(m) not in inputs:
-                key = (m.id, len(m.blocks))
-                known = self._repaired.get(key)
-                if known is not None and known == m:
-                    m = known
-                else:
-                    self._repaired[key] = m
-            out.append(m)
-        return out
-
     def _projected(self) -> list[Message]:
         """The view, repaired when it breaks pairing (the repair is cached, never stored: the
-        view keeps what was ingested, so a late tool result still finds its call)."""
+        view keeps what was ingested, so a late tool result still finds its call). Closed turns
+        are checked once (``RepairCache``); messages repair makes stay the same objects from
+        call to call, since the prompt-cache model compares the prefix by identity."""
         if self._projection is None:
-            if self._needs_repair and find_violations(self._view):
-                repaired, _report = repair(self._view)
-                self._projection = self._stable(repaired)
+            if self._needs_repair:
+                self._projection = self._pairing.project(self._view)
+                self._needs_repair = not self._pairing.valid
             else:
-                self._needs_repair = False
                 self._projection = list(self._view)
         return list(self._projection)
 
@@ -862,6 +845,7 @@ class ContextEngine:
         self._view_call_ids = set()
         self._needs_repair = False
         self._projection = None
+        self._pairing.reset()
         for m in self.prefix:
             self._append_view(m, -1)
         for i in range(self.kept_from, len(self.history)):

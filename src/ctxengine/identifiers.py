@@ -46,6 +46,13 @@ _PATTERN = re.compile(
 )
 _TRAILING = ".,;:!?)]}>'\"`"
 
+# The prefilter: every identifier lies inside one run of non-space characters (no pattern above
+# matches whitespace, and their look-arounds treat a space like the text's edge) and holds a
+# ``/``, ``\``, a digit or a ``-`` (a UUID of letters only). Only such runs are searched, joined
+# by newlines: the same matches, found in about a third of the time on the shared transcripts.
+# Anchored at a run's start and possessive, so a long run is scanned once (linear time).
+_CANDIDATE_RUN = re.compile(r"(?<!\S)[^\s/\\0-9-]*+[/\\0-9-]\S*")
+
 
 def normalize_path(path: str) -> str:
     """Normalise a path for matching: ``\\`` -> ``/``, drive letter lower-cased, no trailing
@@ -65,6 +72,11 @@ def extract(text: str) -> set[str]:
 
 @functools.lru_cache(maxsize=16_384)
 def _extract(text: str) -> frozenset[str]:
+    runs = _CANDIDATE_RUN.findall(text)
+    return _match(runs[0] if len(runs) == 1 else "\n".join(runs)) if runs else frozenset()
+
+
+def _match(text: str) -> frozenset[str]:
     found: set[str] = set()
     for m in _PATTERN.finditer(text):
         kind = m.lastgroup

@@ -45,6 +45,7 @@ images or documents in an assistant message have no encoding and are dropped.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -111,22 +112,73 @@ def breakpoint_indices(
     ``to_anthropic(messages, ...)``: the cached prefix reaches through that message (for a merged
     provider message, through the last neutral message merged into it). Ascending, at most 2 (the
     system and tools breakpoints are not messages). A breakpoint on the leading placeholder, or on
-    a message that has no block able to carry one, is not listed."""
-    encoded, last_src, _ = _encode(messages, "", system_messages)
-    return [
-        last_src[k]
-        for k in _message_breakpoints(encoded)
-        if last_src[k] >= 0 and any(b["type"] not in _NO_CACHE_TYPES for b in encoded[k]["content"])
-    ]
+    a message that has no block able to carry one, is not listed.
+
+    Works from each message's *shape* (the role it is encoded under, or none, and whether a
+    block can carry a breakpoint), remembered per message: the replay asks at every call, for
+    projections that mostly repeat the previous one."""
+    skip = aborted_unanswered(messages)
+    roles: list[str] = []
+    last_src: list[int] = []
+    cacheable: list[bool] = []
+    for i, m in enumerate(messages):
+        role, can = _shape(m, skip, system_messages)
+        if role is None:
+            continue
+        if roles and roles[-1] == role:
+            last_src[-1] = i
+            cacheable[-1] = cacheable[-1] or can
+        else:
+            roles.append(role)
+            last_src.append(i)
+            cacheable.append(can)
+    if not roles or roles[0] != "user":
+        roles.insert(0, "user")
+        last_src.insert(0, -1)
+        cacheable.insert(0, True)
+    return [last_src[k] for k in _breakpoints_by_role(roles) if last_src[k] >= 0 and cacheable[k]]
+
+
+_SHAPES: dict[tuple[int, str], tuple[Message, str | None, bool]] = {}  # by id(message), mode
+_SHAPES_MAX = 20_000  # messages remembered (oldest forgotten first; a projection holds fewer)
+_SHAPES_LOCK = threading.Lock()
+
+
+def _shape(m: Message, skip: set[str], system_messages: SystemMessages) -> tuple[str | None, bool]:
+    """The role ``m`` is encoded under (None: it sends nothing) and whether one of its blocks can
+    carry a breakpoint, as ``_encode`` decides. Remembered by identity (messages are treated as
+    immutable) except for aborted messages, whose encoding depends on ``skip``."""
+    key = (id(m), system_messages)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is m:
+        return hit[1], hit[2]
+    role: str | None = m.role
+    can = True
+    if m.role == "system":
+        role = None if not m.text().strip() or system_messages == "hoist" else "user"
+    else:
+        content = _blocks(m, skip)
+        can = any(b["type"] not in _NO_CACHE_TYPES for b in content)
+        role = role if content else None
+    if not is_aborted(m):
+        with _SHAPES_LOCK:
+            if len(_SHAPES) >= _SHAPES_MAX:
+                del _SHAPES[next(iter(_SHAPES))]
+            _SHAPES[key] = (m, role, can)
+    return role, can
 
 
 def _message_breakpoints(encoded: list[dict[str, Any]]) -> list[int]:
     """Encoded message indices that get a breakpoint: the final message and the second-to-last
     user message."""
-    if not encoded:
+    return _breakpoints_by_role([m["role"] for m in encoded])
+
+
+def _breakpoints_by_role(roles: list[str]) -> list[int]:
+    if not roles:
         return []
-    marks = {len(encoded) - 1}
-    users = [k for k, m in enumerate(encoded) if m["role"] == "user"]
+    marks = {len(roles) - 1}
+    users = [k for k, r in enumerate(roles) if r == "user"]
     if len(users) >= 2:
         marks.add(users[-2])
     return sorted(marks)

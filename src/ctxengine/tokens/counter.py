@@ -20,7 +20,8 @@ Images are counted from their pixel size, never from the base64 length:
   one image can cost (2 x 4 tiles).
 
 Counting is pure and fast (the Rust tokenizer counts ~10M characters/s); encoders are built once
-per process. Caching counts per block is the caller's business.
+per process. Each counter remembers the counts of the texts it has seen (``tokens.memo``, bounded),
+so a text counted again costs a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from ctxengine.messages import (
     ToolCall,
     ToolResult,
 )
+from ctxengine.tokens.memo import TextMemo
 
 if TYPE_CHECKING:
     from ctxengine.models import ModelInfo
@@ -436,8 +438,12 @@ class OpenAICounter(_BlockCounter):
         self.tool_result_overhead = tool_result_overhead
         self.image_base_tokens = image_base_tokens
         self.image_tile_tokens = image_tile_tokens
+        self._memo = TextMemo(self._count_uncached)
 
     def count_text(self, text: str) -> int:
+        return self._memo.count(text) if text else 0
+
+    def _count_uncached(self, text: str) -> int:
         return count_tokens(text, self.encoding)
 
     def count_image(self, img: Image) -> int:
@@ -465,14 +471,14 @@ class EstimateCounter(_BlockCounter):
             "code": profile.code_factor,
             "json": profile.json_factor,
         }
+        self._memo = TextMemo(lambda text: self._estimate(text, classify_text(text)))
+        self._json_memo = TextMemo(lambda text: self._estimate(text, "json"))
 
     def count_text(self, text: str) -> int:
-        if not text:
-            return 0
-        return self._estimate(text, classify_text(text))
+        return self._memo.count(text) if text else 0
 
     def _count_json(self, text: str) -> int:
-        return self._estimate(text, "json") if text else 0
+        return self._json_memo.count(text) if text else 0
 
     def _estimate(self, text: str, kind: ContentClass) -> int:
         p = self.profile

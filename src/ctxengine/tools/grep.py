@@ -38,6 +38,14 @@ from typing import Any
 from pathspec import GitIgnoreSpec
 
 from ctxengine.tools.base import ToolError, ToolSpec
+from ctxengine.tools.file_screen import (
+    BLOCK_BYTES,
+    Large,
+    Loaded,
+    literal_needle,
+    read_ahead,
+    read_screened,
+)
 from ctxengine.tools.workspace import (
     ENCODING_SAMPLE_BYTES,
     Sniff,
@@ -52,7 +60,6 @@ GREP_PAGE_MATCHES = 100
 GREP_MAX_LINE_CHARS = 500
 GREP_MAX_CONTEXT = 20
 GLOB_MAX_PATHS = 1_000
-BLOCK_BYTES = 8 * 1024 * 1024  # files above this are searched block by block
 
 _NO_PREFILTER = re.compile(r"\(\?<?!|\\[AZ]")
 
@@ -144,15 +151,20 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def _blocks(path: str | Path, size: int) -> Iterator[str | Sniff]:
-    """The file's sniff result, then its decoded text in blocks that end at a newline."""
+def _blocks(path: str | Path, loaded: Loaded) -> Iterator[str | Sniff]:
+    """The file's sniff result, then its decoded text in blocks that end at a newline, from what
+    ``read_screened`` gave (nothing when it screened the file out)."""
+    if isinstance(loaded, OSError):
+        raise loaded
+    if loaded is None:
+        return
+    if not isinstance(loaded, Large):
+        info, text = sniff_decode(loaded)
+        yield info
+        if text:
+            yield text
+        return
     with open(path, "rb") as f:
-        if size <= BLOCK_BYTES:
-            info, text = sniff_decode(f.read())
-            yield info
-            if text:
-                yield text
-            return
         sample = f.read(ENCODING_SAMPLE_BYTES)
         info = sniff(sample, complete=False)
         yield info
@@ -175,9 +187,17 @@ def _blocks(path: str | Path, size: int) -> Iterator[str | Sniff]:
 class _Scan:
     """Counts every matching line; renders the ones in ``[lo, hi)`` with their context."""
 
-    def __init__(self, rx: re.Pattern[str], prefilter: re.Pattern[str] | None, context: int, lo: int) -> None:
+    def __init__(
+        self,
+        rx: re.Pattern[str],
+        prefilter: re.Pattern[str] | None,
+        context: int,
+        lo: int,
+        needle: bytes | None = None,
+    ) -> None:
         self.rx = rx
         self.prefilter = prefilter
+        self.needle = needle
         self.context = context
         self.lo = lo
         self.hi = lo + GREP_PAGE_MATCHES
@@ -193,9 +213,9 @@ class _Scan:
         self.out.append(f"{rel}{sep}{no}{sep} {cut_line(text)}")
         self._last = (rel, no)
 
-    def file(self, rel: str, path: str | Path, size: int) -> None:
-        blocks = _blocks(path, size)
-        info = next(blocks)
+    def file(self, rel: str, path: str | Path, loaded: Loaded) -> None:
+        blocks = _blocks(path, loaded)
+        info = next(blocks, None)
         if not isinstance(info, Sniff) or info.kind != "text":
             return
         rx, ctx = self.rx, self.context
@@ -284,20 +304,23 @@ def grep(
     target = workspace.resolve(path)
     if not target.exists():
         raise ToolError(f"path not found: {path!r}")
-    scan = _Scan(rx, prefilter, context, offset)
+    scan = _Scan(rx, prefilter, context, offset, literal_needle(pattern, case_insensitive))
     if target.is_file():
         info = sniff_file(target)
         if info.kind != "text":
             return f"{workspace.rel(target)} is a {info.label} file; it was not searched."
-        scan.file(workspace.rel(target), target, target.stat().st_size)
+        scan.file(workspace.rel(target), target, read_screened(str(target), scan.needle))
     else:
         start_rel = workspace.rel(target)
         prefix = "" if start_rel == "." else start_rel + "/"
         spec = path_matcher(include) if include else None
-        for entry in workspace.walk(target):
-            if spec is not None and not spec.match_file(entry.rel[len(prefix) :]):
-                continue
-            scan.file(entry.rel, entry.fspath, entry.stat.st_size)
+        files = (
+            (e.rel, e.fspath)
+            for e in workspace.walk(target)
+            if spec is None or spec.match_file(e.rel[len(prefix) :])
+        )
+        for rel, fspath, loaded in read_ahead(files, scan.needle):
+            scan.file(rel, fspath, loaded)
     where = "the workspace" if path in ("", ".") else path
     if scan.total == 0:
         inc = f" (files matching {include!r})" if include else ""

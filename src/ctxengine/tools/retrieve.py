@@ -39,8 +39,6 @@ from typing import Any
 
 import jmespath
 import jmespath.exceptions
-import pypdf
-import pypdf.errors
 
 from ctxengine.layers.base import artifact_id
 from ctxengine.store.base import SessionStore, StoreError
@@ -258,6 +256,9 @@ def parse_pages(pages: Any, total: int) -> tuple[int, int]:
 
 def _pdf_pages(aid: str, content: str, meta: dict[str, Any], pages: Any, counter: TokenCounter) -> str:
     """The text of pages of the PDF kept as artifact ``aid`` (base64 ``content``)."""
+    import pypdf  # imported here: ~70 ms that every command paid at start, for a rare request
+    import pypdf.errors
+
     try:
         reader = pypdf.PdfReader(io.BytesIO(base64.b64decode(content, validate=False)))
         total = len(reader.pages)

@@ -34,6 +34,7 @@ import os
 import re
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,7 @@ RRF_K = 60
 SNIPPET_LINE_CHARS = 200
 INDEX_DIR = ".ctxengine"
 INDEX_FILE = "search.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: contentless FTS5, each window's text once, compressed
 WEIGHTS = (4.0, 1.0, 0.5)  # bm25 column weights: name (path), body, camelCase-split words
 
 Scope = Literal["all", "files", "artifacts"]
@@ -66,10 +67,13 @@ CREATE TABLE IF NOT EXISTS sources (
     UNIQUE (kind, session, name)
 );
 CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY, source INTEGER NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL
+    id INTEGER PRIMARY KEY, source INTEGER NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL,
+    body BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks (source);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (name, body, extra, tokenize = 'porter unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
+    name, body, extra, content = '', tokenize = 'porter unicode61'
+);
 CREATE TABLE IF NOT EXISTS vectors (chunk INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 """
 
@@ -81,7 +85,9 @@ _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+")
 @dataclass
 class UpdateStats:
     """What one ``update`` did: files indexed (new or changed), removed, unchanged, skipped
-    (binary, unsupported encoding, too big), artifacts indexed, chunks written, seconds."""
+    (binary, unsupported encoding, too big), artifacts indexed, chunks written, seconds;
+    ``text_bytes``: UTF-8 bytes of the text indexed by this update; ``index_bytes``: the index's
+    size on disk after it (bytes; 0 for an index in memory)."""
 
     indexed: int = 0
     removed: int = 0
@@ -91,6 +97,8 @@ class UpdateStats:
     chunks: int = 0
     embedded: int = 0
     seconds: float = 0.0
+    text_bytes: int = 0
+    index_bytes: int = 0
     indexed_paths: list[str] = field(default_factory=list)
     removed_paths: list[str] = field(default_factory=list)
 
@@ -162,6 +170,20 @@ def _lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [ln.removesuffix("\r") for ln in lines]
+
+
+def _name_words(name: str) -> str:
+    """The words of a file path or artifact id, as the index's ``name`` column holds them."""
+    return name.replace("/", " ").replace(".", " ")
+
+
+def _pack(text: str) -> bytes:
+    """A window's text as stored (zlib; ``surrogatepass`` keeps any string whole)."""
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
+
+
+def _unpack(data: bytes) -> str:
+    return zlib.decompress(data).decode("utf-8", "surrogatepass")
 
 
 def _chunks(text: str, size: int) -> Iterable[tuple[int, int, str]]:
@@ -244,6 +266,12 @@ class SearchIndex:
             return int(self._db.execute("SELECT COUNT(*) FROM sources").fetchone()[0])
         return int(self._db.execute("SELECT COUNT(*) FROM sources WHERE kind = ?", (kind,)).fetchone()[0])
 
+    def size_bytes(self) -> int:
+        """The index file's size with its write-ahead log (bytes); 0 in memory."""
+        if self.db_path == ":memory:":
+            return 0
+        return sum(os.path.getsize(p) for p in (self.db_path, self.db_path + "-wal") if os.path.exists(p))
+
     def chunk_count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
@@ -287,13 +315,23 @@ class SearchIndex:
             stats.embedded = self._embed_missing()
         if stats.changed or stats.embedded:
             self._vectors = None
+        if stats.changed and self.db_path != ":memory:":
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's pages into the file, once
+        stats.index_bytes = self.size_bytes()
         stats.seconds = time.perf_counter() - t0
         return stats
 
     def _delete_source(self, sid: int) -> None:
-        ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE source = ?", (sid,))]
+        row = self._db.execute("SELECT name FROM sources WHERE id = ?", (sid,)).fetchone()
+        name_words = _name_words(str(row[0])) if row else ""
+        rows = self._db.execute("SELECT id, body FROM chunks WHERE source = ?", (sid,)).fetchall()
+        ids = [r[0] for r in rows]
         if ids:
-            self._db.executemany("DELETE FROM fts WHERE rowid = ?", ((i,) for i in ids))
+            # a contentless table forgets a row when given the values it indexed
+            self._db.executemany(
+                "INSERT INTO fts (fts, rowid, name, body, extra) VALUES ('delete', ?, ?, ?, ?)",
+                ((i, name_words, body, split_camel(body)) for i, z in rows for body in (_unpack(z),)),
+            )
             self._db.executemany("DELETE FROM vectors WHERE chunk = ?", ((i,) for i in ids))
             self._db.execute("DELETE FROM chunks WHERE source = ?", (sid,))
         self._db.execute("DELETE FROM sources WHERE id = ?", (sid,))
@@ -311,10 +349,11 @@ class SearchIndex:
         if text is None:
             return 0
         n = 0
-        name_words = label.replace("/", " ").replace(".", " ")
+        name_words = _name_words(label)
         for start, end, body in _chunks(text, self.chunk_lines):
             cur = self._db.execute(
-                'INSERT INTO chunks (source, start, "end") VALUES (?, ?, ?)', (sid, start, end)
+                'INSERT INTO chunks (source, start, "end", body) VALUES (?, ?, ?, ?)',
+                (sid, start, end, _pack(body)),
             )
             self._db.execute(
                 "INSERT INTO fts (rowid, name, body, extra) VALUES (?, ?, ?, ?)",
@@ -346,6 +385,7 @@ class SearchIndex:
             stats.indexed += 1
             stats.indexed_paths.append(rel)
         stats.chunks += self._add_source("file", rel, mtime_ns, size, text, note, rel)
+        stats.text_bytes += len(text.encode("utf-8", "surrogatepass")) if text is not None else 0
 
     def _index_artifacts(self, stats: UpdateStats) -> None:
         if self.store is None or not self.session:
@@ -367,6 +407,7 @@ class SearchIndex:
             if data is not None:  # retrieve pages JSON pretty-printed: index the same lines
                 content = pretty(data)
             stats.chunks += self._add_source("artifact", aid, 0, len(content), content, "", aid)
+            stats.text_bytes += len(content.encode("utf-8", "surrogatepass"))
             stats.artifacts += 1
             have.add(aid)
 
@@ -375,10 +416,13 @@ class SearchIndex:
     def _embed_missing(self, batch: int = 64) -> int:
         assert self.embedder is not None
         np = importlib.import_module("numpy")
-        rows = self._db.execute(
-            "SELECT c.id, f.name, f.body FROM chunks c JOIN fts f ON f.rowid = c.id "
-            "LEFT JOIN vectors v ON v.chunk = c.id WHERE v.chunk IS NULL ORDER BY c.id"
-        ).fetchall()
+        rows = [
+            (cid, _name_words(str(name)), _unpack(z))
+            for cid, name, z in self._db.execute(
+                "SELECT c.id, s.name, c.body FROM chunks c JOIN sources s ON s.id = c.source "
+                "LEFT JOIN vectors v ON v.chunk = c.id WHERE v.chunk IS NULL ORDER BY c.id"
+            )
+        ]
         done = 0
         for i in range(0, len(rows), batch):
             part = rows[i : i + batch]
@@ -504,8 +548,8 @@ class SearchIndex:
                 break
             best = cids[0]
             _, start, end, _, _ = info[best]
-            body = self._db.execute("SELECT body FROM fts WHERE rowid = ?", (best,)).fetchone()[0]
-            snippet = _snippet(str(body), start, words)
+            body = _unpack(self._db.execute("SELECT body FROM chunks WHERE id = ?", (best,)).fetchone()[0])
+            snippet = _snippet(body, start, words)
             also = tuple(sorted((info[c][1], info[c][2]) for c in cids[1:4]))
             hits.append(
                 Hit(

@@ -227,15 +227,27 @@ class IgnoreRules:
 # ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class WalkEntry:
     """A file found by ``Workspace.walk``: ``fspath`` (its path, real for a symlink), ``rel``
     (POSIX, relative to the root, as the model names it) and ``stat`` (of the target when it is
-    a symlink)."""
+    a symlink; taken when first asked for, so a walk that only reads files costs no stat call
+    per file)."""
 
-    fspath: str
-    rel: str
-    stat: os.stat_result
+    __slots__ = ("_stat", "fspath", "rel")
+
+    def __init__(self, fspath: str, rel: str, stat: os.stat_result | None = None) -> None:
+        self.fspath = fspath
+        self.rel = rel
+        self._stat = stat
+
+    def __repr__(self) -> str:
+        return f"WalkEntry({self.fspath!r}, {self.rel!r})"
+
+    @property
+    def stat(self) -> os.stat_result:
+        if self._stat is None:
+            self._stat = os.stat(self.fspath, follow_symlinks=False)
+        return self._stat
 
     @property
     def path(self) -> Path:
@@ -317,16 +329,16 @@ class Workspace:
                     st = os.stat(real)
                     if not stat.S_ISREG(st.st_mode):
                         continue  # symlinked directories are never entered
-                    if not self.ignore.ignored(rules, rel, False):
+                    if not (rules and self.ignore.ignored(rules, rel, False)):
                         yield WalkEntry(real, rel, st)
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    if self.ignore.ignored(rules, rel, True):
+                    if rules and self.ignore.ignored(rules, rel, True):
                         continue
                     yield from self._walk(entry.path, rel, self.ignore.descend(rules, rel))
                 elif entry.is_file(follow_symlinks=False):
-                    if self.ignore.ignored(rules, rel, False):
+                    if rules and self.ignore.ignored(rules, rel, False):
                         continue
-                    yield WalkEntry(entry.path, rel, entry.stat(follow_symlinks=False))
+                    yield WalkEntry(entry.path, rel)
             except OSError:
                 continue

@@ -1,0 +1,260 @@
+"""The speed-ups give the same answers as the plain computations they replace (issue 10).
+
+Each test runs the fast path and the plain one on real transcript text and compares results; speed
+itself is measured in ``benchmarks/``, never here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxengine import identifiers
+from ctxengine.formats import anthropic_writer as aw
+from ctxengine.formats import load
+from ctxengine.formats.anthropic_writer import SystemMessages
+from ctxengine.layers.pairing import find_violations, repair
+from ctxengine.layers.pairing_cache import RepairCache
+from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.tokens.counter import CLAUDE_PROFILE, EstimateCounter, OpenAICounter, classify_text
+from ctxengine.tokens.memo import TextMemo
+from strategies import sessions
+
+TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BIG = TRANSCRIPTS / "claude-code-jsonl" / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
+
+
+def _real_texts() -> list[str]:
+    if not BIG.exists():
+        pytest.skip("shared transcripts not found")
+    texts: set[str] = set()
+    for session in load(BIG):
+        for m in session.messages:
+            for b in m.blocks:
+                if isinstance(b, Text):
+                    texts.add(b.text)
+                elif isinstance(b, ToolResult):
+                    texts.update(p.text for p in b.content if isinstance(p, Text))
+                elif isinstance(b, ToolCall) and isinstance(b.input, dict):
+                    texts.update(v for v in b.input.values() if isinstance(v, str))
+    return sorted(texts)
+
+
+def test_identifier_prefilter_finds_what_the_full_scan_finds() -> None:
+    texts = _real_texts()
+    assert len(texts) > 500
+    found = 0
+    for t in texts:
+        fast = identifiers._extract.__wrapped__(t)
+        assert fast == identifiers._match(t), t[:200]
+        found += len(fast)
+    assert found > 1000  # the texts do hold identifiers
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see /usr/lib/x.py and\u00a0C:\\Users\\a\\b.txt,http://h.io/a?b=1 ",
+        "deadbeefcafe-babe-face-feed-abcdefabcdef",  # a UUID of letters only
+        "x" * 5000 + " 1234567 " + "y-" * 300,
+        "localhost:8080\tsrc/pkg/mod.rs\n0xDEADBEEF12",
+    ],
+)
+def test_identifier_prefilter_edge_cases(text: str) -> None:
+    assert identifiers._extract.__wrapped__(text) == identifiers._match(text)
+
+
+def test_memoized_counts_equal_fresh_counts() -> None:
+    texts = _real_texts()[:400]
+    memo_counter = EstimateCounter(CLAUDE_PROFILE)
+    for t in texts + texts:  # the second pass is served by the memo
+        assert memo_counter.count_text(t) == memo_counter._estimate(t, classify_text(t))
+    exact = OpenAICounter("o200k_base")
+    for t in texts + texts:
+        assert exact.count_text(t) == exact._count_uncached(t)
+
+
+def test_text_memo_is_bounded_by_chars_and_entries() -> None:
+    calls: list[str] = []
+
+    def fn(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    memo = TextMemo(fn, max_chars=100, max_entries=3)
+    words = [f"{k:03d}" * 10 for k in range(5)]  # 30 chars each
+    for w in words:
+        assert memo.count(w) == 30
+    assert len(memo) == 3  # 100 chars hold three of them
+    assert memo.count(words[-1]) == 30 and len(calls) == 5  # a hit: not counted again
+    assert memo.count(words[0]) == 30 and len(calls) == 6  # evicted first: counted again
+    assert memo.count("short") == 5 and memo.count("short") == 5 and len(calls) == 8  # never kept
+
+
+# ---------------------------------------------------------------- pairing, checked incrementally
+
+
+class _WholeRepair:
+    """The engine's former projection: the whole view repaired and stabilised at every call."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple[str, int], Message] = {}
+
+    def project(self, view: list[Message]) -> list[Message]:
+        repaired, report = repair(view)
+        if not report.violations:
+            return list(view)
+        given = {id(m) for m in view}
+        out = []
+        for m in repaired:
+            if id(m) not in given:
+                known = self.made.get((m.id, len(m.blocks)))
+                if known is not None and known == m:
+                    m = known
+                else:
+                    self.made[(m.id, len(m.blocks))] = m
+            out.append(m)
+        return out
+
+
+def _same_projections(msgs: list[Message], rebuild_at: int) -> None:
+    cache, whole = RepairCache(), _WholeRepair()
+    prev_new: list[Message] = []
+    prev_old: list[Message] = []
+    for k in range(1, len(msgs) + 1):
+        if k == rebuild_at:
+            cache.reset()
+        view = msgs[:k]
+        new, old = cache.project(view), whole.project(view)
+        assert new == old
+        assert cache.valid == (not find_violations(view))
+        # the same messages stay the same objects (what the prompt-cache model compares)
+        kept_new = [a is b for a, b in zip(new, prev_new, strict=False)]
+        kept_old = [a is b for a, b in zip(old, prev_old, strict=False)]
+        assert kept_new == kept_old
+        prev_new, prev_old = new, old
+
+
+@PROPS
+@given(sessions(corrupt=None, max_turns=8), st.integers(0, 30))
+def test_cached_repair_equals_whole_repair(msgs: list[Message], rebuild_at: int) -> None:
+    _same_projections(msgs, rebuild_at)
+
+
+def test_cached_repair_on_a_real_session_with_a_lasting_violation() -> None:
+    if not BIG.exists():
+        pytest.skip("shared transcripts not found")
+    (session,) = load(BIG)
+    msgs = [m for m in session.messages if m.origin not in ("compact_summary", "compact_restore")][:400]
+    first_call = next(i for i, m in enumerate(msgs) if m.tool_calls)
+    orphan = Message("user", (ToolResult("ghost", (Text("stale"),)),), "orphan-1")
+    msgs = [*msgs[: first_call + 2], orphan, *msgs[first_call + 2 :]]
+    _same_projections(msgs, rebuild_at=0)
+    cache = RepairCache()
+    for k in range(1, len(msgs) + 1):
+        cache.project(msgs[:k])
+    assert not cache.valid
+    assert cache.full_repairs <= 3  # the prefix is repaired once, not at every call
+
+
+# ---------------------------------------------------------------- grep's byte screen
+
+
+def test_grep_byte_screen_finds_what_the_regex_finds(tmp_path: Path) -> None:
+    from ctxengine.tools.grep import grep
+    from ctxengine.tools.workspace import Workspace
+
+    files = {
+        "utf8.py": "x = 1\nfind_me = 'caf\u00e9'\n".encode(),
+        "bom.txt": b"\xef\xbb\xbffind_me first\n",
+        "legacy.txt": b"caf\xe9 find_me\r\nmore\r\n",
+        "bad_utf8.txt": b"\xff\xfefind_me? no: UTF-16 BOM\n",
+        "mixed.txt": b"ok\n\xc3(find_me after a broken sequence\n",
+        "bin.dat": b"find_me\0\0",
+        "none.py": b"nothing here\n" * 50,
+    }
+    for k in range(150):  # more than one page of matches, over many files
+        files[f"many/f{k:03d}.txt"] = b"line\nfind_me %d\n" % k
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    ws = Workspace(tmp_path)
+    for offset in (0, 100):
+        screened = grep(ws, "find_me", offset=offset)
+        plain = grep(ws, "find_m[e]", offset=offset)  # not a literal: no byte screen
+        assert screened == plain.replace("find_m[e]", "find_me")
+    assert "legacy.txt:1:" in grep(ws, "find_me") and "utf8.py:2:" in grep(ws, "find_me", offset=100)
+
+
+# ---------------------------------------------------------------- cache breakpoints from shapes
+
+
+def _breakpoints_from_the_encoding(messages: list[Message], mode: SystemMessages) -> list[int]:
+    """The former ``breakpoint_indices``: the whole request encoded, then read."""
+    encoded, last_src, _ = aw._encode(messages, "", mode)
+    return [
+        last_src[k]
+        for k in aw._message_breakpoints(encoded)
+        if last_src[k] >= 0 and any(b["type"] not in aw._NO_CACHE_TYPES for b in encoded[k]["content"])
+    ]
+
+
+@PROPS
+@given(sessions(corrupt=None, max_turns=8), st.sampled_from(["hoist", "inline"]), st.integers(0, 40))
+def test_breakpoints_from_shapes_equal_breakpoints_from_the_encoding(
+    msgs: list[Message], mode: SystemMessages, cut: int
+) -> None:
+    for view in (msgs, msgs[cut:], msgs[: len(msgs) - cut]):  # projections share message objects
+        assert aw.breakpoint_indices(view, system_messages=mode) == _breakpoints_from_the_encoding(view, mode)
+
+
+# ---------------------------------------------------------------- search: the contentless index
+
+
+def _hits(ix: Any) -> list[tuple[str, int, float, Any]]:
+    return [(h.name, h.start, h.score, h.snippet) for q in ("gamma", "window cache") for h in ix.search(q)]
+
+
+def test_updated_search_index_ranks_as_a_fresh_one_and_reports_its_size(tmp_path: Path) -> None:
+    from ctxengine.tools.search import SearchIndex
+
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    words = ["alpha", "beta", "gamma", "delta", "parse", "token", "cache", "window"]
+    for k in range(30):
+        body = "\n".join(f"def f{k}_{n}(): return {words[(k + n) % 8]} {words[n % 8]}" for n in range(90))
+        (root / "src" / f"m{k}.py").write_text(body + "\n")
+    with SearchIndex(root, tmp_path / "a.sqlite") as ix:
+        first = ix.update()
+        assert first.index_bytes == ix.size_bytes() > 0  # the size is reported (bench_search: ratios)
+        assert first.text_bytes == sum(p.stat().st_size for p in (root / "src").iterdir())
+        for k in range(0, 30, 3):  # modify, delete, add: the deleted rows leave the statistics
+            (root / "src" / f"m{k}.py").write_text(f"def changed_{k}(): return gamma gamma\n")
+        (root / "src" / "m1.py").unlink()
+        (root / "src" / "new.py").write_text("window cache parse\n" * 70)
+        ix.update()
+        updated = _hits(ix)
+    with SearchIndex(root, tmp_path / "b.sqlite") as fresh:
+        fresh.update()
+        rebuilt = _hits(fresh)
+    assert updated == rebuilt and updated
+
+
+def test_read_screened_reads_whole_files_and_hands_back_errors(tmp_path: Path) -> None:
+    from ctxengine.tools.file_screen import BLOCK_BYTES, LARGE, read_screened
+
+    for n in (0, 1, 65_535, 65_537, 300_001):
+        p = tmp_path / f"f{n}"
+        p.write_bytes(bytes(range(256)) * (n // 256) + b"x" * (n % 256))
+        assert read_screened(str(p), None) == p.read_bytes()
+        assert read_screened(str(p), b"never there") is None
+    big = tmp_path / "big"
+    big.write_bytes(b"a" * (BLOCK_BYTES + 1))
+    assert read_screened(str(big), None) is LARGE
+    assert read_screened("/proc/self/status", b"Name:")  # reports size 0, holds text
+    assert isinstance(read_screened(str(tmp_path / "missing"), None), FileNotFoundError)
