@@ -171,3 +171,30 @@ def test_real_codex_session_restores_shell_reads_and_keeps_skeleton_segments_cac
     # the segments carry the agent's shell commands verbatim
     first = next(m for m in found[0][1] if m.id.startswith("restore-skeleton:"))
     assert "cmd: sed -n" in first.text() or "cmd: nl -ba" in first.text()
+
+
+def test_shell_reads_are_restored_only_when_the_policy_asks() -> None:
+    """Claude Code restores only its Read tool's files (presets keep that); ``default`` also
+    restores files printed by ``sed -n`` (``restore_shell_reads``)."""
+    from ctxengine import restore
+
+    msgs = convo()
+    kept: list[Message] = []
+    off = restore.recent_files(msgs, kept, count, from_transcript=True, max_files=5)
+    on = restore.recent_files(msgs, kept, count, from_transcript=True, max_files=5, shell_reads=True)
+    assert off == []
+    assert [m.id for m in on] == ["restore:src/parse.py"]
+    assert "return s.split(',')" in on[0].text()
+
+
+def test_a_change_already_in_the_skeleton_is_not_restored_twice() -> None:
+    from ctxengine import restore
+
+    msgs = convo()
+    [skeleton] = transcript_skeleton(msgs, count, max_tokens=2_000, block_tokens=500)
+    both = restore.recent_changes(msgs, [], count, max_files=5, change_tokens=500, total_tokens=2_000)
+    deduped = restore.recent_changes(
+        msgs, [], count, max_files=5, change_tokens=500, total_tokens=2_000, shown=skeleton.text()
+    )
+    assert [m.id for m in both] == ["restore-change:src/parse.py"]
+    assert deduped == []
