@@ -22,7 +22,7 @@ What each preset follows and leaves out is in its constant's docstring.
 
 from __future__ import annotations
 
-from ctxengine.policy import Policy
+from ctxengine.policy_record import Policy
 
 NO_LIMIT = 10**12  # a cap that never binds (the harness has none)
 
