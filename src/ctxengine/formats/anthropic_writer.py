@@ -49,8 +49,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ctxengine.layers.pairing import aborted_unanswered, is_aborted
 from ctxengine.messages import Document, Image, Message, ResultPart, Text, Thinking, ToolCall, ToolResult
+from ctxengine.tool_turns import aborted_unanswered, is_aborted
 
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4  # the API's limit on cache_control blocks per request

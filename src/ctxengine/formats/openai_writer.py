@@ -41,8 +41,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ctxengine.layers.pairing import aborted_unanswered, is_aborted
 from ctxengine.messages import Document, Image, Message, ResultPart, Text, ToolCall, ToolResult
+from ctxengine.tool_turns import aborted_unanswered, is_aborted
 
 EMPTY_RESULT_TEXT = "(no output)"  # a tool result with no text and no media
 MEDIA_NOTE = "(the tool returned images or documents; they follow in the next user message)"

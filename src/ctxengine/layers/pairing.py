@@ -59,10 +59,8 @@ from typing import Literal
 import msgspec
 
 from ctxengine.messages import Block, Message, Text, ToolCall, ToolResult
-
-# Assistant messages whose stop reason marks an aborted or failed response (pi / OpenClaw use
-# these two values); readers that know a turn was cut short set ``meta["stop_reason"]``.
-ABORTED_STOP_REASONS = frozenset({"aborted", "error"})
+from ctxengine.tool_turns import Turn, is_aborted, turns_of
+from ctxengine.tool_turns import aborted_unanswered as aborted_unanswered  # moved: import it from tool_turns
 
 # The text of the synthetic error result given to an interrupted call (the only content repair
 # ever adds).
@@ -141,60 +139,12 @@ class RepairReport(msgspec.Struct):
         return sum(1 for d in self.dropped if d.reason == "duplicate_result")
 
 
-def is_aborted(message: Message) -> bool:
-    """True for an assistant message whose response was aborted or failed (left alone by
-    ``repair``; its unanswered calls are left out by the writers)."""
-    if message.role != "assistant":
-        return False
-    meta = message.meta
-    return meta.get("aborted") is True or meta.get("stop_reason") in ABORTED_STOP_REASONS
-
-
 # --------------------------------------------------------------------------------------------
 # Analysis shared by find_violations and repair (one plan, so the two can never disagree).
 
 
-class _Turn(msgspec.Struct):
-    start: int  # first assistant message of the turn
-    last: int  # last non-empty assistant message of the turn
-    first_zone: int  # first non-empty user message of the zone, -1 when the zone is empty
-    end: int  # one past the zone
-
-
-def _turns(messages: Sequence[Message]) -> tuple[list[_Turn], list[int], list[int]]:
-    """The assistant turns with their zones; for each message the turn it belongs to and the turn
-    whose zone holds it (-1 when none). Empty messages are transparent: repair drops them, so
-    they neither end a turn nor a zone."""
-    n = len(messages)
-    turns: list[_Turn] = []
-    turn_of = [-1] * n
-    zone_of = [-1] * n
-    i = 0
-    while i < n:
-        m = messages[i]
-        if m.role != "assistant" or not m.blocks:
-            i += 1
-            continue
-        t = len(turns)
-        start = last = i
-        while i < n and (messages[i].role == "assistant" or not messages[i].blocks):
-            if messages[i].blocks:
-                turn_of[i] = t
-                last = i
-            i += 1
-        first_zone = -1
-        while i < n and (messages[i].role == "user" or not messages[i].blocks):
-            if messages[i].blocks:
-                zone_of[i] = t
-                if first_zone < 0:
-                    first_zone = i
-            i += 1
-        turns.append(_Turn(start, last, first_zone, i))
-    return turns, turn_of, zone_of
-
-
 class _Plan(msgspec.Struct):
-    turns: list[_Turn]
+    turns: list[Turn]
     violations: list[PairingViolation]
     drop: dict[tuple[int, int], tuple[DropReason, str]]  # (message, block) -> why, call id
     moved_from: set[tuple[int, int]]  # (message, block) of results that move to their zone
@@ -204,7 +154,7 @@ class _Plan(msgspec.Struct):
 
 
 def _plan(messages: Sequence[Message]) -> _Plan:
-    turns, turn_of, zone_of = _turns(messages)
+    turns, turn_of, zone_of = turns_of(messages)
     violations: list[PairingViolation] = []
     drop: dict[tuple[int, int], tuple[DropReason, str]] = {}
     empty: list[int] = []
@@ -447,7 +397,7 @@ def tool_groups(messages: Sequence[Message]) -> list[tuple[int, int]]:
     n = len(messages)
     if n == 0:
         return []
-    turns, _, _ = _turns(messages)
+    turns, _, _ = turns_of(messages)
     unit_starts: list[int] = []
     unit_of = [0] * n
     i = 0
@@ -509,23 +459,3 @@ def safe_cut_points(messages: Sequence[Message]) -> list[int]:
         for start, _ in tool_groups(messages)
         if not any(isinstance(b, ToolResult) for b in messages[start].blocks)
     ]
-
-
-def aborted_unanswered(messages: Sequence[Message]) -> set[str]:
-    """Ids of tool calls in aborted assistant messages that have no result in their zone. The
-    writers leave these calls out of the request body: the provider rejects a call without a
-    result, and inventing one for a half-written call is worse (openclaw #4597)."""
-    turns, _, _ = _turns(messages)
-    out: set[str] = set()
-    for turn in turns:
-        pending = {
-            b.id
-            for i in range(turn.start, turn.last + 1)
-            if is_aborted(messages[i])
-            for b in messages[i].blocks
-            if isinstance(b, ToolCall)
-        }
-        if pending:
-            answered = {r.call_id for k in range(turn.last + 1, turn.end) for r in messages[k].tool_results}
-            out |= pending - answered
-    return out

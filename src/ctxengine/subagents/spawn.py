@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxengine.layers.pairing import aborted_unanswered, find_violations
+from ctxengine.layers.pairing import find_violations
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.subagents.host import Engine
 from ctxengine.subagents.registry import SubagentRegistry, close_subagent
@@ -50,6 +50,7 @@ from ctxengine.subagents.spec import (
     SubagentDepthError,
     SubagentError,
 )
+from ctxengine.tool_turns import aborted_unanswered
 from ctxengine.tools.bootstrap import load_bootstrap_files
 
 if TYPE_CHECKING:
