@@ -20,8 +20,8 @@ from ctxengine.formats import load
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
 from ctxengine.policy import get_policy
+from ctxengine.shell import shell_read_paths
 from ctxengine.skeleton import extend_segments, transcript_skeleton
-from ctxengine.tools.limits import shell_read_paths
 
 
 def count(text: str) -> int:

@@ -35,7 +35,7 @@ def _reads(messages: Sequence[Message], shell: bool = False) -> list[tuple[str, 
     """(normalised path, result text) of every read with a result, oldest first: read tool calls
     and, with ``shell``, shell commands that print one file (``shell_read_paths``: ``cat f``,
     ``sed -n '1,80p' f``; a command reading several files is left out, its output mixes them)."""
-    from ctxengine.tools.limits import shell_read_paths
+    from ctxengine.shell import shell_read_paths
 
     calls: dict[str, list[str]] = {}
     out: list[tuple[str, str]] = []
