@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ctxengine.messages import ToolCall
@@ -309,24 +310,51 @@ def _read_args(name: str, args: list[str]) -> list[str]:
     return out
 
 
-def _shell_read_paths(script: str, depth: int = 0) -> list[str]:
-    out: list[str] = []
+class FirstCommand(NamedTuple):
+    """The first command of a pipeline: its name (path stripped), its arguments, and whether it is
+    ``alone`` (its pipeline, and every pipeline around a ``bash -c`` holding it, has one command)."""
+
+    name: str
+    args: list[str]
+    alone: bool
+
+
+def first_commands(script: str, depth: int = 0, alone: bool = True) -> Iterator[FirstCommand]:
+    """The first command of each pipeline of ``script`` whose output the caller sees: ``bash -c
+    SCRIPT`` (``sh``/``zsh``, ``-lc``...) is followed into SCRIPT (``NESTING`` levels at most);
+    a command whose standard output goes to a file or whose input is a here-document or
+    here-string is left out. Leading assignments and prefixes (``command_words``) are skipped."""
     for pipeline in scan(script):
         first = pipeline[0]
         words = command_words(stage_words(first))
         if not words:
             continue
         name = words[0].rsplit("/", 1)[-1]
+        single = alone and len(pipeline) == 1
         if name in SHELLS:
             inner = shell_script(words)
             if inner is not None and depth < NESTING:
-                out += _shell_read_paths(inner, depth + 1)
+                yield from first_commands(inner, depth + 1, single)
             continue
         if first.out_redirected or first.here_input:
             continue
-        if name in READ_COMMANDS and not (name == "sed" and in_place(words[1:])):
-            out += _read_args(name, words[1:])
-    return out
+        yield FirstCommand(name, words[1:], single)
+
+
+def is_read(cmd: FirstCommand) -> bool:
+    """``cmd`` prints (part of) a file: a ``READ_COMMANDS`` command, ``sed -i`` (an edit) aside."""
+    return cmd.name in READ_COMMANDS and not (cmd.name == "sed" and in_place(cmd.args))
+
+
+def shell_command(call: ToolCall) -> str | None:
+    """The command line of a shell tool call (``SHELL_TOOLS``; ``command`` or ``cmd``, an argv list
+    joined, so ``["bash", "-lc", "cd x && cat f"]`` keeps its script), None for any other call."""
+    if call.name.lower() not in SHELL_TOOLS or not isinstance(call.input, dict):
+        return None
+    cmd = call.input.get("command") or call.input.get("cmd")
+    if isinstance(cmd, list):
+        cmd = shlex.join(str(c) for c in cmd)
+    return cmd if isinstance(cmd, str) and cmd.strip() else None
 
 
 def shell_read_paths(call: ToolCall) -> list[str]:
@@ -334,13 +362,10 @@ def shell_read_paths(call: ToolCall) -> list[str]:
     ``sed``, ``nl`` or ``less`` as the first command of a pipeline (``cat f``, ``sed -n '1,80p' f``,
     ``nl -ba f | sed -n '1,200p'``, ``cd d && cat f``), as written (relative paths stay relative).
     Reads whose output goes to a file, here-documents and ``sed -i`` are not reads (as
-    ``classify``). ``[]`` for any other call. Codex and mini-swe-agent read files this way; the
-    restore after a compaction treats these like Read tool calls."""
-    if call.name.lower() not in SHELL_TOOLS or not isinstance(call.input, dict):
+    ``tools.limits.classify``). ``[]`` for any other call. Codex and mini-swe-agent read files
+    this way; the restore after a compaction treats these like Read tool calls."""
+    cmd = shell_command(call)
+    if cmd is None:
         return []
-    cmd = call.input.get("command") or call.input.get("cmd")
-    if isinstance(cmd, list):
-        cmd = shlex.join(str(c) for c in cmd)
-    if not isinstance(cmd, str) or not cmd.strip():
-        return []
-    return list(dict.fromkeys(_shell_read_paths(cmd)))
+    paths = [p for c in first_commands(cmd) if is_read(c) for p in _read_args(c.name, c.args)]
+    return list(dict.fromkeys(paths))

@@ -47,7 +47,6 @@ Read). Claude Code applies the same 256 KB gate itself, so its recorded Read res
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -56,16 +55,10 @@ import msgspec
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.shell import (
     GREP_COMMANDS,
-    NESTING,
-    READ_COMMANDS,
-    SHELL_TOOLS,
-    SHELLS,
     WHOLE_FILE_COMMANDS,
-    command_words,
-    in_place,
-    scan,
-    shell_script,
-    stage_words,
+    first_commands,
+    is_read,
+    shell_command,
 )
 from ctxengine.shell import shell_read_paths as shell_read_paths  # moved to ctxengine.shell
 from ctxengine.shell import split_commands as split_commands  # moved to ctxengine.shell
@@ -102,24 +95,12 @@ class ToolUse(NamedTuple):
     whole_file: bool = False
 
 
-def _shell_use(script: str, depth: int = 0) -> ToolUse | None:
-    for pipeline in scan(script):
-        first = pipeline[0]
-        words = command_words(stage_words(first))
-        if not words:
-            continue
-        name = words[0].rsplit("/", 1)[-1]
-        if name in SHELLS:
-            inner = shell_script(words)
-            use = _shell_use(inner, depth + 1) if inner is not None and depth < NESTING else None
-            if use is not None:
-                return use if len(pipeline) == 1 else ToolUse(use.kind)
-            continue
-        if first.out_redirected or first.here_input:
-            continue
-        if name in READ_COMMANDS and not (name == "sed" and in_place(words[1:])):
-            return ToolUse("read", whole_file=name in WHOLE_FILE_COMMANDS and len(pipeline) == 1)
-        if name in GREP_COMMANDS:
+def _shell_use(script: str) -> ToolUse | None:
+    """The kind of the first read or search among the pipelines' first commands (``first_commands``)."""
+    for cmd in first_commands(script):
+        if is_read(cmd):
+            return ToolUse("read", whole_file=cmd.name in WHOLE_FILE_COMMANDS and cmd.alone)
+        if cmd.name in GREP_COMMANDS:
             return ToolUse("grep")
     return None
 
@@ -135,13 +116,8 @@ def classify(call: ToolCall) -> ToolUse | None:
         return ToolUse("read", whole_file=not paged)
     if name in GREP_TOOLS:
         return ToolUse("grep")
-    if name in SHELL_TOOLS and isinstance(call.input, dict):
-        cmd = call.input.get("command") or call.input.get("cmd")
-        if isinstance(cmd, list):
-            cmd = shlex.join(str(c) for c in cmd)  # ["bash", "-lc", "cd x && cat f"] keeps its script
-        if isinstance(cmd, str) and cmd.strip():
-            return _shell_use(cmd)
-    return None
+    cmd = shell_command(call)
+    return _shell_use(cmd) if cmd is not None else None
 
 
 def _kind(call: ToolCall) -> str | None:
