@@ -146,13 +146,9 @@ def test_a_prefix_reuse_request_is_bounded_by_the_summarizers_window(policy: str
     assert sizes and max(sizes) <= 200_000, sizes
 
 
-@pytest.mark.parametrize("policy", ["claude-code", "letta", "openclaw", "pi"])
-@pytest.mark.parametrize("with_llm", [False, True])
-def test_a_call_in_flight_during_a_compaction_keeps_its_result_visible(policy: str, with_llm: bool) -> None:
-    """L23's kind: a long-running call is pending when a manual full compaction runs; its result
-    arrives later and must reach the model (not summarized away and then dropped as an orphan)."""
-    llm = StrictLLM() if with_llm else None
-    engine = make_engine(policy, 64_000, llm, session_memory=False)
+def compact_with_a_call_in_flight(engine: ContextEngine) -> Any:
+    """L23's input: 14 rounds of large results, a long-running call pending during a manual
+    compaction, its result 20 minutes later; returns the projection when the result arrives."""
     engine.ingest(Message("user", (Text("Export Q3 orders to parquet, then validate."),), "u0", timestamp=T0))
     for k in range(14):
         ts = T0 + 10 * k
@@ -174,6 +170,17 @@ def test_a_call_in_flight_during_a_compaction_keeps_its_result_visible(policy: s
         result("call_export", "export complete: 48213 rows", "r_long", T0 + 1_400, name="export_job")
     )
     proj = engine.assemble(now=T0 + 1_401)
+    return proj
+
+
+@pytest.mark.parametrize("policy", ["claude-code", "letta", "openclaw", "pi"])
+@pytest.mark.parametrize("with_llm", [False, True])
+def test_a_call_in_flight_during_a_compaction_keeps_its_result_visible(policy: str, with_llm: bool) -> None:
+    """L23's kind: a long-running call is pending when a manual full compaction runs; its result
+    arrives later and must reach the model (not summarized away and then dropped as an orphan)."""
+    llm = StrictLLM() if with_llm else None
+    engine = make_engine(policy, 64_000, llm, session_memory=False)
+    proj = compact_with_a_call_in_flight(engine)
     shown = [r for m in proj.messages for r in m.tool_results if r.call_id == "call_export"]
     assert shown and "48213 rows" in shown[0].content[0].text  # type: ignore[union-attr]
     assert any(c.id == "call_export" for m in proj.messages for c in m.tool_calls)
@@ -188,27 +195,7 @@ def test_default_keeps_compacting_after_a_call_in_flight(with_llm: bool) -> None
     40th the context is about 30,000 tokens under a threshold of about 33,000."""
     llm = StrictLLM() if with_llm else None
     engine = make_engine("default", 64_000, llm)
-    engine.ingest(Message("user", (Text("Export Q3 orders to parquet, then validate."),), "u0", timestamp=T0))
-    for k in range(14):
-        ts = T0 + 10 * k
-        engine.assemble(now=ts)
-        engine.ingest(call(f"t{k}", f"psql -c 'select count(*) from o{k}'", f"a{k}", ts))
-        engine.ingest(result(f"t{k}", prose(9_000, k), f"r{k}", ts + 1))
-    engine.assemble(now=T0 + 200)
-    engine.ingest(
-        Message(
-            "assistant",
-            (ToolCall("call_export", "export_job", {"table": "orders"}),),
-            "a_long",
-            timestamp=T0 + 201,
-            model=MODEL,
-        )
-    )
-    assert engine.compact(force=True) is not None
-    engine.ingest(
-        result("call_export", "export complete: 48213 rows", "r_long", T0 + 1_400, name="export_job")
-    )
-    proj = engine.assemble(now=T0 + 1_401)
+    proj = compact_with_a_call_in_flight(engine)
     assert any("48213 rows" in r.content[0].text for m in proj.messages for r in m.tool_results)  # type: ignore[union-attr]
     compactions = 0
     for j in range(90):
