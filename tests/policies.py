@@ -31,7 +31,6 @@ PRE_SKELETON = DEFAULT.with_(
     restore_change_share=0.05,
     restore_shell_reads=False,
     restore_skeleton_tokens=0,
-    restore_skeleton_segments=False,
 )
 
 LAYER_DEFAULT = PRE_SKELETON.with_(

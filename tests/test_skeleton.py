@@ -2,7 +2,7 @@
 
 The skeleton (``ctxengine.skeleton``) re-attaches the agent's own words from before the cut: user
 and assistant text and every string of its tool-call inputs, verbatim, newest first within a token
-budget, tool results left out. As append-only segments (``restore_skeleton_segments``) the earlier
+budget, tool results left out. As append-only segments the earlier
 segments stay the same objects from one compaction to the next, so the prompt cache keeps serving
 them. On a real Codex session (which reads files with ``sed -n`` / ``nl``) compactions restore
 those shell reads as files and carry the skeleton.
@@ -21,11 +21,19 @@ from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
 from ctxengine.policy import get_policy
 from ctxengine.shell import shell_read_paths
-from ctxengine.skeleton import extend_segments, transcript_skeleton
+from ctxengine.skeleton import extend_segments
 
 
 def count(text: str) -> int:
     return len(text) // 4 + 1
+
+
+def skeleton(msgs: list[Message], max_tokens: int, block_tokens: int) -> list[Message]:
+    """The skeleton of ``msgs`` as the first compaction makes it (one segment, or none)."""
+    return [
+        m
+        for m, _ in extend_segments((), msgs, count, max_tokens=max_tokens, block_tokens=block_tokens, part=1)
+    ]
 
 
 def convo() -> list[Message]:
@@ -56,7 +64,7 @@ def convo() -> list[Message]:
 
 
 def test_skeleton_keeps_the_agents_own_words_verbatim_and_leaves_tool_results_out() -> None:
-    [msg] = transcript_skeleton(convo(), count, max_tokens=2_000, block_tokens=500)
+    [msg] = skeleton(convo(), max_tokens=2_000, block_tokens=500)
     text = msg.text()
     assert "Fix the failing parser test in src/parse.py please." in text
     assert "command: sed -n '1,80p' src/parse.py" in text
@@ -69,12 +77,12 @@ def test_skeleton_keeps_the_agents_own_words_verbatim_and_leaves_tool_results_ou
 def test_skeleton_takes_the_newest_entries_within_its_budget_and_cuts_long_blocks() -> None:
     long = Message("assistant", (Text("x " * 4_000),), "a0")
     msgs = [long, *convo()]
-    [msg] = transcript_skeleton(msgs, count, max_tokens=250, block_tokens=100)
+    [msg] = skeleton(msgs, max_tokens=250, block_tokens=100)
     assert count(msg.text()) <= 250
     assert "new_string: split(';')" in msg.text()  # the newest entry is there
-    [cut] = transcript_skeleton([long], count, max_tokens=400, block_tokens=100)
+    [cut] = skeleton([long], max_tokens=400, block_tokens=100)
     assert cut.text().rstrip().endswith("[... cut]")
-    assert transcript_skeleton(msgs, count, max_tokens=0, block_tokens=100) == []
+    assert skeleton(msgs, max_tokens=0, block_tokens=100) == []
 
 
 def test_segments_append_and_keep_earlier_segments_as_the_same_objects() -> None:
@@ -127,7 +135,6 @@ def drive(path: Path, window: int) -> list[tuple[list[str], list[Message]]]:
         restore_skeleton_tokens=100_000,
         restore_skeleton_share=0.25,
         restore_skeleton_block_tokens=4_000,
-        restore_skeleton_segments=True,
         restore_shell_reads=True,
     )
     with warnings.catch_warnings():
@@ -191,10 +198,10 @@ def test_a_change_already_in_the_skeleton_is_not_restored_twice() -> None:
     from ctxengine import restore
 
     msgs = convo()
-    [skeleton] = transcript_skeleton(msgs, count, max_tokens=2_000, block_tokens=500)
+    [shown] = skeleton(msgs, max_tokens=2_000, block_tokens=500)
     both = restore.recent_changes(msgs, [], count, max_files=5, change_tokens=500, total_tokens=2_000)
     deduped = restore.recent_changes(
-        msgs, [], count, max_files=5, change_tokens=500, total_tokens=2_000, shown=skeleton.text()
+        msgs, [], count, max_files=5, change_tokens=500, total_tokens=2_000, shown=shown.text()
     )
     assert [m.id for m in both] == ["restore-change:src/parse.py"]
     assert deduped == []

@@ -67,7 +67,7 @@ from ctxengine.notes import (
     sections_of,
 )
 from ctxengine.policy import Policy
-from ctxengine.skeleton import Segment, extend_segments, transcript_skeleton
+from ctxengine.skeleton import Segment, extend_segments
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
@@ -303,7 +303,7 @@ class Compactor:
         self._segments: tuple[Message, ...] = ()  # the identifier index, in append-only segments
         self._segment_ids: set[str] = set()
         self._restored: dict[tuple[str, str], Message] = {}
-        # the transcript skeleton's segments (``restore_skeleton_segments``) and the history index
+        # the transcript skeleton's segments (``restore_skeleton_tokens``) and the history index
         # they cover up to; a compaction's new segments wait in ``_pending_skeleton`` for ``commit``
         self._skeleton: tuple[Segment, ...] = ()
         self._skeleton_upto = 0
@@ -1084,22 +1084,12 @@ class Compactor:
         cut.event.tokens_after += self.count_text(text) - self.count_text(head.text())
         cut.event.details["latest_request_quoted"] = quoted
 
-    def _skeleton_restore(
-        self, ctx: LayerContext, cut: Cut, history: Sequence[Message], before_cut: Sequence[Message]
-    ) -> tuple[list[Segment], list[Message]]:
-        """The transcript skeleton of a compaction (``ctxengine.skeleton``): as append-only
-        segments to lead the prefix (kept at ``commit``), or as one restore message; neither
-        when ``restore_skeleton_tokens`` is 0."""
+    def _skeleton_restore(self, ctx: LayerContext, cut: Cut, history: Sequence[Message]) -> list[Segment]:
+        """The transcript skeleton of a compaction (``ctxengine.skeleton``) as append-only segments
+        to lead the prefix (kept at ``commit``); none when ``restore_skeleton_tokens`` is 0."""
         p = ctx.policy
         if p.restore_skeleton_tokens <= 0:
-            return [], []
-        if not p.restore_skeleton_segments:
-            return [], transcript_skeleton(
-                before_cut,
-                self.count_text,
-                max_tokens=p.restore_skeleton_tokens,
-                block_tokens=p.restore_skeleton_block_tokens,
-            )
+            return []
         upto = self._history_cut(ctx, cut, history)
         lead = list(
             extend_segments(
@@ -1112,7 +1102,7 @@ class Compactor:
             )
         )
         self._pending_skeleton = (lead, max(upto, self._skeleton_upto))
-        return lead, []
+        return lead
 
     def _finish(
         self,
@@ -1130,8 +1120,8 @@ class Compactor:
         before_cut = (
             history[: self._history_cut(ctx, cut, history)] if p.restore_from_history else cut.summarized
         )
-        lead, skeleton = self._skeleton_restore(ctx, cut, history, before_cut)
-        shown = "\n".join([*(m.text() for m, _ in lead), *(m.text() for m in skeleton)])
+        lead = self._skeleton_restore(ctx, cut, history)
+        shown = "\n".join(m.text() for m, _ in lead)
         restored: list[Message] = []
         if p.restore_changes > 0:
             restored += restore.recent_changes(
@@ -1148,7 +1138,6 @@ class Compactor:
             restored += restore.latest_error(
                 before_cut, kept, self.count_text, max_tokens=p.restore_error_tokens
             )
-        restored += skeleton
         if p.restore_files > 0:
             restored += restore.recent_files(
                 before_cut,

@@ -92,7 +92,6 @@ DEFAULT = Policy(
     restore_skeleton_tokens=100_000,
     restore_skeleton_share=0.25,
     restore_skeleton_block_tokens=4_000,
-    restore_skeleton_segments=True,
 )
 """Ours, tuned for *content* and cost on the tuning half of the shared transcripts
 (``bench.held_out``) at 64,000 and 200,000 tokens.

@@ -171,11 +171,11 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_error_tokens: int = 0  # ours: the latest error with its call, at most this (0: off)
     restore_shell_reads: bool = False  # ours: files printed by cat / sed -n / nl count as read
     # ours: the transcript skeleton (``ctxengine.skeleton``): the user's and the agent's own words
-    # from before the cut, newest first within this many tokens (0: off), each block at most
+    # from before the cut, newest first within this many tokens (0: off), as append-only segments
+    # the prompt cache keeps serving, each block at most
     # ``restore_skeleton_block_tokens``
     restore_skeleton_tokens: int = 0
     restore_skeleton_block_tokens: int = 1_000
-    restore_skeleton_segments: bool = False  # ... as append-only segments the prompt cache keeps serving
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 
     # overflow guard (last resort before a call that cannot fit)

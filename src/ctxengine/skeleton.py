@@ -19,11 +19,6 @@ from typing import Any
 
 from ctxengine.messages import Message, Text, ToolCall
 
-HEADER = (
-    "[Restored after compaction] Your own messages and tool calls from before the summary, "
-    "verbatim and oldest first (tool results left out: re-run or re-read to see them again; "
-    "long blocks are cut to their head):\n\n"
-)
 SEGMENT_HEADER = (
     "[Restored after compaction, part {part}] Your own messages and tool calls from before the "
     "summary, verbatim and oldest first (tool results left out: re-run or re-read to see them "
@@ -94,28 +89,6 @@ def _select(
     return chosen[::-1]
 
 
-def transcript_skeleton(
-    before_cut: Sequence[Message],
-    count: Callable[[str], int],
-    *,
-    max_tokens: int,
-    block_tokens: int,
-) -> list[Message]:
-    """One message holding, oldest first, the newest entries of ``before_cut`` (the messages a
-    compaction summarized, or the whole history before its cut) that fit ``max_tokens`` tokens:
-    user and assistant text and the strings of each tool-call input, each entry cut to
-    ``block_tokens`` tokens (head kept). Messages the engine made (summaries, restores) are not
-    read. Returns ``[]`` when nothing fits or ``max_tokens`` is 0."""
-    budget = max_tokens - count(HEADER)
-    if max_tokens <= 0 or budget <= 0:
-        return []
-    chosen = _select(before_cut, count, budget, block_tokens)
-    if not chosen:
-        return []
-    body = HEADER + "\n\n".join(chosen)
-    return [Message(role="user", blocks=(Text(body),), id="restore-skeleton", origin="restore")]
-
-
 Segment = tuple[Message, int]
 """A skeleton segment and its size (tokens)."""
 
@@ -159,4 +132,4 @@ def extend_segments(
     return (*kept, (msg, count(body)))
 
 
-__all__ = ["Segment", "extend_segments", "transcript_skeleton"]
+__all__ = ["Segment", "extend_segments"]
