@@ -3,7 +3,7 @@
 The skeleton (``ctxengine.skeleton``) re-attaches the agent's own words from before the cut: user
 and assistant text and every string of its tool-call inputs, verbatim, newest first within a token
 budget, tool results left out. As append-only segments the earlier
-segments stay the same objects from one compaction to the next, so the prompt cache keeps serving
+segments stay the same objects from one compaction to the next, so a prefix cache can keep serving
 them. On a real Codex session (which reads files with ``sed -n`` / ``nl``) compactions restore
 those shell reads as files and carry the skeleton.
 """
@@ -90,7 +90,7 @@ def test_segments_append_and_keep_earlier_segments_as_the_same_objects() -> None
     first = extend_segments((), msgs[:3], count, max_tokens=1_000, block_tokens=500, part=1)
     second = extend_segments(first, msgs[3:], count, max_tokens=1_000, block_tokens=500, part=2)
     assert len(second) == 2
-    assert second[0][0] is first[0][0]  # the prompt cache keeps serving it
+    assert second[0][0] is first[0][0]  # the same object: a prefix cache can serve it
     assert "new_string: split(';')" in second[1][0].text()
     assert "new_string" not in second[0][0].text()
 

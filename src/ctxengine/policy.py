@@ -106,15 +106,15 @@ the window or two fifths of it:
 - session notes are kept in the background ($0); above 50% of the free window (Claude Code's
   window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
   notes (cut to 1% of the free window) become the summary (session-memory compaction, $0);
-- that compaction keeps only the newest 4-8% of the free window verbatim (at least 3,000 tokens
-  where a safe cut allows) and re-attaches what the agent re-uses, by content: the *transcript
-  skeleton* (``ctxengine.skeleton``: the user's and the agent's own words, every tool-call input
-  verbatim, tool results left out; 25% of the free window, newest first, each block at most
-  4,000 tokens) as append-only segments that lead the prefix, so the prompt cache keeps serving
-  them from one compaction to the next; the last change of the 5 most recently modified files
-  not already in it (3% each); the latest error with its call (1,000 tokens); the 3 most
-  recently read files, shell reads (``cat``, ``sed -n``, ``nl``) included (2.6% each, 8% in all
-  with the changes); then the plan and todos;
+- that compaction keeps only the newest 4-8% of the free window verbatim (at least 3,000 tokens where a safe
+  cut allows) and re-attaches what the agent re-uses, by content: the *transcript skeleton*
+  (``ctxengine.skeleton``: the user's and the agent's own words, every tool-call input verbatim, tool
+  results left out; 25% of the free window, newest first, each block at most 4,000 tokens) as append-only
+  segments that lead the prefix (a prefix-caching provider, OpenAI or DeepSeek, serves the kept segments
+  from its cache at the next compaction; Anthropic's explicit cache only where a breakpoint ends, which the
+  writer does not place there yet); the last change of the 5 most recently modified files not already in it
+  (3% each); the latest error with its call (1,000 tokens); the 3 most recently read files, shell reads
+  (``cat``, ``sed -n``, ``nl``) included (2.6% each, 8% in all with the changes); then the plan and todos;
 - the latest user request is quoted whole after the summary when the kept part lost it;
 - when the prompt cache has expired (no call for 5 minutes) the threshold drops to 10% of the free
   window: the request is written in full anyway;

@@ -172,7 +172,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_shell_reads: bool = False  # ours: files printed by cat / sed -n / nl count as read
     # ours: the transcript skeleton (``ctxengine.skeleton``): the user's and the agent's own words
     # from before the cut, newest first within this many tokens (0: off), as append-only segments
-    # the prompt cache keeps serving, each block at most
+    # that lead the prefix, each block at most
     # ``restore_skeleton_block_tokens``
     restore_skeleton_tokens: int = 0
     restore_skeleton_block_tokens: int = 1_000

@@ -8,8 +8,8 @@ compaction re-attaches, newest first within a token budget, the user's messages 
 assistant's text and tool-call inputs from before the cut, each block as it was written (cut
 to its head when long), with every tool result left out (the call says how to get it again).
 
-Pure: it reads messages and returns one message (or none); the compactor places it after the
-summary, before the restored files.
+Pure: it reads messages and returns append-only segments (``extend_segments``); the compactor
+places them first in the prefix, before the summary and the restored files.
 """
 
 from __future__ import annotations
@@ -103,14 +103,15 @@ def extend_segments(
     part: int,
 ) -> tuple[Segment, ...]:
     """The skeleton as append-only segments, for the prompt cache: ``segments`` (what earlier
-    compactions made, oldest first, kept as the same objects so the provider keeps serving them
-    from its cache) plus one new segment for ``span`` (the messages that left the context since
-    the last segment). When fewer than ``MIN_NEW_SHARE`` of ``max_tokens`` is left for the new
-    segment, the oldest segments are dropped in one batch until ``max_tokens x (1 -
-    MIN_NEW_SHARE x 2)`` or less is kept (one cache miss now, then appends again); more go
-    while not even the newest entry of ``span`` fits. The new segment holds the newest entries
-    of ``span`` that fit what is left. ``part`` numbers it.
-    Returns the segments to send (``()`` when ``max_tokens`` is 0)."""
+    compactions made, oldest first, kept as the same objects:
+    a prefix-caching provider serves them from its cache;
+    Anthropic's explicit cache only where a breakpoint ends) plus one new segment for ``span`` (the
+    messages that left the context since the last segment). When fewer than ``MIN_NEW_SHARE`` of
+    ``max_tokens`` is left for the new segment, the oldest segments are dropped in one batch until
+    ``max_tokens x (1 - MIN_NEW_SHARE x 2)`` or less is kept (one cache miss now, then appends again);
+    more go while not even the newest entry of ``span`` fits. The new segment holds the newest entries
+    of ``span`` that fit what is left. ``part`` numbers it. Returns the segments to send (``()`` when
+    ``max_tokens`` is 0)."""
     if max_tokens <= 0:
         return ()
     kept = list(segments)
