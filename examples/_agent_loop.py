@@ -17,17 +17,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxengine.engine import ContextEngine, Projection
-from ctxengine.llm import ToolDefinition, make_client
-from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import usage_cost_usd
-from ctxengine.policy import get_policy
-from ctxengine.store import SQLiteStore
-from ctxengine.subagents.runner import run_subagent, task_tool
-from ctxengine.subagents.spawn import SubagentResult
-from ctxengine.subagents.spec import AgentSpec, SubagentError, explore_for
-from ctxengine.tools.bootstrap import load_bootstrap
-from ctxengine.tools.registry import build_tools
+from ctxengine import (
+    AgentSpec,
+    ContextEngine,
+    Message,
+    Projection,
+    SQLiteStore,
+    SubagentError,
+    SubagentResult,
+    Text,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    Usage,
+    build_tools,
+    explore_for,
+    get_policy,
+    load_bootstrap,
+    make_client,
+    run_subagent,
+    task_tool,
+    usage_cost_usd,
+)
 
 SYSTEM = (
     "You are a coding assistant working in a repository. Look at the files with the tools before "

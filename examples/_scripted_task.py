@@ -58,7 +58,6 @@ MODEL = "gpt-4.1"  # the registry entry the examples name (tokenizer o200k; the 
 
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` as the test models report usage (o200k, ctxengine's counter)."""
-    from ctxengine.models import Registry
-    from ctxengine.tokens.counter import counter_for
+    from ctxengine import Registry, counter_for
 
     return counter_for(Registry.default().get(MODEL)).count_text(text)

@@ -24,10 +24,7 @@ from typing import Any
 import anthropic
 from _agent_loop import agent_parser, run_agent  # examples/_agent_loop.py: engine, tools, turn loop
 
-from ctxengine.engine import Projection
-from ctxengine.formats.anthropic_writer import to_anthropic
-from ctxengine.llm.anthropic_client import anthropic_usage
-from ctxengine.messages import Block, Message, Text, Thinking, ToolCall
+from ctxengine import Block, Message, Projection, Text, Thinking, ToolCall, anthropic_usage, to_anthropic
 
 
 def to_message(response: anthropic.types.Message, turn: int) -> Message:

@@ -24,11 +24,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxengine.engine import ContextEngine, Projection
-from ctxengine.messages import Message, Text, Usage
-from ctxengine.policy import get_policy
-from ctxengine.session_keys import HistoryLimits, SessionKey, SessionKeyError
-from ctxengine.store import SQLiteStore
+from ctxengine import (
+    ContextEngine,
+    HistoryLimits,
+    Message,
+    Projection,
+    SessionKey,
+    SessionKeyError,
+    SQLiteStore,
+    Text,
+    Usage,
+    get_policy,
+)
 
 SYSTEM = "You are the support assistant of a small shop. Answer briefly."
 MODEL = "gpt-4o-mini"

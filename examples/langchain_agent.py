@@ -20,7 +20,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxengine.integrations.langchain import ContextEngineMiddleware
+from ctxengine import ContextEngineMiddleware
 
 
 class ScriptedChatModel(GenericFakeChatModel):

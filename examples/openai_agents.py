@@ -20,7 +20,7 @@ import _scripted_task as task  # examples/_scripted_task.py: the scripted task a
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 
-from ctxengine.integrations.openai_agents import EngineSession
+from ctxengine import EngineSession
 
 
 class LoopbackModel:

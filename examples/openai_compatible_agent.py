@@ -26,10 +26,7 @@ from typing import Any
 import openai
 from _agent_loop import agent_parser, run_agent  # examples/_agent_loop.py: engine, tools, turn loop
 
-from ctxengine.engine import Projection
-from ctxengine.formats.openai_writer import to_openai_chat
-from ctxengine.llm.openai_client import normalise_usage
-from ctxengine.messages import Block, Message, Text, ToolCall
+from ctxengine import Block, Message, Projection, Text, ToolCall, normalise_usage, to_openai_chat
 
 
 def arguments(raw: str | None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from ctxengine.integrations.pydantic_ai import ContextEngineProcessor
+from ctxengine import ContextEngineProcessor
 
 
 class ScriptedModel:

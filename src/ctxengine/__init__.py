@@ -15,6 +15,16 @@ The public API, importable from the package itself::
   mini-swe-agent / SWE-agent, OpenAI chat) into sessions.
 - ``replay_session``: replay a recorded session under a policy and window.
 - ``to_anthropic`` / ``to_openai_chat``: write messages as a provider's request.
+- Building an agent loop: ``Projection`` (what ``assemble`` returns), ``Block``, ``SQLiteStore``
+  (sessions on disk), ``make_client`` / ``ToolDefinition`` (an LLM client),
+  ``anthropic_usage`` / ``normalise_usage`` (a provider's usage as ``Usage``), ``usage_cost_usd``
+  and ``Registry`` (prices in USD per MTok, windows in tokens), ``counter_for`` (a token counter),
+  ``build_tools`` / ``load_bootstrap`` (ctxengine's agent tools and instruction files).
+- Gateways: ``SessionKey``, ``SessionKeyError``, ``HistoryLimits``.
+- Sub-agents: ``AgentSpec``, ``EXPLORE``, ``explore_for``, ``run_subagent``, ``task_tool``,
+  ``SubagentResult``, ``SubagentError``.
+- Framework integrations (need the ``all`` extra): ``ContextEngineMiddleware`` (LangChain),
+  ``EngineSession`` (OpenAI Agents SDK), ``ContextEngineProcessor`` (PydanticAI).
 
 Names are imported on first use (PEP 562), so ``import ctxengine`` (and the CLI) stays light.
 """
@@ -26,11 +36,18 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctxengine.engine import ContextEngine
+    from ctxengine.engine import ContextEngine, Projection
     from ctxengine.formats import load
     from ctxengine.formats.anthropic_writer import to_anthropic
     from ctxengine.formats.openai_writer import to_openai_chat
+    from ctxengine.integrations.langchain import ContextEngineMiddleware
+    from ctxengine.integrations.openai_agents import EngineSession
+    from ctxengine.integrations.pydantic_ai import ContextEngineProcessor
+    from ctxengine.llm import ToolDefinition, make_client
+    from ctxengine.llm.anthropic_client import anthropic_usage
+    from ctxengine.llm.openai_client import normalise_usage
     from ctxengine.messages import (
+        Block,
         Document,
         Image,
         Message,
@@ -41,8 +58,17 @@ if TYPE_CHECKING:
         ToolResult,
         Usage,
     )
+    from ctxengine.models import Registry, usage_cost_usd
     from ctxengine.policy import DEFAULT, NONE, RECORDED, Policy, get_policy
     from ctxengine.replay import replay_session
+    from ctxengine.session_keys import HistoryLimits, SessionKey, SessionKeyError
+    from ctxengine.store import SQLiteStore
+    from ctxengine.subagents.runner import run_subagent, task_tool
+    from ctxengine.subagents.spawn import SubagentResult
+    from ctxengine.subagents.spec import EXPLORE, AgentSpec, SubagentError, explore_for
+    from ctxengine.tokens.counter import counter_for
+    from ctxengine.tools.bootstrap import load_bootstrap
+    from ctxengine.tools.registry import build_tools
 
 try:
     __version__ = version("ctxengine")
@@ -69,29 +95,79 @@ _WHERE = {
     "replay_session": "ctxengine.replay",
     "to_anthropic": "ctxengine.formats.anthropic_writer",
     "to_openai_chat": "ctxengine.formats.openai_writer",
+    "Projection": "ctxengine.engine",
+    "Block": "ctxengine.messages",
+    "Registry": "ctxengine.models",
+    "usage_cost_usd": "ctxengine.models",
+    "counter_for": "ctxengine.tokens.counter",
+    "SQLiteStore": "ctxengine.store",
+    "HistoryLimits": "ctxengine.session_keys",
+    "SessionKey": "ctxengine.session_keys",
+    "SessionKeyError": "ctxengine.session_keys",
+    "ToolDefinition": "ctxengine.llm",
+    "make_client": "ctxengine.llm",
+    "anthropic_usage": "ctxengine.llm.anthropic_client",
+    "normalise_usage": "ctxengine.llm.openai_client",
+    "build_tools": "ctxengine.tools.registry",
+    "load_bootstrap": "ctxengine.tools.bootstrap",
+    "AgentSpec": "ctxengine.subagents.spec",
+    "EXPLORE": "ctxengine.subagents.spec",
+    "SubagentError": "ctxengine.subagents.spec",
+    "explore_for": "ctxengine.subagents.spec",
+    "SubagentResult": "ctxengine.subagents.spawn",
+    "run_subagent": "ctxengine.subagents.runner",
+    "task_tool": "ctxengine.subagents.runner",
+    "ContextEngineMiddleware": "ctxengine.integrations.langchain",
+    "EngineSession": "ctxengine.integrations.openai_agents",
+    "ContextEngineProcessor": "ctxengine.integrations.pydantic_ai",
 }
 
 __all__ = [
     "DEFAULT",
+    "EXPLORE",
     "NONE",
     "RECORDED",
+    "AgentSpec",
+    "Block",
     "ContextEngine",
+    "ContextEngineMiddleware",
+    "ContextEngineProcessor",
     "Document",
+    "EngineSession",
+    "HistoryLimits",
     "Image",
     "Message",
     "Policy",
+    "Projection",
+    "Registry",
+    "SQLiteStore",
     "Session",
+    "SessionKey",
+    "SessionKeyError",
+    "SubagentError",
+    "SubagentResult",
     "Text",
     "Thinking",
     "ToolCall",
+    "ToolDefinition",
     "ToolResult",
     "Usage",
     "__version__",
+    "anthropic_usage",
+    "build_tools",
+    "counter_for",
+    "explore_for",
     "get_policy",
     "load",
+    "load_bootstrap",
+    "make_client",
+    "normalise_usage",
     "replay_session",
+    "run_subagent",
+    "task_tool",
     "to_anthropic",
     "to_openai_chat",
+    "usage_cost_usd",
 ]
 
 
