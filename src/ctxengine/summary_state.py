@@ -136,7 +136,6 @@ def current_plan(state: SummaryState) -> str:
     return f"{head}\n\n{state.plan}"
 
 
-
 def update(state: SummaryState, messages: Sequence[Message], *, user_message_chars: int) -> SummaryState:
     """Fold ``messages`` (the span being compacted, oldest first) into ``state``; returns it."""
     calls: dict[str, ToolCall] = {}
@@ -254,4 +253,3 @@ def _cut(text: str, limit: int) -> str:
     head = limit * 3 // 4
     tail = limit - head
     return f"{text[:head]}\n[... {len(text) - limit} chars cut ...]\n{text[-tail:]}"
-
