@@ -66,7 +66,7 @@ from ctxengine.llm_summary_prompts import (
 )
 from ctxengine.llm_summary_requests import MAX_PTL_RETRIES, PTL_DROP_SHARE, SummaryRequests
 from ctxengine.llm_summary_result import Spend, SummaryError, SummaryResult
-from ctxengine.llm_summary_retry import CHUNK_ATTEMPTS, CHUNK_BACKOFF_S, CHUNK_JITTER
+from ctxengine.llm_summary_retry import CHUNK_ATTEMPTS, CHUNK_BACKOFF_S, CHUNK_JITTER, chunk_retrying
 from ctxengine.messages import Message
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class LLMSummarizer(SummaryRequests):
         )
         self.stages = stages
         self.sleep: Callable[[float], None] = time.sleep  # between chunk tries (tests: no wait)
-        self._jitter = random.Random(0)
+        self._jitter = random.Random(0)  # the +-20% of the waits between a chunk's tries
 
     # ------------------------------------------------------------------ public
 
@@ -291,17 +291,9 @@ class LLMSummarizer(SummaryRequests):
 
     def _attempts(self, ask: Callable[[], tuple[str, int]]) -> tuple[str, int]:
         """``ask`` tried ``CHUNK_ATTEMPTS`` times, waiting 0.5 s, 1 s, ... (at most 5 s, +-20%)
-        between tries. Raises the last ``SummaryError``."""
-        for attempt in range(CHUNK_ATTEMPTS):
-            try:
-                return ask()
-            except SummaryError:
-                if attempt == CHUNK_ATTEMPTS - 1:
-                    raise
-                low, high = CHUNK_BACKOFF_S
-                delay = min(high, low * 2**attempt)
-                self.sleep(delay * self._jitter.uniform(1 - CHUNK_JITTER, 1 + CHUNK_JITTER))
-        raise AssertionError("unreachable")  # pragma: no cover
+        between tries through ``self.sleep`` (``llm_summary_retry``, tenacity). Raises the last
+        ``SummaryError``."""
+        return chunk_retrying(self.sleep, self._jitter)(ask)
 
     def _roll(
         self, chunks: Sequence[Sequence[Message]], previous: str, instructions: str, spent: Spend
