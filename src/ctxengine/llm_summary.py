@@ -8,7 +8,6 @@ Follows the references (prompt wording is ours):
 - When the span exceeds the summarizer's own window: chunk it on tool-group boundaries (adaptive
   chunk ratio 0.4 -> min 0.15, safety margin 1.2, 4,096 tokens of overhead), summarize chunks
   rolling (each chunk's summary is the next one's previous summary), each chunk tried 3 times
-  rolling (each chunk's summary is the next one's previous summary), each chunk tried 3 times
   0.5-5 s apart (+-20%; ``tenacity``); a chunk that still fails leaves a partial summary, not a
   lost one; the last chunk's summary is audited against the whole span and asked once more on a
   failed audit.
