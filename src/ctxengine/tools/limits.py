@@ -13,9 +13,11 @@ reports it per session; nothing is changed.
 Which calls count (``classify``):
 - tools by name (``READ_TOOLS``, ``GREP_TOOLS``); a read tool's call is a whole-file read unless
   its input gives an offset, a limit or a line range (``PAGE_KEYS``);
-- shell tools (``SHELL_TOOLS``): the command is split into its commands on ``&&``, ``||``, ``;``,
-  ``&``, newlines and parentheses, each a pipeline split on ``|`` (``split_commands``: quote-aware,
-  so ``grep "a && b" f`` is one command, and it never raises, even on unbalanced quotes). The
+- shell tools (``SHELL_TOOLS``): the command is parsed by ``bashlex`` into its commands (split on
+  ``&&``, ``||``, ``;``, ``&`` and newlines, compound commands entered), each a pipeline split on
+  ``|`` (``shell_parse.parsed_first_commands``); when bashlex refuses a script (``[[ ]]``,
+  ``$(( ))``, ``time``, an unbalanced quote) the hand-written splitter reads it instead
+  (``split_commands``: quote-aware, never raising) and ``shell_parse.FALLBACKS`` counts it. The
   call counts as a read or a grep when the *first* command of one of those pipelines is a read
   (``cat``, ``head``, ``tail``, ``sed``, ``nl``, ``less``) or a search (``grep``, ``rg``, ``ag``,
   ``ack``, ``egrep``, ``fgrep``), after leading ``VAR=value`` assignments and prefixes such as
@@ -56,12 +58,12 @@ from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.shell import (
     GREP_COMMANDS,
     WHOLE_FILE_COMMANDS,
-    first_commands,
     is_read,
     shell_command,
 )
 from ctxengine.shell import shell_read_paths as shell_read_paths  # moved to ctxengine.shell
 from ctxengine.shell import split_commands as split_commands  # moved to ctxengine.shell
+from ctxengine.shell_parse import parsed_first_commands
 from ctxengine.tools.grep import GREP_MAX_LINE_CHARS, GREP_PAGE_MATCHES
 from ctxengine.tools.read import READ_DEFAULT_LINES, READ_MAX_BYTES, READ_MAX_LINE_CHARS, READ_MAX_TOKENS
 
@@ -96,8 +98,9 @@ class ToolUse(NamedTuple):
 
 
 def _shell_use(script: str) -> ToolUse | None:
-    """The kind of the first read or search among the pipelines' first commands (``first_commands``)."""
-    for cmd in first_commands(script):
+    """The kind of the first read or search among the pipelines' first commands, as bashlex
+    parses them (``parsed_first_commands``; the hand-written splitter when it cannot)."""
+    for cmd in parsed_first_commands(script):
         if is_read(cmd):
             return ToolUse("read", whole_file=cmd.name in WHOLE_FILE_COMMANDS and cmd.alone)
         if cmd.name in GREP_COMMANDS:

@@ -52,16 +52,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from ctxengine.messages import Message, Text
 from ctxengine.tools.base import ToolError, ToolSpec
-from ctxengine.tools.workspace import Sniff, Workspace, decode, sniff_file
+from ctxengine.tools.working_set_render import LINE_CHARS, TRUNCATED, _check_file, _render_range, _Rendered
+from ctxengine.tools.workspace import Workspace
 
-LINE_CHARS = 2_000  # a longer line is cut with a marker, as in read
-TRUNCATED = "...[TRUNCATED]"
+__all__ = [  # LINE_CHARS and TRUNCATED moved to working_set_render with the rendering
+    "BLOCK_META_KEY",
+    "LINE_CHARS",
+    "TRUNCATED",
+    "FileLimits",
+    "WorkingSet",
+    "limits_for_window",
+    "specs",
+]
+
 BLOCK_META_KEY = "working_set"  # Message.meta key marking the message that carries the block
 
 
@@ -100,19 +108,6 @@ class _Open:
     offset: int  # 1-based first line
     length: int | None  # lines; None = to the end (within the char limit)
     access: int  # LRU tick
-
-
-@dataclass
-class _Rendered:
-    key: tuple[int, int, int, int | None, int]  # mtime_ns, size, offset, length, limit
-    text: str
-    shown: str = "none"  # "S-E" lines shown
-    total: int = 0
-    truncated: bool = False
-
-    def describe(self) -> str:
-        out = f"lines {self.shown} of {self.total}"
-        return out + (", cut at the char limit" if self.truncated else "")
 
 
 @dataclass
@@ -189,6 +184,23 @@ class WorkingSet:
         limit = self.file_limits
         opened: list[str] = []
         errors: list[str] = []
+        wanted = self._wanted(paths, limit, errors)
+        if not wanted:
+            raise ToolError("nothing opened. " + "; ".join(errors))
+        closed = self._make_room(wanted, limit)
+        for rel, resolved in wanted:
+            start = offset or 1
+            f = self._files.get(rel)
+            if f is None:
+                self._files[rel] = _Open(rel, resolved, start, length, self._next_tick())
+            else:
+                f.offset, f.length, f.access = start, length, self._next_tick()
+            opened.append(self._describe(rel))
+        return _opened_message(opened, closed, errors, limit)
+
+    def _wanted(self, paths: Sequence[str], limit: FileLimits, errors: list[str]) -> list[tuple[str, Path]]:
+        """The files of ``paths`` that can be opened (each once, at most ``limit.max_files``), as
+        (relative path, resolved path); the others are added to ``errors`` with the reason."""
         wanted: list[tuple[str, Path]] = []
         for p in dict.fromkeys(paths):
             try:
@@ -205,8 +217,11 @@ class WorkingSet:
             for rel, _ in wanted[limit.max_files :]:
                 errors.append(f"{rel}: not opened, at most {limit.max_files} files can be open at once")
             wanted = wanted[: limit.max_files]
-        if not wanted:
-            raise ToolError("nothing opened. " + "; ".join(errors))
+        return wanted
+
+    def _make_room(self, wanted: list[tuple[str, Path]], limit: FileLimits) -> list[str]:
+        """Close the least recently used files (none of ``wanted``) so that ``wanted`` fits in
+        ``limit.max_files``; returns the closed files."""
         keep = {rel for rel, _ in wanted}
         new = [rel for rel, _ in wanted if rel not in self._files]
         overflow = len(self._files) + len(new) - limit.max_files
@@ -219,28 +234,7 @@ class WorkingSet:
                     closed.append(rel)
             for rel in closed:
                 self._drop(rel)
-        for rel, resolved in wanted:
-            start = offset or 1
-            f = self._files.get(rel)
-            if f is None:
-                self._files[rel] = _Open(rel, resolved, start, length, self._next_tick())
-            else:
-                f.offset, f.length, f.access = start, length, self._next_tick()
-            opened.append(self._describe(rel))
-        lines = [f"Opened {len(opened)} file(s): " + "; ".join(opened) + "."]
-        lines.append(
-            "Their content is in the <open_files> block attached to this turn; it stays visible "
-            "and follows edits on disk until the files are closed."
-        )
-        if closed:
-            lines.append(
-                f"Closed (least recently used; at most {limit.max_files} files open): "
-                + ", ".join(closed)
-                + "."
-            )
-        if errors:
-            lines.append("Not opened: " + "; ".join(errors) + ".")
-        return "\n".join(lines)
+        return closed
 
     def close(self, paths: Sequence[str] | None = None, all: bool = False) -> str:
         """Close ``paths`` (or every file with ``all``). Returns the message for the model."""
@@ -339,89 +333,20 @@ class WorkingSet:
         return r
 
 
-def _check_file(path: Path) -> str:
-    if not path.exists():
-        return "no such file"
-    if path.is_dir():
-        return "is a directory; open files inside it"
-    try:
-        info = sniff_file(path)
-    except OSError as exc:
-        return f"cannot read ({exc.strerror or exc})"
-    if info.kind == "binary":
-        return f"{info.label} file; it cannot be shown as text"
-    if info.kind == "unsupported":
-        return f"{info.label} text is not supported; only UTF-8 and Latin-1 text can be shown"
-    return ""
-
-
-def _count_lines(path: Path) -> int:
-    n = 0
-    last = b"\n"
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            n += chunk.count(b"\n")
-            last = chunk[-1:]
-    return n + (0 if last == b"\n" else 1)
-
-
-def _render_range(
-    key: tuple[int, int, int, int | None, int],
-    rel: str,
-    path: Path,
-    offset: int,
-    length: int | None,
-    limit: int,
-) -> _Rendered:
-    """Numbered lines ``offset``.. of ``path`` (``cat -n`` style) within ``limit`` chars."""
-    total = _count_lines(path)
-    try:
-        info = sniff_file(path)
-    except OSError:
-        info = Sniff("text")
-    body: list[str] = []
-    used = 0
-    last = offset - 1
-    truncated = False
-    end_wanted = total if length is None else min(total, offset + length - 1)
-    with path.open("rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            if n < offset:
-                continue
-            if n > end_wanted:
-                break
-            line = decode(raw, info).rstrip("\r\n")
-            if len(line) > LINE_CHARS:
-                line = line[:LINE_CHARS] + f"... [line cut at {LINE_CHARS:,} chars]"
-            numbered = f"{n:>6}\t{line}"
-            if used + len(numbered) + 1 > limit:
-                room = limit - used
-                if room > 40 and not body:  # a single huge first line: show its start
-                    body.append(numbered[:room])
-                    last = n
-                truncated = True
-                break
-            body.append(numbered)
-            used += len(numbered) + 1
-            last = n
-    shown = f"{offset}-{last}" if last >= offset else "none"
-    attrs: dict[str, Any] = {"path": rel, "lines": shown, "total_lines": total}
-    if truncated:
-        attrs["truncated"] = "true"
-    head = "<file " + " ".join(f'{k}="{v}"' for k, v in attrs.items()) + ">"
-    out = [head, *body]
-    if offset > total and total > 0:
-        out.append(f"[offset {offset} is past the end: the file has {total} lines]")
-    if truncated:
-        nxt = last + 1
-        rest = "" if length is None else f", limit={end_wanted - last}"
-        out.append(TRUNCATED)
-        out.append(
-            f"[Showing lines {shown} of {total} within the {limit:,}-char limit. "
-            f'Use read(path="{rel}", offset={nxt}{rest}) to see the rest.]'
+def _opened_message(opened: list[str], closed: list[str], errors: list[str], limit: FileLimits) -> str:
+    """The answer of ``open_files``: what was opened, closed to make room, and not opened."""
+    lines = [f"Opened {len(opened)} file(s): " + "; ".join(opened) + "."]
+    lines.append(
+        "Their content is in the <open_files> block attached to this turn; it stays visible "
+        "and follows edits on disk until the files are closed."
+    )
+    if closed:
+        lines.append(
+            f"Closed (least recently used; at most {limit.max_files} files open): " + ", ".join(closed) + "."
         )
-    out.append("</file>")
-    return _Rendered(key, "\n".join(out), shown, total, truncated)
+    if errors:
+        lines.append("Not opened: " + "; ".join(errors) + ".")
+    return "\n".join(lines)
 
 
 def specs(ws: WorkingSet) -> list[ToolSpec]:
