@@ -2,9 +2,10 @@
 to the store, applies it to the view, and sets its event's token figures and quality figures;
 it also answers retrievals of what left the context.
 
-Every commit writes the store first (a ``StoreError`` then leaves the engine unchanged), then
+A commit writes the store first (a ``StoreError`` then leaves the engine unchanged), then
 changes the view, tells the ``compaction_listeners`` that content left the context, and sets
-``tokens_before`` / ``tokens_after`` (predicted input tokens) on the event.
+``tokens_before`` / ``tokens_after`` (predicted input tokens) on the event. Policy ``recorded``
+replays the recorded session's own compactions (``_recorded_cut``, ``_recorded_event``).
 """
 
 from __future__ import annotations
