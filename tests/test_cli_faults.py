@@ -304,7 +304,7 @@ def failing_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("injected layer fault")
 
-    monkeypatch.setattr("ctxengine.engine.cache_clear", broken)
+    monkeypatch.setattr("ctxengine.engine_cascade.cache_clear", broken)
 
 
 @pytest.mark.usefixtures("failing_layer")

@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 import ctxengine.engine as engine_module
+import ctxengine.engine_cascade as cascade_module
 from conftest import CLAUDE_CODE
 from ctxengine.engine import CompactionError, ContextEngine, Projection
 from ctxengine.formats import load
@@ -347,7 +348,7 @@ def test_a_failing_layer_leaves_the_engine_unchanged(layer: str, monkeypatch: py
     def boom(*_args: Any, **_kw: Any) -> None:
         raise RuntimeError(f"{layer} exploded")
 
-    monkeypatch.setattr(engine_module, layer, boom)
+    monkeypatch.setattr(cascade_module, layer, boom)  # the cascade steps call the layers
     proj = engine.assemble(now=now)
     assert engine.failures == 1
     assert state(engine) == before

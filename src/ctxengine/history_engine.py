@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.engine import RECORDED_ORIGINS, Projection, resolve_model
+from ctxengine.engine import RECORDED_ORIGINS, resolve_model
+from ctxengine.engine_view import Projection
 from ctxengine.layers.base import LayerEvent
 from ctxengine.messages import Message, RecordedCompaction, Usage
 from ctxengine.models import Registry

@@ -5,13 +5,12 @@ and are imported only when a client is constructed, so importing this package is
 """
 
 from ctxengine.llm.anthropic_client import AnthropicClient
-from ctxengine.llm.base import (
+from ctxengine.llm.calls import (
     CallRecord,
     CallStats,
     LLMClient,
     LLMRequest,
     LLMResponse,
-    ProviderClient,
     ToolDefinition,
     call_stats,
 )
@@ -30,6 +29,7 @@ from ctxengine.llm.errors import (
 )
 from ctxengine.llm.factory import PROVIDERS, make_client, parse_spec
 from ctxengine.llm.openai_client import OpenAIClient
+from ctxengine.llm.provider import ProviderClient
 
 __all__ = [
     "PROVIDERS",

@@ -19,14 +19,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ctxengine.formats.anthropic_writer import to_anthropic
-from ctxengine.llm.base import (
-    NO_KEY_PLACEHOLDER,
-    LLMRequest,
-    ProviderClient,
-    Reply,
-    SDKErrors,
-)
+from ctxengine.llm.calls import LLMRequest
 from ctxengine.llm.errors import AuthError
+from ctxengine.llm.provider import NO_KEY_PLACEHOLDER, ProviderClient, Reply, SDKErrors
 from ctxengine.messages import Usage
 
 if TYPE_CHECKING:

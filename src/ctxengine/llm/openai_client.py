@@ -29,16 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from ctxengine.formats.openai_chat import openai_usage
 from ctxengine.formats.openai_writer import to_openai_chat
-from ctxengine.llm.base import (
-    NO_KEY_PLACEHOLDER,
-    ClientOptions,
-    LLMRequest,
-    ProviderClient,
-    Reply,
-    SDKErrors,
-    log,
-)
+from ctxengine.llm.calls import LLMRequest
 from ctxengine.llm.errors import AuthError, BadRequestError
+from ctxengine.llm.provider import NO_KEY_PLACEHOLDER, ClientOptions, ProviderClient, Reply, SDKErrors, log
 from ctxengine.messages import Usage
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
 """Token counting and the token ledger.
 
 ``counter`` holds the counters (exact OpenAI encodings offline, calibrated estimates for Claude
-and others) and the image/document rules; ``ledger`` predicts the next call's input from the last
+and others), over ``encoders`` (the exact encodings), ``estimate`` (the estimate profiles) and
+``media`` (the image/document rules); ``ledger`` predicts the next call's input from the last
 provider-reported usage. Encoders load lazily, so importing this package is cheap.
 """
 

@@ -1,0 +1,226 @@
+"""The engine's decisions committed: ``EngineCommits`` writes a decision's artifacts and entry
+to the store, applies it to the view, and sets its event's token figures and quality figures;
+it also answers retrievals of what left the context.
+
+A commit writes the store first (a ``StoreError`` then leaves the engine unchanged), then
+changes the view, tells the ``compaction_listeners`` that content left the context, and sets
+``tokens_before`` / ``tokens_after`` (predicted input tokens) on the event. Policy ``recorded``
+replays the recorded session's own compactions (``_recorded_cut``, ``_recorded_event``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from ctxengine.audit import quality
+from ctxengine.engine_view import EngineView
+from ctxengine.layers.base import (
+    Cut,
+    LayerEvent,
+    Replacements,
+    artifact_id,
+    part_artifact_id,
+    result_text,
+)
+from ctxengine.messages import Document, Image, Message, Text, ToolResult
+
+
+class EngineCommits(EngineView):
+    """Commits of decisions (store, view, event figures) and retrieval of what left the
+    context (see the module docstring)."""
+
+    def retrieve(self, artifact: str) -> str:
+        """The original content of an offloaded or cleared tool result, or with
+        ``message:<id>`` the text of a message of the transcript (a long user request quoted in
+        part after a compaction). Raises ``StoreError`` (``KeyError`` for an unknown message)."""
+        if artifact.startswith("message:"):
+            wanted = artifact.removeprefix("message:")
+            for msg in reversed(self.history):
+                if msg.id == wanted:
+                    return msg.text()
+            raise KeyError(f"no message {wanted!r} in this session")
+        content, _ = self.store.get_artifact(self.session_id, artifact)
+        return content
+
+    def latest_request_verbatim(self) -> bool | str:
+        """Whether the newest user-typed request of the history is in the projection whole
+        (``True``), as its quoted head and tail (``"partial"``: it did not fit, see
+        ``Compactor._quote_latest_request``) or not at all (``False``). ``True`` when the
+        session has no user request yet. Set on every compaction event's quality figures."""
+        found = self.compactor.latest_request
+        if found is None:
+            return True
+        latest = found[0]
+        texts = [m.text() for m in self._view if m.role == "user"]
+        if any(latest in t for t in texts):
+            return True
+        head = latest[:200]
+        if any(head in t and f"message {found[1]} of the transcript" in t for t in texts):
+            return "partial"
+        return False
+
+    def retrieve_part(self, artifact: str) -> Image | Document:
+        """The image or document kept whole as ``artifact`` (``tool-result/<call id>/part-<k>``),
+        for a harness to attach again. Raises ``StoreError`` when there is none, ``ValueError``
+        when the artifact is not an image or document."""
+        content, meta = self.store.get_artifact(self.session_id, artifact)
+        fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "part")}
+        kind = fields.get("type")
+        if kind not in ("image", "document"):
+            raise ValueError(f"artifact {artifact!r} is not an image or a document")
+        part: Image | Document = msgspec.convert(fields | {"data": content}, Image | Document)
+        return part
+
+    def _store_replacements(self, d: Replacements) -> None:
+        """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""
+        for key in d.results:
+            msg_id, call_id = key.split("\x00", 1)
+            result = self._find_result_block(msg_id, call_id)
+            if result is None:
+                continue
+            parts = [(k, p) for k, p in enumerate(result.content, 1) if isinstance(p, Image | Document)]
+            text = result_text(result)
+            if text or not parts:
+                self.store.put_artifact(
+                    self.session_id, artifact_id(call_id), text, {"layer": d.event.layer, "call_id": call_id}
+                )
+            for k, part in parts:  # images and documents whole, each under its own id
+                meta: dict[str, Any] = {"layer": d.event.layer, "call_id": call_id, "part": k}
+                meta |= msgspec.to_builtins(part)
+                content = meta.pop("data", "")
+                self.store.put_artifact(self.session_id, part_artifact_id(call_id, k), content, meta)
+        self.store.append(
+            self.session_id,
+            "clear" if d.event.layer != "tool_result_budget" else "offload",
+            {"layer": d.event.layer, "call_ids": sorted(k.split("\x00", 1)[1] for k in d.results)},
+        )
+
+    def _commit_replacements(self, d: Replacements) -> LayerEvent:
+        before = self._predict()
+        self._store_replacements(d)
+        originals = [  # the cleared results, as tool results (no user request among them)
+            Message("user", (ToolResult(key.split("\x00", 1)[1], (Text(text),)),), f"original:{key}")
+            for key in d.results
+            if (text := self._find_result(*key.split("\x00", 1))) is not None
+        ]
+        self.replacements.update(d.results)
+        self._rebuild()
+        for listener in self.compaction_listeners:  # content left the context: re-reads must show it
+            listener()
+        d.event.tokens_before = before
+        d.event.tokens_after = self._predict()
+        if d.event.layer != "tool_result_budget":  # a clearing is a compaction: its quality figures
+            self._add_quality(d.event, originals)
+        return d.event
+
+    def _add_quality(self, event: LayerEvent, removed: list[Message]) -> None:
+        """Quality figures of a compaction that made no summary (clearing, the overflow guard):
+        how much it saved, and which identifiers of what it removed the projection still shows
+        (placeholders listing them, the tool calls, later messages)."""
+        shown = "\n".join(
+            [m.text() for m in self._view]
+            + [json.dumps(c.input, ensure_ascii=False) for m in self._view for c in m.tool_calls]
+        )
+        q = quality(
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+            span=removed,
+            summary=shown,
+            kept=self._view,
+        )
+        event.details["quality"] = msgspec.to_builtins(q) | {
+            "latest_request_verbatim": self.latest_request_verbatim()
+        }
+
+    def _find_result(self, message_id: str, call_id: str) -> str | None:
+        r = self._find_result_block(message_id, call_id)
+        return result_text(r) if r is not None else None
+
+    def _find_result_block(self, message_id: str, call_id: str) -> ToolResult | None:
+        for msg in reversed(self.history):
+            if msg.id != message_id:
+                continue
+            for r in msg.tool_results:
+                if r.call_id == call_id:
+                    return r
+        return None
+
+    def _commit_cut(self, cut: Cut) -> LayerEvent:
+        before = self._predict()
+        src = self._src[cut.keep_from] if cut.keep_from < len(self._src) else len(self.history)
+        if src < 0:
+            src = next((s for s in self._src[cut.keep_from :] if s >= 0), len(self.history))
+        self.store.append(
+            self.session_id,
+            "compaction",
+            {
+                "layer": cut.event.layer,
+                "kept_from": src,
+                "prefix": [msgspec.to_builtins(m) for m in cut.prefix],
+            },
+        )
+        self.kept_from = src
+        self.prefix = list(cut.prefix)
+        self._rebuild()
+        self.ledger.reset()  # usage from before a compaction no longer applies
+        for listener in self.compaction_listeners:
+            listener()
+        cut.event.tokens_before = before
+        cut.event.tokens_after = self._predict()
+        q = cut.event.details.get("quality")
+        if q is None:
+            self._add_quality(cut.event, cut.summarized)
+        elif isinstance(q, dict):
+            q.update(
+                tokens_before=before,
+                tokens_after=cut.event.tokens_after,
+                tokens_saved=before - cut.event.tokens_after,
+                compression_ratio=round(cut.event.tokens_after / before, 4) if before else 1.0,
+                latest_request_verbatim=self.latest_request_verbatim(),
+            )
+        return cut.event
+
+    def _recorded_cut(self, idx: int) -> None:
+        """Policy ``recorded``: the recorded session compacted here; the projection restarts at
+        the compaction's first message (its summary and restore attachments)."""
+        self._recorded_before = self._predict()
+        self._recorded_dropped = [m for m in self._view if m.origin in ("message", "attachment")]
+        self.kept_from = idx
+        self.prefix = []
+        self._rebuild()
+        self.ledger.reset()
+
+    def _recorded_event(self, summary: Message) -> LayerEvent:
+        """The summarization call the recorded session made (the transcript does not log it):
+        priced as a cache read of ``preTokens`` plus the summary as output."""
+        rec = self.recorded.get(summary.compaction or 0)
+        before = self._recorded_before
+        pre = rec.pre_tokens if rec and rec.pre_tokens else before
+        out = self._count(summary)
+        return LayerEvent(
+            layer="recorded_compaction",
+            reason=f"recorded {rec.trigger if rec else 'auto'} compaction",
+            tokens_before=before,
+            tokens_after=self._predict(),
+            llm_calls=1,
+            llm_input_tokens=pre,
+            llm_output_tokens=out,
+            llm_cost_usd=self.model.cost_usd(cache_read_tokens=pre, output_tokens=out),
+            details={
+                "pre_tokens": pre,
+                "post_tokens": rec.post_tokens if rec else None,
+                "quality": msgspec.to_builtins(
+                    quality(
+                        tokens_before=before,
+                        tokens_after=self._predict(),
+                        span=self._recorded_dropped,
+                        summary=summary.text(),
+                        kept=[],
+                    )
+                )
+                | {"latest_request_verbatim": self.latest_request_verbatim()},
+            },
+        )
