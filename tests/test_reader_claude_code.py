@@ -19,7 +19,8 @@ import pytest
 
 from conftest import CLAUDE_CODE
 from ctxengine.formats import detect, load
-from ctxengine.formats.claude_code import MalformedRecordWarning, image_size, read
+from ctxengine.formats.claude_code import MalformedRecordWarning, read
+from ctxengine.media import image_size
 from ctxengine.messages import Image, Message, Session, Text, Thinking, ToolCall, Usage
 from readers_common import read_damaged, tool_calls
 
@@ -681,3 +682,13 @@ def test_image_size_matches_pillow() -> None:
         buf = io.BytesIO()
         pil.new("RGB", (37, 23)).save(buf, format=fmt)
         assert image_size(base64.b64encode(buf.getvalue()).decode()) == (37, 23), fmt
+
+
+def test_names_kept_after_the_split() -> None:
+    """The package keeps the names imported from the one-module reader (the proxy's too)."""
+    from ctxengine.formats import claude_code, openai_chat
+
+    assert claude_code.image_size is image_size
+    assert callable(claude_code._block) and callable(claude_code._usage)
+    for name in ("SessionBuilder", "ShapeError", "add_chat_message", "content_text", "openai_usage"):
+        assert hasattr(openai_chat, name), name

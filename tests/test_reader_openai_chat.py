@@ -97,8 +97,12 @@ def test_malformed_tau_trajectory(tmp_path: Path, transcripts: Path) -> None:
 
 
 def test_generic_message_list(tmp_path: Path) -> None:
+    # a whole IHDR chunk: imagesize (ctxengine.media) reads its bit depth and colour type too
     png = base64.b64encode(
-        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (640).to_bytes(4, "big") + (480).to_bytes(4, "big")
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+        + (640).to_bytes(4, "big")
+        + (480).to_bytes(4, "big")
+        + b"\x08\x02\x00\x00\x00"
     ).decode()
     messages = [
         {"role": "system", "content": "A"},

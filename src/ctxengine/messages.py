@@ -53,8 +53,9 @@ class ToolCall(msgspec.Struct, frozen=True, tag="tool_call"):
 
 class Image(msgspec.Struct, frozen=True, tag="image"):
     """An image. ``data`` is base64 (never cut by a character cap). ``width``/``height`` in pixels
-    when known (decoded from the PNG/JPEG/GIF/WebP header by the reader); tokens are counted from
-    the pixel size (Anthropic: width x height / 750), never from the base64 length."""
+    when known (read from the image header by the reader: ``ctxengine.media.image_size``); tokens
+    are counted from the pixel size (Anthropic: width x height / 750), never from the base64
+    length."""
 
     media_type: str
     data: str = ""

@@ -61,14 +61,14 @@ from typing import Any
 import msgspec
 
 from ctxengine.formats import bad_line_reason
-from ctxengine.formats.openai_chat import (
-    SessionBuilder,
+from ctxengine.formats.chat_common import (
     ShapeError,
     as_int,
     content_blocks,
     parse_arguments,
     read_bytes,
 )
+from ctxengine.formats.session_builder import SessionBuilder
 from ctxengine.messages import (
     Block,
     Message,

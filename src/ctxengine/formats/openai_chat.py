@@ -33,440 +33,58 @@ call without a function name, a tool message without ``tool_call_id``) is report
 an empty session carrying the ``Malformed`` record. A file that is not JSON at all, or JSON of
 another shape, raises ``TranscriptError``.
 
-The helpers here (``SessionBuilder``, ``content_blocks``, ``openai_usage``, ...) are shared by the
-SWE-agent and Codex readers.
+The helpers shared with the SWE-agent and Codex readers live in ``chat_common`` (content parts,
+tool calls, usage, file loading) and ``session_builder`` (``SessionBuilder``); they stay importable
+from here.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import mimetypes
-import re
-import warnings
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from ctxengine.formats import readable_text
-from ctxengine.messages import (
-    Block,
-    Document,
-    Image,
-    Malformed,
-    Message,
-    Origin,
-    ResultPart,
-    Session,
-    Text,
-    Thinking,
-    ToolCall,
-    ToolResult,
-    TranscriptError,
-    Usage,
+from ctxengine.formats.chat_common import (
+    BINARY_SNIFF_BYTES,
+    NEWLINE,
+    TEXT_PART_TYPES,
+    ShapeError,
+    as_dict,
+    as_int,
+    content_blocks,
+    content_text,
+    image_from_url,
+    load_json_document,
+    openai_tool_call,
+    openai_usage,
+    parse_arguments,
+    read_bytes,
+    report_malformed,
 )
+from ctxengine.formats.session_builder import MAX_WARNINGS, SessionBuilder
+from ctxengine.messages import Block, Session, Thinking, ToolResult, TranscriptError
 
-BINARY_SNIFF_BYTES = 64 * 1024
-NEWLINE = b"\n"
-MAX_WARNINGS = 20  # per session; every malformed record is still kept in Session.malformed
-TEXT_PART_TYPES = {"text", "input_text", "output_text", "summary_text", "reasoning_text"}
-
-
-class ShapeError(ValueError):
-    """A record has the wrong shape; the reader turns it into a ``Malformed`` entry."""
-
-
-# --------------------------------------------------------------------------------------------
-# Shared helpers (also used by the SWE-agent and Codex readers)
-# --------------------------------------------------------------------------------------------
-
-
-def read_bytes(path: Path) -> bytes:
-    """Return the bytes of ``path``.
-
-    Raises ``TranscriptError`` (one line naming the path) for a missing path, a directory, an
-    unreadable, empty or binary file (judged line by line: ``formats.readable_text``; one bad
-    line is left to the reader).
-    """
-    if not path.exists():
-        raise TranscriptError(f"{path}: no such file")
-    if path.is_dir():
-        raise TranscriptError(f"{path}: is a directory, not a transcript")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TranscriptError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not data.strip():
-        raise TranscriptError(f"{path}: empty file")
-    readable_text(path, data[:BINARY_SNIFF_BYTES], complete=len(data) <= BINARY_SNIFF_BYTES)
-    return data
-
-
-def load_json_document(path: Path) -> Any:
-    """Decode the whole file at ``path`` as one JSON document.
-
-    Raises ``TranscriptError`` as ``read_bytes`` does, or when the file is not valid JSON.
-    """
-    data = read_bytes(path)
-    try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        reason = str(exc).replace("\n", " ")
-        at = re.search(r"\(byte (\d+)\)", reason)  # one document: a bad line spoils it, named
-        where = f":{data.count(NEWLINE, 0, int(at.group(1))) + 1}" if at else ""
-        raise TranscriptError(f"{path}{where}: not valid JSON ({reason})") from None
-
-
-def report_malformed(path: Path | str, line: int, error: str, *, warn: bool = True) -> Malformed:
-    """Build a ``Malformed`` record and (unless ``warn`` is False) emit a ``UserWarning`` naming
-    file and line: ``"<path>:<line>: <error>"``."""
-    record = Malformed(str(path), line, error)
-    if warn:
-        warnings.warn(str(record), stacklevel=3)
-    return record
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty dict."""
-    return value if isinstance(value, dict) else {}
-
-
-def as_int(value: Any) -> int:
-    """``value`` as a non-negative int (0 for None, bools, non-numbers)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    return max(int(value), 0)
-
-
-def openai_usage(usage: Any) -> Usage | None:
-    """Normalise an OpenAI-style usage object to ``Usage`` (disjoint input fields).
-
-    Accepts chat-completions (``prompt_tokens``/``completion_tokens``/``prompt_tokens_details.
-    cached_tokens``) and Responses-API (``input_tokens``/``output_tokens``/``input_tokens_details``)
-    names. ``prompt_tokens`` includes cached tokens (and LiteLLM's ``cache_creation_input_tokens``
-    for Anthropic models), so those are subtracted from ``input_tokens``. DeepSeek's
-    ``prompt_cache_hit_tokens`` wins over ``cached_tokens`` when present. Returns None when
-    ``usage`` is not an object.
-    """
-    if not isinstance(usage, dict):
-        return None
-    prompt = as_int(usage.get("prompt_tokens", usage.get("input_tokens")))
-    output = as_int(usage.get("completion_tokens", usage.get("output_tokens")))
-    details = as_dict(usage.get("prompt_tokens_details") or usage.get("input_tokens_details"))
-    if isinstance(usage.get("prompt_cache_hit_tokens"), int):
-        cached = as_int(usage["prompt_cache_hit_tokens"])
-    else:
-        cached = as_int(details.get("cached_tokens"))
-    written = as_int(usage.get("cache_creation_input_tokens"))
-    return Usage(
-        input_tokens=max(prompt - cached - written, 0),
-        cache_read_tokens=cached,
-        cache_write_tokens=written,
-        output_tokens=output,
-    )
-
-
-def parse_arguments(raw: Any) -> dict[str, Any] | str:
-    """Tool-call arguments: a JSON-object string is parsed; anything else stays a raw string."""
-    if raw is None:
-        return {}
-    if isinstance(raw, dict):
-        return raw
-    if not isinstance(raw, str):
-        return msgspec.json.encode(raw).decode()
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return raw
-    return value if isinstance(value, dict) else raw
-
-
-def image_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) in pixels from a PNG, GIF, JPEG or WebP header, or None."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
-        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
-        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
-        chunk = data[12:16]
-        if chunk == b"VP8 ":
-            w = int.from_bytes(data[26:28], "little") & 0x3FFF
-            h = int.from_bytes(data[28:30], "little") & 0x3FFF
-            return w, h
-        if chunk == b"VP8L":
-            b0, b1, b2, b3 = data[21], data[22], data[23], data[24]
-            w = 1 + (((b1 & 0x3F) << 8) | b0)
-            h = 1 + (((b3 & 0x0F) << 10) | (b2 << 2) | ((b1 & 0xC0) >> 6))
-            return w, h
-        if chunk == b"VP8X":
-            return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
-        return None
-    if data[:2] == b"\xff\xd8":
-        i = 2
-        while i + 9 < len(data):
-            if data[i] != 0xFF:
-                i += 1
-                continue
-            marker = data[i + 1]
-            if marker == 0xFF:
-                i += 1
-                continue
-            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-                i += 2
-                continue
-            if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
-                h = int.from_bytes(data[i + 5 : i + 7], "big")
-                w = int.from_bytes(data[i + 7 : i + 9], "big")
-                return w, h
-            i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
-    return None
-
-
-def image_from_url(url: str) -> Image:
-    """An ``Image`` from a ``data:`` URL (base64 kept, pixel size decoded) or a remote URL."""
-    if url.startswith("data:"):
-        header, _, payload = url.partition(",")
-        media_type = header[5:].split(";", 1)[0]
-        size = None
-        if ";base64" in header:
-            try:
-                size = image_size(base64.b64decode(payload, validate=False))
-            except (binascii.Error, ValueError):
-                size = None
-        return Image(
-            media_type=media_type,
-            data=payload,
-            width=size[0] if size else None,
-            height=size[1] if size else None,
-        )
-    guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
-    return Image(media_type=guessed or "", url=url)
-
-
-def content_blocks(content: Any) -> list[ResultPart]:
-    """Blocks of a message ``content``: None, a string, or a list of parts.
-
-    Parts: strings; ``{type: text|input_text|output_text, text}``; ``{type: image_url,
-    image_url: {url} | url}`` and ``{type: input_image, image_url}``; ``{type: file|input_file}``
-    (a Document). Empty text is dropped. Raises ``ShapeError`` for any other shape.
-    """
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [Text(content)] if content else []
-    if not isinstance(content, list):
-        raise ShapeError(f"content is a {type(content).__name__}, not a string or a list")
-    out: list[ResultPart] = []
-    for part in content:
-        if isinstance(part, str):
-            if part:
-                out.append(Text(part))
-            continue
-        if not isinstance(part, dict):
-            raise ShapeError(f"content part is a {type(part).__name__}")
-        kind = part.get("type")
-        if kind in TEXT_PART_TYPES or (kind is None and isinstance(part.get("text"), str)):
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise ShapeError(f"{kind} part without text")
-            if text:
-                out.append(Text(text))
-        elif kind == "refusal" and isinstance(part.get("refusal"), str):
-            out.append(Text(part["refusal"]))
-        elif kind in ("image_url", "input_image"):
-            ref = part.get("image_url")
-            url = ref.get("url") if isinstance(ref, dict) else ref
-            if not isinstance(url, str):
-                raise ShapeError(f"{kind} part without a URL")
-            out.append(image_from_url(url))
-        elif kind in ("file", "input_file"):
-            spec = as_dict(part.get("file")) or part
-            data = spec.get("file_data") or ""
-            media_type = "application/pdf"
-            if isinstance(data, str) and data.startswith("data:"):
-                header, _, data = data.partition(",")
-                media_type = header[5:].split(";", 1)[0] or media_type
-            out.append(Document(media_type=media_type, data=str(data), title=str(spec.get("filename") or "")))
-        else:
-            raise ShapeError(f"unknown content part type {kind!r}")
-    return out
-
-
-def content_text(content: Any) -> str:
-    """The text of a content (string or parts), parts joined by newlines."""
-    return "\n".join(b.text for b in content_blocks(content) if isinstance(b, Text))
-
-
-def openai_tool_call(raw: Any, fallback_id: str) -> ToolCall:
-    """A ``ToolCall`` from one chat-completions ``tool_calls`` entry; ``fallback_id`` when the
-    entry has no id. Raises ``ShapeError`` when there is no ``function.name``."""
-    if not isinstance(raw, dict):
-        raise ShapeError(f"tool call is a {type(raw).__name__}, not an object")
-    fn = raw.get("function")
-    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise ShapeError("tool call without function.name")
-    call_id = raw.get("id")
-    return ToolCall(
-        id=call_id if isinstance(call_id, str) and call_id else fallback_id,
-        name=fn["name"],
-        input=parse_arguments(fn.get("arguments")),
-    )
-
-
-class SessionBuilder:
-    """Accumulates messages for one ``Session`` and enforces the neutral conventions.
-
-    Consecutive tool results merge into one ``user`` message (until any other message is added);
-    ids are made unique (a repeated id gets ``~2``, ``~3``...); a ``ToolResult`` without a name
-    gets the name of its call. ``open_assistant`` lets a reader (Codex) extend the last assistant
-    message with further blocks of the same model call.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.messages: list[Message] = []
-        self.malformed: list[Malformed] = []
-        self.skipped: dict[str, int] = {}
-        self.system_parts: list[str] = []
-        self.open_assistant: Message | None = None
-        self._results: Message | None = None
-        self._ids: set[str] = set()
-        self._call_names: dict[str, str] = {}
-        self._call_ids: set[str] = set()
-        self._call_alias: dict[str, str] = {}  # recorded call id -> id of its latest call
-
-    def _id(self, wanted: str) -> str:
-        if wanted not in self._ids:
-            self._ids.add(wanted)
-            return wanted
-        n = 2
-        while f"{wanted}~{n}" in self._ids:
-            n += 1
-        self._ids.add(f"{wanted}~{n}")
-        return f"{wanted}~{n}"
-
-    def _unique_calls(self, blocks: tuple[Block, ...] | list[Block]) -> tuple[Block, ...]:
-        """Tool call ids unique within the session: a recorded id used again (tau-bench reuses
-        them across turns) becomes ``id~2``...; later results for that id answer the newest call.
-        Layers freeze decisions per call id, so ids must not repeat."""
-        out: list[Block] = []
-        for b in blocks:
-            if isinstance(b, ToolCall):
-                new_id = b.id
-                n = 2
-                while new_id in self._call_ids:
-                    new_id = f"{b.id}~{n}"
-                    n += 1
-                self._call_ids.add(new_id)
-                self._call_alias[b.id] = new_id
-                if new_id != b.id:
-                    b = ToolCall(new_id, b.name, b.input)
-                self._call_names[b.id] = b.name
-            out.append(b)
-        return tuple(out)
-
-    def close(self) -> None:
-        """End the open assistant message and the open tool-result message."""
-        self.open_assistant = None
-        self._results = None
-
-    def user(
-        self,
-        blocks: list[Block] | tuple[Block, ...],
-        *,
-        id: str,
-        timestamp: float | None = None,
-        origin: Origin = "message",
-        meta: dict[str, Any] | None = None,
-        compaction: int | None = None,
-    ) -> Message:
-        """Append a ``user`` message."""
-        self.close()
-        msg = Message(
-            role="user",
-            blocks=tuple(blocks),
-            id=self._id(id),
-            timestamp=timestamp,
-            origin=origin,
-            compaction=compaction,
-            meta=meta or {},
-        )
-        self.messages.append(msg)
-        return msg
-
-    def assistant(
-        self,
-        blocks: list[Block] | tuple[Block, ...],
-        *,
-        id: str,
-        timestamp: float | None = None,
-        usage: Usage | None = None,
-        model: str | None = None,
-        meta: dict[str, Any] | None = None,
-        keep_open: bool = False,
-    ) -> Message:
-        """Append an ``assistant`` message (one model call). With ``keep_open`` it stays
-        ``open_assistant`` so ``extend_assistant`` can add blocks of the same call."""
-        self.close()
-        msg = Message(
-            role="assistant",
-            blocks=self._unique_calls(blocks),
-            id=self._id(id),
-            timestamp=timestamp,
-            usage=usage,
-            model=model,
-            meta=meta or {},
-        )
-        self.messages.append(msg)
-        if keep_open:
-            self.open_assistant = msg
-        return msg
-
-    def extend_assistant(self, blocks: list[Block]) -> None:
-        """Add blocks to ``open_assistant`` (which must be set)."""
-        assert self.open_assistant is not None
-        self.open_assistant.blocks = self.open_assistant.blocks + self._unique_calls(blocks)
-
-    def tool_results(self, results: list[ToolResult], *, id: str, timestamp: float | None = None) -> Message:
-        """Append tool results: to the open tool-result message if the previous message is one,
-        else as a new ``user`` message."""
-        named = []
-        for r in results:
-            cid = self._call_alias.get(r.call_id, r.call_id)
-            name = r.name or self._call_names.get(cid, "")
-            named.append(
-                r if (cid, name) == (r.call_id, r.name) else ToolResult(cid, r.content, r.is_error, name)
-            )
-        self.open_assistant = None
-        if self._results is not None and self.messages and self.messages[-1] is self._results:
-            self._results.blocks = self._results.blocks + tuple(named)
-            return self._results
-        msg = Message(role="user", blocks=tuple(named), id=self._id(id), timestamp=timestamp)
-        self.messages.append(msg)
-        self._results = msg
-        return msg
-
-    def bad(self, line: int, error: str) -> None:
-        """Record a malformed record and warn (the first ``MAX_WARNINGS`` of a session, then one
-        notice that more are in ``Session.malformed``)."""
-        n = len(self.malformed) + 1
-        self.malformed.append(report_malformed(self.path, line, error, warn=n <= MAX_WARNINGS))
-        if n == MAX_WARNINGS + 1:
-            warnings.warn(f"{self.path}: more malformed records; see Session.malformed", stacklevel=2)
-
-    def skip(self, kind: str, n: int = 1) -> None:
-        """Count a record that is neither a message nor context."""
-        self.skipped[kind] = self.skipped.get(kind, 0) + n
-
-    @property
-    def system(self) -> str:
-        return "\n\n".join(p for p in self.system_parts if p)
-
-
-# --------------------------------------------------------------------------------------------
-# OpenAI chat reader
-# --------------------------------------------------------------------------------------------
+# the shared helpers stay importable from here (the SWE-agent and Codex readers, the proxy)
+__all__ = [
+    "BINARY_SNIFF_BYTES",
+    "MAX_WARNINGS",
+    "NEWLINE",
+    "TEXT_PART_TYPES",
+    "SessionBuilder",
+    "ShapeError",
+    "add_chat_message",
+    "as_dict",
+    "as_int",
+    "content_blocks",
+    "content_text",
+    "image_from_url",
+    "load_json_document",
+    "openai_tool_call",
+    "openai_usage",
+    "parse_arguments",
+    "read",
+    "read_bytes",
+    "report_malformed",
+]
 
 
 def _timestamp(msg: dict[str, Any]) -> float | None:

@@ -44,8 +44,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats.openai_chat import (
-    SessionBuilder,
+from ctxengine.formats.chat_common import (
     ShapeError,
     as_dict,
     content_blocks,
@@ -53,6 +52,7 @@ from ctxengine.formats.openai_chat import (
     load_json_document,
     openai_tool_call,
 )
+from ctxengine.formats.session_builder import SessionBuilder
 from ctxengine.messages import Block, Session, Text, ToolCall, ToolResult, TranscriptError
 
 SHELL_TOOL = "shell"

@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_CACHE_BREAKPOINTS = 4  # Anthropic's limit per request
@@ -74,9 +75,27 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
     problems: list[str] = []
     if not isinstance(body, Mapping):
         return ["body is not an object"]
-    breakpoints = 0
+    breakpoints = _check_system(body.get("system"), problems)
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        breakpoints += sum(1 for t in tools if isinstance(t, Mapping) and "cache_control" in t)
 
-    system = body.get("system")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        problems.append("messages: missing or empty (A1)")
+        messages = []
+    breakpoints += _check_anthropic_messages(messages, problems)
+    if breakpoints > MAX_CACHE_BREAKPOINTS:
+        problems.append(
+            f"{breakpoints} cache_control breakpoints; at most {MAX_CACHE_BREAKPOINTS} allowed (A7)"
+        )
+    return problems
+
+
+def _check_system(system: object, problems: list[str]) -> int:
+    """Check ``system`` (A5: a string or a list of non-empty text blocks); return its
+    cache_control count."""
+    breakpoints = 0
     if isinstance(system, list):
         for b, block in enumerate(system):
             if not isinstance(block, Mapping) or block.get("type") != "text":
@@ -87,14 +106,27 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
             breakpoints += "cache_control" in block
     elif system is not None and not isinstance(system, str):
         problems.append("system: neither a string nor a list of text blocks (A5)")
-    tools = body.get("tools")
-    if isinstance(tools, list):
-        breakpoints += sum(1 for t in tools if isinstance(t, Mapping) and "cache_control" in t)
+    return breakpoints
 
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        problems.append("messages: missing or empty (A1)")
-        messages = []
+
+@dataclass
+class _Turn:
+    """One message under check: the tool_use ids it must answer (those of the previous assistant
+    message), the ones it answers and the ones it makes (A2-A4)."""
+
+    k: int
+    role: str | None
+    where: str
+    expected: dict[str, int]  # tool_use ids of the previous assistant message -> its index
+    seen_calls: set[str]  # every tool_use id so far (unique across the request)
+    answered: set[str] = field(default_factory=set)
+    calls: dict[str, int] = field(default_factory=dict)
+    seen_other: bool = False  # a block other than tool_result came already
+
+
+def _check_anthropic_messages(messages: list[Any], problems: list[str]) -> int:
+    """Check the messages in order (A1-A6); return their cache_control count."""
+    breakpoints = 0
     seen_calls: set[str] = set()
     expected: dict[str, int] = {}  # tool_use ids of the previous assistant message -> its index
     prev_role: str | None = None
@@ -104,91 +136,116 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}: not an object (A1)")
             continue
         role = _str(msg.get("role"))
-        if role not in ("user", "assistant"):
-            problems.append(f"{where}: role {role!r} is not user or assistant (A1)")
-        elif k == 0 and role != "user":
-            problems.append(f"{where}: the first message must be a user message (A1)")
-        elif role == prev_role:
-            problems.append(f"{where}: two {role} messages in a row; roles must alternate (A1)")
-        content = msg.get("content")
-        blocks: list[Any] = []
-        if isinstance(content, str):
-            if not content.strip():
-                problems.append(f"{where}: empty content (A5)")
-        elif isinstance(content, list):
-            if not content:
-                problems.append(f"{where}: empty content list (A5)")
-            blocks = content
-        else:
-            problems.append(f"{where}: content is neither a string nor a list (A5)")
-
-        answered: set[str] = set()
-        calls_here: dict[str, int] = {}
-        seen_other = False
-        for b, block in enumerate(blocks):
-            at = f"{where}[{b}]"
-            if not isinstance(block, Mapping):
-                problems.append(f"{at}: block is not an object (A6)")
-                continue
-            kind = _str(block.get("type"))
-            breakpoints += "cache_control" in block
-            allowed = _ANTHROPIC_USER_BLOCKS if role == "user" else _ANTHROPIC_ASSISTANT_BLOCKS
-            if kind not in allowed:
-                problems.append(f"{at}: block type {kind!r} not allowed in a {role} message (A6)")
-            if kind == "tool_result":
-                cid = block.get("tool_use_id")
-                if seen_other:
-                    problems.append(f"{at}: tool_result {cid!r} after other content; results come first (A4)")
-                if not isinstance(cid, str) or cid not in expected:
-                    problems.append(
-                        f"{at}: tool_result {cid!r} answers no tool_use of the previous message (A3)"
-                    )
-                elif cid in answered:
-                    problems.append(f"{at}: second tool_result for tool_use {cid!r} (A3)")
-                else:
-                    answered.add(cid)
-                breakpoints += _check_result_content(block.get("content"), at, problems)
-                continue
-            seen_other = True
-            if kind == "text":
-                if _blank(block.get("text")):
-                    problems.append(f"{at}: empty text block (A5)")
-            elif kind == "tool_use":
-                cid = block.get("id")
-                if _blank(cid) or _blank(block.get("name")):
-                    problems.append(f"{at}: tool_use without id or name (A6)")
-                elif not _TOOL_USE_ID.match(str(cid)):
-                    problems.append(f"{at}: tool_use id {cid!r} has characters outside [a-zA-Z0-9_-] (A6)")
-                if not isinstance(block.get("input"), Mapping):
-                    problems.append(f"{at}: tool_use input is not an object (A6)")
-                if isinstance(cid, str):
-                    if cid in seen_calls:
-                        problems.append(f"{at}: tool_use id {cid!r} used twice (A3)")
-                    seen_calls.add(cid)
-                    calls_here[cid] = k
-            elif kind == "thinking":
-                if _blank(block.get("signature")):
-                    problems.append(f"{at}: thinking block without signature (A6)")
-            elif kind == "redacted_thinking":
-                if _blank(block.get("data")):
-                    problems.append(f"{at}: redacted_thinking without data (A6)")
-            elif kind in ("image", "document") and not isinstance(block.get("source"), Mapping):
-                problems.append(f"{at}: {kind} without source (A6)")
-
+        _check_role(role, k, prev_role, where, problems)
+        blocks = _message_blocks(msg.get("content"), where, problems)
+        turn = _Turn(k, role, where, expected, seen_calls)
+        breakpoints += _check_blocks(blocks, turn, problems)
         for cid, at_k in expected.items():
-            if cid not in answered:
+            if cid not in turn.answered:
                 problems.append(
                     f"messages[{at_k}]: tool_use {cid!r} has no tool_result in the next message (A2)"
                 )
-        expected = calls_here if role == "assistant" else {}
+        expected = turn.calls if role == "assistant" else {}
         prev_role = role
     for cid, at_k in expected.items():
         problems.append(f"messages[{at_k}]: tool_use {cid!r} not answered: no message follows (A2)")
-    if breakpoints > MAX_CACHE_BREAKPOINTS:
-        problems.append(
-            f"{breakpoints} cache_control breakpoints; at most {MAX_CACHE_BREAKPOINTS} allowed (A7)"
-        )
-    return problems
+    return breakpoints
+
+
+def _check_role(role: str | None, k: int, prev_role: str | None, where: str, problems: list[str]) -> None:
+    """Roles are user / assistant, the first is user, and they alternate (A1)."""
+    if role not in ("user", "assistant"):
+        problems.append(f"{where}: role {role!r} is not user or assistant (A1)")
+    elif k == 0 and role != "user":
+        problems.append(f"{where}: the first message must be a user message (A1)")
+    elif role == prev_role:
+        problems.append(f"{where}: two {role} messages in a row; roles must alternate (A1)")
+
+
+def _message_blocks(content: object, where: str, problems: list[str]) -> list[Any]:
+    """The blocks of a message's ``content``, checked not to be empty (A5); [] for a string."""
+    blocks: list[Any] = []
+    if isinstance(content, str):
+        if not content.strip():
+            problems.append(f"{where}: empty content (A5)")
+    elif isinstance(content, list):
+        if not content:
+            problems.append(f"{where}: empty content list (A5)")
+        blocks = content
+    else:
+        problems.append(f"{where}: content is neither a string nor a list (A5)")
+    return blocks
+
+
+def _check_blocks(blocks: list[Any], turn: _Turn, problems: list[str]) -> int:
+    """Check a message's blocks (A3-A6); return their cache_control count."""
+    breakpoints = 0
+    allowed = _ANTHROPIC_USER_BLOCKS if turn.role == "user" else _ANTHROPIC_ASSISTANT_BLOCKS
+    for b, block in enumerate(blocks):
+        at = f"{turn.where}[{b}]"
+        if not isinstance(block, Mapping):
+            problems.append(f"{at}: block is not an object (A6)")
+            continue
+        kind = _str(block.get("type"))
+        breakpoints += "cache_control" in block
+        if kind not in allowed:
+            problems.append(f"{at}: block type {kind!r} not allowed in a {turn.role} message (A6)")
+        if kind == "tool_result":
+            _check_tool_result(block, at, turn, problems)
+            breakpoints += _check_result_content(block.get("content"), at, problems)
+            continue
+        turn.seen_other = True
+        if kind == "tool_use":
+            _check_tool_use(block, at, turn, problems)
+        else:
+            _check_block_shape(kind, block, at, problems)
+    return breakpoints
+
+
+def _check_tool_result(block: Mapping[str, Any], at: str, turn: _Turn, problems: list[str]) -> None:
+    """A tool_result comes before other blocks (A4) and answers, once, a tool_use of the
+    previous message (A3)."""
+    cid = block.get("tool_use_id")
+    if turn.seen_other:
+        problems.append(f"{at}: tool_result {cid!r} after other content; results come first (A4)")
+    if not isinstance(cid, str) or cid not in turn.expected:
+        problems.append(f"{at}: tool_result {cid!r} answers no tool_use of the previous message (A3)")
+    elif cid in turn.answered:
+        problems.append(f"{at}: second tool_result for tool_use {cid!r} (A3)")
+    else:
+        turn.answered.add(cid)
+
+
+def _check_tool_use(block: Mapping[str, Any], at: str, turn: _Turn, problems: list[str]) -> None:
+    """A tool_use has a well-formed id, a name and an object input (A6); its id is unique (A3)."""
+    cid = block.get("id")
+    if _blank(cid) or _blank(block.get("name")):
+        problems.append(f"{at}: tool_use without id or name (A6)")
+    elif not _TOOL_USE_ID.match(str(cid)):
+        problems.append(f"{at}: tool_use id {cid!r} has characters outside [a-zA-Z0-9_-] (A6)")
+    if not isinstance(block.get("input"), Mapping):
+        problems.append(f"{at}: tool_use input is not an object (A6)")
+    if isinstance(cid, str):
+        if cid in turn.seen_calls:
+            problems.append(f"{at}: tool_use id {cid!r} used twice (A3)")
+        turn.seen_calls.add(cid)
+        turn.calls[cid] = turn.k
+
+
+def _check_block_shape(kind: str | None, block: Mapping[str, Any], at: str, problems: list[str]) -> None:
+    """Text is not blank (A5); thinking is signed, redacted_thinking has data, an image or a
+    document has a source (A6)."""
+    if kind == "text":
+        if _blank(block.get("text")):
+            problems.append(f"{at}: empty text block (A5)")
+    elif kind == "thinking":
+        if _blank(block.get("signature")):
+            problems.append(f"{at}: thinking block without signature (A6)")
+    elif kind == "redacted_thinking":
+        if _blank(block.get("data")):
+            problems.append(f"{at}: redacted_thinking without data (A6)")
+    elif kind in ("image", "document") and not isinstance(block.get("source"), Mapping):
+        problems.append(f"{at}: {kind} without source (A6)")
 
 
 def _check_result_content(content: object, at: str, problems: list[str]) -> int:
@@ -221,14 +278,6 @@ def validate_openai_chat(body: Mapping[str, Any]) -> list[str]:
     pending: dict[str, int] = {}  # calls of the current assistant message -> its index
     answered: set[str] = set()
     in_tools = False  # inside the run of tool messages after an assistant with tool_calls
-
-    def close() -> None:
-        for cid, at_k in pending.items():
-            if cid not in answered:
-                problems.append(
-                    f"messages[{at_k}]: tool call {cid!r} not answered by a tool message right after it (O2)"
-                )
-
     for k, msg in enumerate(messages):
         where = f"messages[{k}]"
         if not isinstance(msg, Mapping):
@@ -239,49 +288,75 @@ def validate_openai_chat(body: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}: unknown role {role!r} (O1)")
             continue
         if role == "tool":
-            cid = msg.get("tool_call_id")
-            if not in_tools:
-                problems.append(
-                    f"{where}: tool message without an assistant message with tool_calls before it (O3)"
-                )
-            elif not isinstance(cid, str) or cid not in pending:
-                problems.append(
-                    f"{where}: tool message {cid!r} answers no call of the assistant message (O3)"
-                )
-            elif cid in answered:
-                problems.append(f"{where}: second tool message for call {cid!r} (O3)")
-            else:
-                answered.add(cid)
-            _check_openai_content(msg.get("content"), where, problems, allow_null=False)
+            _check_tool_message(msg, where, in_tools, pending, answered, problems)
             continue
         if in_tools:
-            close()
-        in_tools = False
+            _check_calls_answered(pending, answered, problems)
         pending = {}
         answered = set()
-        if role != "assistant":
-            _check_openai_content(msg.get("content"), where, problems, allow_null=False)
-            continue
-        calls = msg.get("tool_calls")
-        if calls is None:
-            _check_openai_content(msg.get("content"), where, problems, allow_null=False)
-            continue
-        if not isinstance(calls, list) or not calls:
-            problems.append(f"{where}: tool_calls is empty or not a list (O4)")
-            _check_openai_content(msg.get("content"), where, problems, allow_null=False)
-            continue
-        _check_openai_content(msg.get("content"), where, problems, allow_null=True)
-        for c, call in enumerate(calls):
-            cid = _check_call(call, f"{where}.tool_calls[{c}]", problems)
-            if cid is None:
-                continue
-            if cid in pending:
-                problems.append(f"{where}.tool_calls[{c}]: tool call id {cid!r} used twice (O2)")
-            pending[cid] = k
-        in_tools = True
+        in_tools = _check_openai_message(msg, role, k, pending, problems)
     if in_tools:
-        close()
+        _check_calls_answered(pending, answered, problems)
     return problems
+
+
+def _check_calls_answered(pending: dict[str, int], answered: set[str], problems: list[str]) -> None:
+    """At the end of a run of tool messages: every call of its assistant message answered (O2)."""
+    for cid, at_k in pending.items():
+        if cid not in answered:
+            problems.append(
+                f"messages[{at_k}]: tool call {cid!r} not answered by a tool message right after it (O2)"
+            )
+
+
+def _check_tool_message(
+    msg: Mapping[str, Any],
+    where: str,
+    in_tools: bool,
+    pending: dict[str, int],
+    answered: set[str],
+    problems: list[str],
+) -> None:
+    """A tool message answers, once, a call of the assistant message before its run (O3); its
+    content is not empty (O4)."""
+    cid = msg.get("tool_call_id")
+    if not in_tools:
+        problems.append(f"{where}: tool message without an assistant message with tool_calls before it (O3)")
+    elif not isinstance(cid, str) or cid not in pending:
+        problems.append(f"{where}: tool message {cid!r} answers no call of the assistant message (O3)")
+    elif cid in answered:
+        problems.append(f"{where}: second tool message for call {cid!r} (O3)")
+    else:
+        answered.add(cid)
+    _check_openai_content(msg.get("content"), where, problems, allow_null=False)
+
+
+def _check_openai_message(
+    msg: Mapping[str, Any], role: str, k: int, pending: dict[str, int], problems: list[str]
+) -> bool:
+    """Check a system, user or assistant message (O4, and O5 and O2's distinct ids for its tool
+    calls, which go into ``pending``); return whether tool messages must follow it."""
+    where = f"messages[{k}]"
+    if role != "assistant":
+        _check_openai_content(msg.get("content"), where, problems, allow_null=False)
+        return False
+    calls = msg.get("tool_calls")
+    if calls is None:
+        _check_openai_content(msg.get("content"), where, problems, allow_null=False)
+        return False
+    if not isinstance(calls, list) or not calls:
+        problems.append(f"{where}: tool_calls is empty or not a list (O4)")
+        _check_openai_content(msg.get("content"), where, problems, allow_null=False)
+        return False
+    _check_openai_content(msg.get("content"), where, problems, allow_null=True)
+    for c, call in enumerate(calls):
+        cid = _check_call(call, f"{where}.tool_calls[{c}]", problems)
+        if cid is None:
+            continue
+        if cid in pending:
+            problems.append(f"{where}.tool_calls[{c}]: tool call id {cid!r} used twice (O2)")
+        pending[cid] = k
+    return True
 
 
 def _check_call(call: object, at: str, problems: list[str]) -> str | None:
