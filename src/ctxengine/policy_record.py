@@ -360,11 +360,10 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         ``DeprecationWarning`` naming its new place. Raises ``TypeError`` for an unknown name or
         a record given twice."""
         fields = record_fields(settings)
-        flat = keyword_fields(changes, stacklevel=2)
-        twice = sorted(fields.keys() & flat.keys())
+        twice = sorted(fields.keys() & changes.keys())
         if twice:
             raise TypeError(f"{twice[0]} is given both in a settings record and as a keyword")
-        return msgspec.structs.replace(self, **fields, **flat)
+        return msgspec.structs.replace(self, **fields, **keyword_fields(changes, stacklevel=2))
 
     @classmethod
     def from_toml(cls, path: Path | str) -> Policy:

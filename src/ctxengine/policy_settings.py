@@ -75,10 +75,11 @@ def composed_fields(settings: Iterable[Settings]) -> dict[str, Any]:
     """The flat fields of a policy made of ``settings``: each record as given; a layer with an
     on/off switch that is not given is off (its other settings at their defaults); any other
     record not given takes its defaults."""
-    given = {type(record): record for record in settings}
-    fields = record_fields(given.values())
+    given = tuple(settings)
+    fields = record_fields(given)
+    kinds = {type(record) for record in given}
     for cls in SETTINGS:
-        if cls not in given:
+        if cls not in kinds:
             fields.update((cls(enabled=False) if cls.switchable() else cls()).flat_fields())
     return fields
 
