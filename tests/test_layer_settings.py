@@ -293,3 +293,12 @@ def test_range_problems_names_the_flat_field() -> None:
         bad.settings(ToolResultBudget)
     assert all(isinstance(r, Settings) for r in DEFAULT.all_settings())
     assert OverflowGuard().enabled and not DEFAULT.settings(SessionMemory).identifier_index
+
+
+def test_a_caller_inside_ctxengine_is_not_warned() -> None:
+    # the engine's derived copies of a resolved policy set flat fields (ctxengine.compaction)
+    scope: dict[str, Any] = {"__name__": "ctxengine.compaction", "DEFAULT": DEFAULT}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec("policy = DEFAULT.with_(compact_at_share=0.4)", scope)
+    assert scope["policy"].compact_at_share == 0.4

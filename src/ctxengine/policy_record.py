@@ -1,27 +1,22 @@
 """``Policy``: the settings of every layer of the cascade, composed into one record.
 
-A policy is data. Each layer's settings are a small record (``ctxengine.layer_settings``:
-``ToolResultBudget``, ``IdleClear``, ``CacheClear``, ...; ``ctxengine.compaction_settings``:
-``CompactionSettings``, ``SummarySettings``, ``SessionMemory``, ``Restore``, ...), validated at
-construction, with the reference defaults. A ``Policy`` composes them
-(``Policy.compose(ToolResultBudget(max_chars=20_000), IdleClear(), ..., name="mine")``) and hands
-each back (``policy.settings(ToolResultBudget)``). It stores them as flat fields, the ones the
-engine and the layers read (``tool_result_max_chars`` is ``ToolResultBudget.max_chars``;
-``ctxengine.policy_settings.PLACE`` says which record owns which field). The built-in policies
-and the registry that finds them and the presets by name are in ``ctxengine.policy``, which
-re-exports everything here; import from there.
+A policy is data. Each layer's settings are a small validated record with the reference defaults
+(``ctxengine.layer_settings``: ``ToolResultBudget``, ``IdleClear``, ...;
+``ctxengine.compaction_settings``: ``CompactionSettings``, ``SessionMemory``, ``Restore``, ...).
+``Policy.compose(ToolResultBudget(max_chars=20_000), IdleClear(), ..., name="mine")`` composes
+them, ``policy.settings(ToolResultBudget)`` hands one back. They are stored as the flat fields the
+engine reads (``tool_result_max_chars`` is ``ToolResultBudget.max_chars``; ``PLACE`` in
+``ctxengine.policy_settings``). The built-in policies and the registry (``get_policy``) are in
+``ctxengine.policy``, which re-exports everything here.
 
-Policies load from TOML (``Policy.from_toml``): top-level ``name``, ``description``,
-``shares_of_free_window`` and an optional ``base`` naming the policy to start from (looked up
-through ``ctxengine.policy``'s registry, which hands itself in with ``set_base_lookup`` when it is
-imported: this module stays below the registry and the presets, so neither import cycles back),
-then one table per record (``[tool_result_budget]\\nmax_chars = 20000``). The old flat keys
-(``tool_result_max_chars = 20000``) keep working there and in ``Policy.with_`` with a
-``DeprecationWarning`` naming the new place.
+``Policy.from_toml``: top-level ``name``, ``description``, ``shares_of_free_window``, an optional
+``base`` (found through ``ctxengine.policy``'s registry, handed in with ``set_base_lookup`` at its
+import, so this module stays below the registry and no import cycles back), then one table per
+record (``[tool_result_budget]``, ``max_chars = 20000``). The old flat keys still work there and
+in ``Policy.with_``, with a ``DeprecationWarning`` naming the new place.
 
-Window-relative sizes: ``Policy.for_window(window, fixed)`` resolves the ``*_share`` fields into
-the absolute ones for one window (and, with ``shares_of_free_window``, for the window minus the
-fixed prefix); the engine hands layers the resolved policy.
+``Policy.for_window(window, fixed)`` resolves the ``*_share`` fields into the absolute ones for one
+window (with ``shares_of_free_window``, for the window minus the fixed prefix); layers see that.
 """
 
 from __future__ import annotations
