@@ -14,34 +14,36 @@ restore by content). Those tests exercise mechanisms; the default's own figures 
 
 from __future__ import annotations
 
-from ctxengine.policy import DEFAULT
+from ctxengine.policy import DEFAULT, CacheClear, CompactionSettings, Restore, SessionMemory, ToolResultBudget
 
 PRE_SKELETON = DEFAULT.with_(
-    compact_at_share=0.6,
-    sm_keep_min_tokens=10_000,
-    sm_keep_min_share=0.25,
-    sm_keep_max_share=0.35,
-    sm_identifier_index=True,
-    sm_index_max_share=0.03,
-    sm_index_segments=True,
-    cache_clear_trigger=0.5,
-    cache_clear_target=0.35,
-    restore_files=5,
-    restore_total_share=0.26,
-    restore_change_share=0.05,
-    restore_shell_reads=False,
-    restore_skeleton_tokens=0,
+    DEFAULT.settings(CompactionSettings).with_(at_share=0.6),
+    DEFAULT.settings(SessionMemory).with_(
+        keep_min_tokens=10_000,
+        keep_min_share=0.25,
+        keep_max_share=0.35,
+        identifier_index=True,
+        index_max_share=0.03,
+        index_segments=True,
+    ),
+    DEFAULT.settings(CacheClear).with_(trigger=0.5, target=0.35),
+    DEFAULT.settings(Restore).with_(
+        files=5,
+        total_share=0.26,
+        change_share=0.05,
+        shell_reads=False,
+        skeleton_tokens=0,
+    ),
 )
 
 LAYER_DEFAULT = PRE_SKELETON.with_(
-    compact_at_share=0.3,
-    sm_keep_min_tokens=0,
-    sm_keep_min_share=0.0,
-    sm_keep_max_share=0.2,
-    sm_index_max_share=0.12,
-    tool_result_max_chars=20_000,
-    tool_result_window_share=0.02,
-    restore_from_history=False,
-    restore_changes=0,
-    restore_error_tokens=0,
+    PRE_SKELETON.settings(CompactionSettings).with_(at_share=0.3),
+    PRE_SKELETON.settings(SessionMemory).with_(
+        keep_min_tokens=0,
+        keep_min_share=0.0,
+        keep_max_share=0.2,
+        index_max_share=0.12,
+    ),
+    PRE_SKELETON.settings(ToolResultBudget).with_(max_chars=20_000, window_share=0.02),
+    PRE_SKELETON.settings(Restore).with_(from_history=False, changes=0, error_tokens=0),
 )

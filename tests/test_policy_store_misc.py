@@ -16,7 +16,7 @@ from ctxengine.cache import AUTO_MIN_PREFIX, AUTO_STEP, LOOKBACK_BLOCKS, CacheMo
 from ctxengine.formats import load
 from ctxengine.messages import Message, Session, Text, ToolCall
 from ctxengine.models import get_model
-from ctxengine.policy import BUILTIN, DEFAULT, NONE, Policy, get_policy
+from ctxengine.policy import BUILTIN, DEFAULT, NONE, IdleClear, Policy, get_policy
 from ctxengine.store import Entry, SQLiteStore, StoreError
 from ctxengine.tokens.counter import counter_for
 from ctxengine.tokens.ledger import Ledger
@@ -36,7 +36,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_from_toml_starts_from_the_base_and_applies_overrides(tmp_path: Path) -> None:
-    path = write(tmp_path, 'base = "none"\nname = "mine"\nidle_gap_s = 60\nidle_clear = true\n')
+    path = write(tmp_path, 'base = "none"\nname = "mine"\n[idle_clear]\nenabled = true\ngap_s = 60\n')
     p = Policy.from_toml(path)
     assert (p.name, p.idle_gap_s, p.idle_clear) == ("mine", 60.0, True)
     assert p.compaction == "none" and p.cache_clear is False and p.overflow_guard is False  # from base
@@ -44,7 +44,7 @@ def test_from_toml_starts_from_the_base_and_applies_overrides(tmp_path: Path) ->
 
 
 def test_from_toml_without_base_starts_from_default(tmp_path: Path) -> None:
-    p = Policy.from_toml(write(tmp_path, "keep_recent_tokens = 12345\n"))
+    p = Policy.from_toml(write(tmp_path, "[compaction]\nkeep_recent_tokens = 12345\n"))
     assert p.keep_recent_tokens == 12_345
     assert p.compact_at_share == DEFAULT.compact_at_share == 0.5
     assert p.tool_result_max_chars == DEFAULT.tool_result_max_chars == 20_000
@@ -53,9 +53,9 @@ def test_from_toml_without_base_starts_from_default(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        'idle_gap_s = "soon"\n',
-        'compaction = "magic"\n',
-        "keep_recent_tokens = [1, 2]\n",
+        '[idle_clear]\ngap_s = "soon"\n',
+        '[compaction]\nmode = "magic"\n',
+        "[compaction]\nkeep_recent_tokens = [1, 2]\n",
         "this is not toml\n",
     ],
     ids=["bad-float", "bad-enum", "bad-int", "syntax"],
@@ -72,7 +72,7 @@ def test_from_toml_missing_file_raises_value_error(tmp_path: Path) -> None:
 
 
 def test_from_toml_unknown_key_raises_value_error_naming_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "idle_gap_secs = 60\n")
+    path = write(tmp_path, "[idle_clear]\ngap_secs = 60\n")
     with pytest.raises(ValueError, match=re.escape(str(path))):
         Policy.from_toml(path)
 
@@ -92,7 +92,7 @@ def test_get_policy() -> None:
 
 
 def test_with_returns_a_changed_copy() -> None:
-    p = DEFAULT.with_(idle_gap_s=10.0)
+    p = DEFAULT.with_(IdleClear(gap_s=10.0))
     assert p.idle_gap_s == 10.0 and DEFAULT.idle_gap_s == 3_600.0
     with pytest.raises(TypeError):
         DEFAULT.with_(no_such_field=1)

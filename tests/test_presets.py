@@ -28,7 +28,16 @@ from ctxengine.layers.history_share import prune_history_for_context_share
 from ctxengine.layers.pairing import find_violations, safe_cut_points
 from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult
 from ctxengine.models import WindowWarning
-from ctxengine.policy import BUILTIN, DEFAULT, Policy, get_policy
+from ctxengine.policy import (
+    BUILTIN,
+    DEFAULT,
+    CompactionSettings,
+    OverflowGuard,
+    Policy,
+    SessionMemory,
+    ToolResultBudget,
+    get_policy,
+)
 from ctxengine.presets import CLAUDE_CODE as CC
 from ctxengine.presets import LETTA, OPENCLAW, PI, PRESETS
 from ctxengine.replay import SessionReport, replay_session
@@ -95,7 +104,9 @@ def first_context_over(session: Session, policy: Policy, window: int) -> tuple[C
     """Ingest ``session`` into an engine that never compacts until the context first passes
     ``policy``'s threshold; returns the engine and its layer context at that call."""
     engine = ContextEngine(
-        policy.with_(compaction="none", overflow_guard=False), model=session.model, window=window
+        policy.with_(policy.settings(CompactionSettings).with_(mode="none"), OverflowGuard(enabled=False)),
+        model=session.model,
+        window=window,
     )
     engine.bootstrap(system=session.system)
     threshold = policy.compact_threshold(window, engine.model.max_output)
@@ -155,7 +166,7 @@ def test_claude_code_constants() -> None:
 
 def test_claude_code_full_compaction_keeps_nothing_and_writes_nine_sections() -> None:
     # the reference threshold at 40,000 is 7,000; derived for the window, 20,000 (issue 9, item 4)
-    engine = engine_for(CC.with_(session_memory=False), window=40_000)
+    engine = engine_for(CC.with_(CC.settings(SessionMemory).with_(enabled=False)), window=40_000)
     chat = Chat()
     chat.user("Please fix the parser bug in /srv/app/parser.py and run the tests.")
     for i in range(40):
@@ -233,7 +244,7 @@ def test_openclaw_constants() -> None:
 
 
 def ttl_context(chat: Chat, policy: Policy, window: int, idle: float) -> LayerContext:
-    engine = engine_for(policy.with_(tool_result_budget=False), window=window)
+    engine = engine_for(policy.with_(policy.settings(ToolResultBudget).with_(enabled=False)), window=window)
     for m in chat.messages:
         engine.ingest(m)
     return LayerContext(
@@ -411,7 +422,9 @@ def test_pi_split_turn_summarizes_the_prefix_apart() -> None:
     for i in range(24):  # one long turn: no user message after the first
         chat.round(filler(2_400, i), path=f"/srv/app/m{i}.py")
     # the reference threshold at 20,000 is 3,616; derived for the window, 10,000 (issue 9, item 4)
-    engine = engine_for(PI.with_(keep_recent_tokens=3_000), window=20_000)
+    engine = engine_for(
+        PI.with_(PI.settings(CompactionSettings).with_(keep_recent_tokens=3_000)), window=20_000
+    )
     for m in chat.messages:
         engine.ingest(m)
     proj = engine.assemble()

@@ -1,20 +1,23 @@
 """The built-in policies and the registry that finds them (and the presets) by name.
 
-``Policy`` (the record: every threshold with its reference default, ``from_toml``, ``for_window``)
-lives in ``ctxengine.policy_record`` and is re-exported here with its constants; the built-in
-policies below change what they tune.
+``Policy`` (the record that composes every layer's settings, ``from_toml``, ``for_window``) lives
+in ``ctxengine.policy_record`` and is re-exported here with its constants; the settings records
+(``ToolResultBudget``, ``CompactionSettings``, ...) live in ``ctxengine.layer_settings`` and
+``ctxengine.compaction_settings``. Each built-in policy below is a composition of records
+(``Policy.compose``): a layer with an on/off switch runs only when its record is listed.
 
 Built-in policies (``BUILTIN``):
 - ``default``: ours (all $0 layers, session notes + the transcript skeleton, tuned; see ``DEFAULT``).
 - ``none``: send everything; overflows are counted, nothing is changed.
 - ``recorded``: what the recorded session did: compactions where the transcript has them, with the
   recorded summary and restore attachments, and the summarization call priced.
+- ``evict-oldest``, ``evict-importance``: the default's $0 layers, then eviction without a summary.
 
 Presets of other harnesses (``ctxengine.presets``; ``get_policy`` finds them too):
-``claude-code``, ``openclaw``, ``pi``, ``letta``. Mechanisms only a preset uses are fields that
-are off by default (``compact_cut``, ``summary_style``, ``ttl_prune*``, ``history_max_share``,
-``memory_flush``, ``sliding_*``, ``summary_*_words``, ``summary_tool_return_chars``,
-``warn_at_share``), so every other policy is unchanged by them.
+``claude-code``, ``openclaw``, ``pi``, ``letta``. Mechanisms only a preset uses are off by default
+(``CompactionSettings.cut``, ``SummarySettings.style``, ``TtlPrune``, ``HistoryShare``,
+``MemoryFlush``, ``SlidingWindow``, ``SummarySettings.max_words``, ``MemoryWarning``), so every
+other policy is unchanged by them.
 
 Window-relative sizes: ``Policy.for_window(window, fixed)`` resolves the ``*_share`` fields into
 the absolute ones for one window (and, with ``shares_of_free_window``, for the window minus the
@@ -23,6 +26,32 @@ fixed prefix); the engine hands layers the resolved policy.
 
 from __future__ import annotations
 
+from ctxengine.compaction_settings import (
+    CompactionMode,
+    CompactionSettings,
+    CutStrategy,
+    HistoryShare,
+    MemoryFlush,
+    MemoryWarning,
+    Restore,
+    SessionMemory,
+    SessionNotes,
+    SlidingWindow,
+    SummarizerKind,
+    SummarySettings,
+    SummaryStyle,
+)
+from ctxengine.layer_settings import (
+    CacheClear,
+    ClearedResults,
+    EvictionSettings,
+    EvictOrder,
+    IdleClear,
+    OverflowGuard,
+    PromptCache,
+    ToolResultBudget,
+    TtlPrune,
+)
 from ctxengine.policy_record import (
     AT_LEAST_ONE,
     KEEP_MAX_SHARE,
@@ -30,68 +59,56 @@ from ctxengine.policy_record import (
     RESTORE_MAX_SHARE,
     SHARES,
     SUMMARY_MAX_SHARE,
-    CompactionMode,
-    CutStrategy,
-    EvictOrder,
     Policy,
-    SummarizerKind,
-    SummaryStyle,
     range_problems,
     set_base_lookup,
 )
+from ctxengine.policy_settings import SETTINGS
 from ctxengine.presets import PRESETS
+from ctxengine.settings_base import Settings
 
-NONE = Policy(
+NONE = Policy.compose(
+    CompactionSettings(mode="none"),
     name="none",
     description="Send everything; count overflows.",
-    tool_result_budget=False,
-    idle_clear=False,
-    cache_clear=False,
-    compaction="none",
-    overflow_guard=False,
 )
 
-RECORDED = Policy(
+RECORDED = Policy.compose(
+    CompactionSettings(mode="recorded"),
     name="recorded",
     description="What the recorded session did: its compactions, summaries and restores.",
-    tool_result_budget=False,
-    idle_clear=False,
-    cache_clear=False,
-    compaction="recorded",
-    overflow_guard=False,
 )
 
-DEFAULT = Policy(
+DEFAULT = Policy.compose(
+    ToolResultBudget(max_chars=20_000, window_share=0.02, exempt_tools=()),
+    IdleClear(),
+    CacheClear(trigger=0.4, target=0.25),
+    OverflowGuard(),
+    CompactionSettings(at_share=0.5, cold_at_share=0.1, min_gain=0.1, keep_recent_tokens=10_000),
+    SessionNotes(max_share=0.01),
+    SessionMemory(
+        keep_min_tokens=3_000,
+        keep_min_messages=0,
+        keep_min_share=0.04,
+        keep_max_share=0.08,
+        gain_factor=2.0,
+        identifier_index=False,
+    ),
+    Restore(
+        files=3,
+        file_share=0.026,
+        total_share=0.08,
+        from_history=True,
+        shell_reads=True,
+        changes=5,
+        change_share=0.03,
+        error_tokens=1_000,
+        skeleton_tokens=100_000,
+        skeleton_share=0.25,
+        skeleton_block_tokens=4_000,
+    ),
     name="default",
     shares_of_free_window=True,
-    compact_at_share=0.5,
-    cold_compact_at_share=0.1,
-    compact_min_gain=0.1,
-    keep_recent_tokens=10_000,
-    session_memory=True,
-    sm_keep_min_tokens=3_000,
-    sm_keep_min_messages=0,
-    sm_keep_min_share=0.04,
-    sm_keep_max_share=0.08,
-    sm_gain_factor=2.0,
-    notes_max_share=0.01,
-    sm_identifier_index=False,
-    tool_result_max_chars=20_000,
-    tool_result_window_share=0.02,
-    budget_exempt_tools=(),
-    cache_clear_trigger=0.4,
-    cache_clear_target=0.25,
-    restore_files=3,
-    restore_file_share=0.026,
-    restore_total_share=0.08,
-    restore_from_history=True,
-    restore_shell_reads=True,
-    restore_changes=5,
-    restore_change_share=0.03,
-    restore_error_tokens=1_000,
-    restore_skeleton_tokens=100_000,
-    restore_skeleton_share=0.25,
-    restore_skeleton_block_tokens=4_000,
 )
 """Ours, tuned for *content* and cost on the tuning half of the shared transcripts
 (``bench.held_out``) at 64,000 and 200,000 tokens.
@@ -127,17 +144,16 @@ has the tables and the held-out half).
 """
 
 EVICT_OLDEST = DEFAULT.with_(
+    DEFAULT.settings(CompactionSettings).with_(mode="none"),
+    DEFAULT.settings(SessionMemory).with_(enabled=False),
+    EvictionSettings(at_pressure=True, order="oldest"),
     name="evict-oldest",
     description="Default's $0 layers, then whole rounds evicted oldest first (no summary).",
-    compaction="none",
-    session_memory=False,
-    evict_at_pressure=True,
-    evict_order="oldest",
 )
 EVICT_IMPORTANCE = EVICT_OLDEST.with_(
+    EvictionSettings(at_pressure=True, order="importance"),
     name="evict-importance",
     description="Default's $0 layers, then whole rounds evicted least important first (seed 002).",
-    evict_order="importance",
 )
 """Two policies that compare eviction orders on the same footing (``ctxengine bench --policies
 evict-oldest,evict-importance``): the default's cheap layers, then, above its compaction
@@ -178,14 +194,33 @@ __all__ = [
     "RECORDED",
     "RESERVE_MAX_SHARE",
     "RESTORE_MAX_SHARE",
+    "SETTINGS",
     "SHARES",
     "SUMMARY_MAX_SHARE",
+    "CacheClear",
+    "ClearedResults",
     "CompactionMode",
+    "CompactionSettings",
     "CutStrategy",
     "EvictOrder",
+    "EvictionSettings",
+    "HistoryShare",
+    "IdleClear",
+    "MemoryFlush",
+    "MemoryWarning",
+    "OverflowGuard",
     "Policy",
+    "PromptCache",
+    "Restore",
+    "SessionMemory",
+    "SessionNotes",
+    "Settings",
+    "SlidingWindow",
     "SummarizerKind",
+    "SummarySettings",
     "SummaryStyle",
+    "ToolResultBudget",
+    "TtlPrune",
     "get_policy",
     "presets",
     "range_problems",

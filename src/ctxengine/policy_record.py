@@ -1,30 +1,48 @@
-"""``Policy``: every threshold of the cascade as one record with the reference defaults.
+"""``Policy``: the settings of every layer of the cascade, composed into one record.
 
-A policy is data. The engine reads it; layers read only their own fields. Field defaults are the
-reference values (Claude Code's unless a comment names another source). The built-in policies
-(``default``, ``none``, ``recorded``, ...) and the registry that finds them and the presets by name
-are in ``ctxengine.policy``, which re-exports everything here; import from there.
+A policy is data. Each layer's settings are a small validated record with the reference defaults
+(``ctxengine.layer_settings``: ``ToolResultBudget``, ``IdleClear``, ...;
+``ctxengine.compaction_settings``: ``CompactionSettings``, ``SessionMemory``, ``Restore``, ...).
+``Policy.compose(ToolResultBudget(max_chars=20_000), IdleClear(), ..., name="mine")`` composes
+them, ``policy.settings(ToolResultBudget)`` hands one back. They are stored as the flat fields the
+engine reads (``tool_result_max_chars`` is ``ToolResultBudget.max_chars``; ``PLACE`` in
+``ctxengine.policy_settings``). The built-in policies and the registry (``get_policy``) are in
+``ctxengine.policy``, which re-exports everything here.
 
-Policies load from TOML (``Policy.from_toml``): the file's keys are the field names below, an
-optional ``base`` key names the policy to start from (looked up through ``ctxengine.policy``'s
-registry, which hands itself in with ``set_base_lookup`` when it is imported: this module stays
-below the registry and the presets, so neither import cycles back).
+``Policy.from_toml``: top-level ``name``, ``description``, ``shares_of_free_window``, an optional
+``base`` (found through ``ctxengine.policy``'s registry, handed in with ``set_base_lookup`` at its
+import, so this module stays below the registry and no import cycles back), then one table per
+record (``[tool_result_budget]``, ``max_chars = 20000``). The old flat keys still work there and
+in ``Policy.with_``, with a ``DeprecationWarning`` naming the new place.
 
-Window-relative sizes: ``Policy.for_window(window, fixed)`` resolves the ``*_share`` fields into
-the absolute ones for one window (and, with ``shares_of_free_window``, for the window minus the
-fixed prefix); the engine hands layers the resolved policy.
+``Policy.for_window(window, fixed)`` resolves the ``*_share`` fields into the absolute ones for one
+window (with ``shares_of_free_window``, for the window minus the fixed prefix); layers see that.
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, TypeVar
 
 import msgspec
 
+from ctxengine.compaction_settings import CompactionMode, CutStrategy, SummarizerKind, SummaryStyle
+from ctxengine.layer_settings import EvictOrder
+from ctxengine.policy_settings import (
+    AT_LEAST_ONE,
+    SETTINGS,
+    SHARES,
+    composed_fields,
+    keyword_fields,
+    load_file,
+    range_problems,
+    record_fields,
+)
 from ctxengine.session_keys import HistoryLimits
+from ctxengine.settings_base import Settings
+
+S = TypeVar("S", bound=Settings)
 
 # Shares of the free window (window - fixed prefix) that the reserves and sizes of a policy may
 # take at most (``Policy.for_window``). At 200,000 tokens with a 25,000-token prefix none binds
@@ -35,176 +53,172 @@ KEEP_MAX_SHARE = 0.5  # the tail a compaction keeps verbatim
 SUMMARY_MAX_SHARE = 0.15  # the summary, the notes as a summary, the split-turn prefix summary
 RESTORE_MAX_SHARE = 0.3  # files restored after a compaction (each and in all)
 
-CompactionMode = Literal["summary", "recorded", "none"]
-SummarizerKind = Literal["auto", "structured", "llm"]
-# Where a summary compaction cuts (``ctxengine.layers.cut_plans``): "tail" keeps the newest
-# ``keep_recent_tokens`` (ours); "all" summarizes everything (Claude Code's full compaction);
-# "pi" keeps at most ``keep_recent_tokens``, cutting only at a user or assistant message, with a
-# split-turn prefix (pi, OpenClaw); "sliding-window" evicts a growing share of the messages
-# (Letta), falling back to "all".
-CutStrategy = Literal["tail", "all", "pi", "sliding-window"]
-# Which units eviction takes first (``ctxengine.layers.history_limit``): the oldest, or the least
-# important by seed 002's score (``ctxengine.layers.importance``).
-EvictOrder = Literal["oldest", "importance"]
-# How the $0 structured summary (and the LLM summary's headings) look (``ctxengine.summarize``).
-SummaryStyle = Literal["ctxengine", "claude-code", "openclaw", "pi", "letta"]
+DEFAULT_DESCRIPTION = "ctxengine's own policy: cheap layers first, structured summary last."
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Thresholds of the cascade. Tokens are model tokens, chars are Python characters,
-    seconds are wall-clock seconds between model calls."""
+    """Every layer's settings, stored flat (the fields the engine reads). Build one with
+    ``Policy.compose`` from settings records, change one with ``with_(record, ...)``, read a
+    layer's record with ``settings``. The defaults below are the records' defaults (pinned by
+    the tests); each group names its record, which documents the fields, their units and the
+    reference behaviour. Tokens are model tokens, chars are Python characters, seconds are
+    wall-clock seconds between model calls."""
 
     name: str = "custom"
-    description: str = "ctxengine's own policy: cheap layers first, structured summary last."
+    description: str = DEFAULT_DESCRIPTION
 
-    # tool-result budget (every call; Claude Code 50,000 chars per tool, 200,000 per message)
+    # ToolResultBudget (every call; Claude Code 50,000 chars per tool, 200,000 per message)
     tool_result_budget: bool = True
     tool_result_max_chars: int = 50_000
     message_results_max_chars: int = 200_000
-    preview_chars: int = 2_000  # Claude Code's 2 KB <persisted-output> preview
-    budget_exempt_tools: tuple[str, ...] = ("read",)  # tools with their own limits (Claude Code: Read)
-    tail_chars: int = 600  # tail kept when the tail looks important (errors, summaries)
-    # OpenClaw: the cap is also at most floor(window x share) x 4 chars (0: no window share)
+    preview_chars: int = 2_000
+    budget_exempt_tools: tuple[str, ...] = ("read",)
+    tail_chars: int = 600
     tool_result_window_share: float = 0.0
 
-    # idle clear (time-based microcompact; Claude Code: gap 60 min, keep 5)
+    # IdleClear (time-based microcompact; Claude Code: gap 60 min, keep 5)
     idle_clear: bool = True
     idle_gap_s: float = 3600.0
     idle_keep_recent: int = 5
 
-    # cache-TTL pruning (OpenClaw's context-pruning extension, mode "cache-ttl"; off by default):
-    # once the prompt cache has expired, soft-trim then hard-clear old tool results
+    # TtlPrune (OpenClaw's context-pruning extension, mode "cache-ttl"; off by default)
     ttl_prune: bool = False
-    ttl_prune_ttl_s: float = 300.0  # "5m"
-    ttl_prune_keep_last_assistants: int = 3  # results after the 3rd-last assistant message are kept
-    ttl_prune_soft_ratio: float = 0.3  # context chars / (window x 4) at which soft trim starts
-    ttl_prune_hard_ratio: float = 0.5  # ... and hard clear
-    ttl_prune_min_prunable_chars: int = 50_000  # hard clear only with this many prunable chars
-    ttl_prune_soft_max_chars: int = 4_000  # results longer than this are soft-trimmed ...
-    ttl_prune_head_chars: int = 1_500  # ... to this head ...
-    ttl_prune_tail_chars: int = 1_500  # ... and this tail
+    ttl_prune_ttl_s: float = 300.0
+    ttl_prune_keep_last_assistants: int = 3
+    ttl_prune_soft_ratio: float = 0.3
+    ttl_prune_hard_ratio: float = 0.5
+    ttl_prune_min_prunable_chars: int = 50_000
+    ttl_prune_soft_max_chars: int = 4_000
+    ttl_prune_head_chars: int = 1_500
+    ttl_prune_tail_chars: int = 1_500
 
-    # cache-aware clearing of old tool results (Anthropic clear_tool_uses: keep 3, clear_at_least)
+    # CacheClear (Anthropic clear_tool_uses: keep 3, clear_at_least), then ClearedResults
     cache_clear: bool = True
-    cache_clear_trigger: float = 0.5  # share of the window at which clearing starts
-    cache_clear_target: float = 0.35  # share of the window clearing brings the context down to
-    cache_clear_keep_recent: int = 5  # newest tool results never cleared
-    cache_clear_at_least: int = 10_000  # tokens: a batch smaller than this is not worth a cache miss
-    cache_clear_min_result_tokens: int = 200  # results smaller than this are not worth clearing
-    keep_identifiers: bool = True  # cleared/offloaded results keep a line of their identifiers
-    identifiers_max: int = 40  # per cleared result
+    cache_clear_trigger: float = 0.5
+    cache_clear_target: float = 0.35
+    cache_clear_keep_recent: int = 5
+    cache_clear_at_least: int = 10_000
+    cache_clear_min_result_tokens: int = 200
+    keep_identifiers: bool = True
+    identifiers_max: int = 40
 
-    # summary compaction (Claude Code auto-compact: window - min(max_output, 20,000) - 13,000)
+    # CompactionSettings and SummarySettings (Claude Code auto-compact: window - min(max_output,
+    # 20,000) - 13,000), with SessionMemory's identifier index, HistoryShare, SlidingWindow,
+    # MemoryFlush and MemoryWarning
     compaction: CompactionMode = "summary"
-    summarizer: SummarizerKind = "auto"  # auto: the LLM when one is configured, else structured
-    summary_llm_max_output: int = 8_192  # tokens the LLM summary may take
-    breaker_failures: int = 3  # Claude Code MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES
-    compact_reserve_output: int = 20_000  # tokens kept for the model's output
-    compact_buffer: int = 13_000  # tokens of head-room below the effective window
-    compact_at_share: float = 1.0  # also compact above this share of the window (earlier = cheaper)
-    keep_recent_tokens: int = 30_000  # tail kept verbatim after a compaction
+    summarizer: SummarizerKind = "auto"
+    summary_llm_max_output: int = 8_192
+    breaker_failures: int = 3
+    compact_reserve_output: int = 20_000
+    compact_buffer: int = 13_000
+    compact_at_share: float = 1.0
+    keep_recent_tokens: int = 30_000
     keep_recent_min_messages: int = 5
     summary_max_tokens: int = 12_000
-    summary_max_share: float = 0.06  # and at most this share of the window
-    compact_min_gain: float = 0.1  # share of the window a compaction must free, else it is not made
-    # when the prompt cache has expired (no call for ``cache_ttl_s``) the next request is written in
-    # full anyway, so a compaction then costs no extra cache miss: compact above this lower share
-    # of the window (0: off)
+    summary_max_share: float = 0.06
+    compact_min_gain: float = 0.1
     cold_compact_at_share: float = 0.0
-    cold_compact_min_gain: float = 0.02  # ... freeing at least this share of the window
-    summary_user_message_chars: int = 2_000  # per user message kept verbatim in the summary
+    cold_compact_min_gain: float = 0.02
+    summary_user_message_chars: int = 2_000
     summary_identifiers_max: int = 400
     compact_cut: CutStrategy = "tail"
     summary_style: SummaryStyle = "ctxengine"
-    sm_identifier_index: bool = True  # session-memory compaction lists the exact identifiers (ours)
-    sm_index_max_share: float = 0.0  # ... within this share of the window (0: the summary budget)
-    sm_index_segments: bool = False  # ... in append-only segments the prompt cache keeps serving
-    # OpenClaw maxHistoryShare: the span to summarize is pruned to this share of the window by
-    # dropping its oldest token-share chunk (pairs repaired); the dropped part is summarized first
-    # (0: off)
+    sm_identifier_index: bool = True
+    sm_index_max_share: float = 0.0
+    sm_index_segments: bool = False
     history_max_share: float = 0.0
-    history_share_margin: float = 1.2  # OpenClaw SAFETY_MARGIN on the "new content" test
-    # OpenClaw summarizeInStages (LLM summaries only): a span over the chunk budget is split into
-    # this many parts by token share, summarized apart, then merged in one more call (1: off)
+    history_share_margin: float = 1.2
     summary_stages: int = 1
-    turn_prefix_max_tokens: int = 8_192  # pi: the split-turn prefix summary (0.5 x reserve)
-    # Letta sliding window: evict round(share x N) messages, the share starting at
-    # ``sliding_start_share`` and growing by ``sliding_step_share`` before each try, until the rest
-    # fits ``sliding_goal_share`` of the window
+    turn_prefix_max_tokens: int = 8_192
     sliding_start_share: float = 0.3
     sliding_step_share: float = 0.1
     sliding_goal_share: float = 0.7
-    summary_max_words: int = 0  # Letta: 300 words (sliding window) ... (0: no word limit)
-    summary_all_max_words: int = 0  # ... 500 words (summarize-all fallback)
-    # Letta's summarizer-input fallbacks: tool returns clamped to this many chars (0: off), then the
-    # transcript middle-truncated (``summary_middle_keep`` head + tail) to window x share x 4 chars
+    summary_max_words: int = 0
+    summary_all_max_words: int = 0
     summary_tool_return_chars: int = 0
     summary_input_share: float = 0.0
     summary_middle_keep: float = 0.3
-    # OpenClaw pre-compaction memory flush: once per compaction, when the context passes
-    # threshold - ``memory_flush_soft_tokens``, the session notes are brought up to date (durable
-    # memory, outside the context)
     memory_flush: bool = False
     memory_flush_soft_tokens: int = 4_000
-    warn_at_share: float = 0.0  # Letta memory warning at 75% of the window: an event (0: off)
+    warn_at_share: float = 0.0
 
-    # session notes and session-memory compaction (Claude Code session memory; gated off there)
+    # SessionNotes and SessionMemory (Claude Code session memory; gated off there)
     session_memory: bool = False
-    notes_first_tokens: int = 10_000  # conversation tokens before the first notes update
-    notes_every_tokens: int = 5_000  # then each time this many more tokens ...
-    notes_every_tool_calls: int = 3  # ... and this many tool calls have accrued
+    notes_first_tokens: int = 10_000
+    notes_every_tokens: int = 5_000
+    notes_every_tool_calls: int = 3
     sm_keep_min_tokens: int = 10_000
-    sm_keep_min_messages: int | None = None  # text messages kept (None: ``keep_recent_min_messages``)
-    sm_gain_factor: float = 1.0  # it must free ``compact_min_gain`` x this of the window
+    sm_keep_min_messages: int | None = None
+    sm_gain_factor: float = 1.0
     sm_keep_max_tokens: int = 40_000
-    notes_max_tokens: int = 12_000  # the notes as a summary: at most this (Claude Code: 12,000)
+    notes_max_tokens: int = 12_000
 
-    # restore after compaction (Claude Code post-compaction attachments)
+    # Restore (Claude Code post-compaction attachments; the changes, error, shell reads and
+    # transcript skeleton are ours)
     restore_files: int = 5
     restore_file_tokens: int = 5_000
     restore_total_tokens: int = 50_000
     restore_todos: bool = True
-    restore_from_history: bool = False  # ours: restore files read anywhere before the cut, not
-    # only in the span just summarized (a second compaction otherwise forgets the first's files)
-    restore_changes: int = 0  # ours: the last change (new text) of this many modified files
-    restore_change_tokens: int = 4_000  # ... each at most this
-    restore_error_tokens: int = 0  # ours: the latest error with its call, at most this (0: off)
-    restore_shell_reads: bool = False  # ours: files printed by cat / sed -n / nl count as read
-    # ours: the transcript skeleton (``ctxengine.skeleton``): the user's and the agent's own words
-    # from before the cut, newest first within this many tokens (0: off), as append-only segments
-    # that lead the prefix, each block at most
-    # ``restore_skeleton_block_tokens``
+    restore_from_history: bool = False
+    restore_changes: int = 0
+    restore_change_tokens: int = 4_000
+    restore_error_tokens: int = 0
+    restore_shell_reads: bool = False
     restore_skeleton_tokens: int = 0
     restore_skeleton_block_tokens: int = 1_000
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 
-    # overflow guard (last resort before a call that cannot fit)
+    # OverflowGuard (last resort before a call that cannot fit)
     overflow_guard: bool = True
-    overflow_reserve: int = 4_000  # tokens kept free for the response at the very least
+    overflow_reserve: int = 4_000
 
-    # cache model
-    cache_ttl_s: float = 300.0  # Anthropic ephemeral 5 min; 3600 for the 1-hour cache
+    # PromptCache (Anthropic ephemeral 5 min; 3600 for the 1-hour cache)
+    cache_ttl_s: float = 300.0
 
-    # window-relative sizes: each absolute size above is capped at this share of the window when
-    # the share is set (0: the absolute number alone), see ``for_window``
-    shares_of_free_window: bool = False  # shares apply to the window minus system prompt + tools
-    notes_max_share: float = 0.0  # caps ``notes_max_tokens``
-    keep_recent_share: float = 0.0
-    sm_keep_min_share: float = 0.0
+    # window-relative sizes: each absolute size is capped at its share of the window when the
+    # share is set (0: the absolute number alone), see ``for_window``; ``shares_of_free_window``
+    # (top-level, no layer's) makes every share one of the window minus system prompt + tools
+    shares_of_free_window: bool = False
+    notes_max_share: float = 0.0  # SessionNotes
+    keep_recent_share: float = 0.0  # CompactionSettings
+    sm_keep_min_share: float = 0.0  # SessionMemory
     sm_keep_max_share: float = 0.0
-    restore_file_share: float = 0.0
+    restore_file_share: float = 0.0  # Restore
     restore_total_share: float = 0.0
     restore_change_share: float = 0.0
     restore_skeleton_share: float = 0.0
 
-    # eviction without a summary (``layers.history_limit``; off by default, so no other policy
-    # changes): a gateway's per-kind user-turn limits (OpenClaw's historyLimit, batched), and
-    # whole API rounds evicted above the compaction threshold down to ``evict_target_share`` of
-    # the free window; ``evict_order`` picks oldest first or seed 002's importance score
+    # EvictionSettings (``layers.history_limit``; off by default)
     history_limits: HistoryLimits = msgspec.field(default_factory=HistoryLimits)
     evict_at_pressure: bool = False
     evict_target_share: float = 0.45
     evict_order: EvictOrder = "oldest"
+
+    @classmethod
+    def compose(
+        cls,
+        *settings: Settings,
+        name: str,
+        description: str = DEFAULT_DESCRIPTION,
+        shares_of_free_window: bool = False,
+    ) -> Policy:
+        """A policy made of ``settings`` records, one per kind. A layer with an on/off switch
+        (``enabled``: the tool-result budget, idle clear, TTL pruning, cache clear, session
+        memory, memory flush, overflow guard) runs only when listed; any other record not listed
+        takes its defaults. Raises ``TypeError`` for a record given twice."""
+        fields = composed_fields(settings)
+        return cls(name=name, description=description, shares_of_free_window=shares_of_free_window, **fields)
+
+    def settings(self, kind: type[S]) -> S:
+        """The settings record of one layer (``policy.settings(ToolResultBudget)``), read from
+        the flat fields. Raises ``ValueError`` when this policy holds a value out of its range."""
+        return kind.read(self)
+
+    def all_settings(self) -> tuple[Settings, ...]:
+        """Every settings record of this policy, in ``SETTINGS`` order: ``Policy.compose(
+        *p.all_settings(), name=p.name, description=p.description, shares_of_free_window=
+        p.shares_of_free_window) == p``."""
+        return tuple(kind.read(self) for kind in SETTINGS)
 
     def compact_threshold(self, window: int, max_output: int) -> int:
         """Tokens above which summary compaction runs: Claude Code's auto-compact threshold, or
@@ -272,7 +286,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             cap = int(free * self.tool_result_window_share) * 4
             changes["tool_result_max_chars"] = min(self.tool_result_max_chars, cap)
         changes.update(self._derived_reserves(window, fixed, changes))
-        return self.with_(**changes) if changes else self
+        return msgspec.structs.replace(self, **changes) if changes else self
 
     def _derived_reserves(self, window: int, fixed: int, changes: dict[str, object]) -> dict[str, object]:
         """Every absolute reserve and size derived for a small window (tokens; chars for the
@@ -334,78 +348,32 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         """Tokens the summary may take at this window."""
         return min(self.summary_max_tokens, int(window * self.summary_max_share))
 
-    def with_(self, **changes: object) -> Policy:
-        """A copy with ``changes`` applied."""
-        return msgspec.structs.replace(self, **changes)
+    def with_(self, *settings: Settings, **changes: Any) -> Policy:
+        """A copy with ``settings`` records (each replacing its layer's settings) and ``changes``
+        to the top-level fields (``name``, ``description``, ``shares_of_free_window``) applied.
+        An old flat field name in ``changes`` (``tool_result_max_chars=...``) still works, with a
+        ``DeprecationWarning`` naming its new place. Raises ``TypeError`` for an unknown name or
+        a record given twice."""
+        fields = record_fields(settings)
+        twice = sorted(fields.keys() & changes.keys())
+        if twice:
+            raise TypeError(f"{twice[0]} is given both in a settings record and as a keyword")
+        return msgspec.structs.replace(self, **fields, **keyword_fields(changes, stacklevel=2))
 
     @classmethod
     def from_toml(cls, path: Path | str) -> Policy:
-        """Load a policy from TOML. ``base = "NAME"`` starts from a built-in policy.
+        """Load a policy from TOML: ``base = "NAME"`` starts from a built-in policy (default:
+        ``default``), top-level ``name`` / ``description`` / ``shares_of_free_window``, then one
+        table per settings record (``[tool_result_budget]``, ``[compaction]``, ...; the names are
+        ``ctxengine.policy_settings.BY_TABLE``). Old flat keys still load, with a
+        ``DeprecationWarning`` naming the table they belong in.
 
-        Raises ``ValueError`` naming the file for unknown keys or wrong types.
+        Raises ``ValueError`` naming the file for unknown keys, wrong types or values out of
+        range.
         """
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"{p}: cannot read policy: {exc}") from None
-        base_name = str(data.pop("base", "default"))
         if _base_lookup is None:
             raise RuntimeError("Policy.from_toml needs the policy registry: import ctxengine.policy")
-        try:
-            base = _base_lookup(base_name)
-        except KeyError as exc:
-            raise ValueError(f"{p}: {exc.args[0]}") from None
-        data.setdefault("name", p.stem)  # a file's policy is not reported as its base
-        merged = msgspec.structs.asdict(base) | data
-        try:
-            policy = msgspec.convert(merged, cls)
-        except msgspec.ValidationError as exc:
-            raise ValueError(f"{p}: invalid policy: {exc}") from None
-        problems = range_problems(policy)
-        if problems:
-            raise ValueError(f"{p}: invalid policy: {'; '.join(problems)}")
-        return policy
-
-
-AT_LEAST_ONE = frozenset(
-    {
-        "tool_result_max_chars",
-        "message_results_max_chars",
-        "summary_llm_max_output",
-        "breaker_failures",
-        "summary_max_tokens",
-        "summary_stages",
-        "notes_max_tokens",
-    }
-)  # sizes and counts that 0 would make meaningless (a 0-char cap offloads every result)
-SHARES = frozenset({"cache_clear_trigger", "cache_clear_target", "summary_middle_keep"})
-"""Fields that are shares of something (0..1) besides the ``*_share`` ones."""
-
-
-def range_problems(policy: Policy) -> list[str]:
-    """What is out of range in ``policy``, one phrase per field (empty when it is sound): every
-    number finite and not negative; the sizes and counts in ``AT_LEAST_ONE`` at least 1; every
-    share (``*_share`` and ``SHARES``) at most 1; the clearing target not above its trigger."""
-    problems: list[str] = []
-    for name in policy.__struct_fields__:
-        value = getattr(policy, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if value != value or value in (float("inf"), float("-inf")):
-            problems.append(f"{name} must be a finite number, not {value}")
-        elif name in AT_LEAST_ONE and value < 1:
-            problems.append(f"{name} must be at least 1, not {value}")
-        elif value < 0:
-            problems.append(f"{name} must not be negative, not {value}")
-        elif (name.endswith("_share") or name in SHARES) and value > 1:
-            problems.append(f"{name} is a share (0 to 1), not {value}")
-    if not problems and policy.cache_clear_target > policy.cache_clear_trigger:
-        problems.append(
-            f"cache_clear_target ({policy.cache_clear_target}) must not exceed cache_clear_trigger "
-            f"({policy.cache_clear_trigger})"
-        )
-    return problems
+        return load_file(Path(path), _base_lookup, cls)
 
 
 _base_lookup: Callable[[str], Policy] | None = None
@@ -416,3 +384,22 @@ def set_base_lookup(lookup: Callable[[str], Policy]) -> None:
     does at import; ``lookup`` raises ``KeyError`` for an unknown name)."""
     global _base_lookup
     _base_lookup = lookup
+
+
+__all__ = [
+    "AT_LEAST_ONE",
+    "DEFAULT_DESCRIPTION",
+    "KEEP_MAX_SHARE",
+    "RESERVE_MAX_SHARE",
+    "RESTORE_MAX_SHARE",
+    "SHARES",
+    "SUMMARY_MAX_SHARE",
+    "CompactionMode",
+    "CutStrategy",
+    "EvictOrder",
+    "Policy",
+    "SummarizerKind",
+    "SummaryStyle",
+    "range_problems",
+    "set_base_lookup",
+]

@@ -1,27 +1,41 @@
 """Presets: Claude Code, OpenClaw, pi and Letta, each rebuilt from ctxengine's own layers.
 
-A preset is a ``Policy`` (data): the cascade is the same engine for every harness; what differs is
-which layers run, with which constants, where a compaction cuts (``compact_cut``) and how its
-summary looks (``summary_style``). The constants are the ones recorded in
-``../shared/reference/`` (``pi_letta_claudecode.md``, ``openclaw.md``); each is named below so the
-tests can pin it. Without an LLM configured, a preset's summary is ctxengine's $0 structured summary
-rendered in that harness's format and size limits (``ctxengine.summarize.render_style``); with
-``--llm`` the LLM summarizer writes it under that harness's headings.
+A preset is a ``Policy`` composed of settings records (``Policy.compose``): the cascade is the
+same engine for every harness; what differs is which layers run (a layer with an on/off switch
+runs only when its record is listed), with which constants, where a compaction cuts
+(``CompactionSettings.cut``) and how its summary looks (``SummarySettings.style``). The constants
+are the ones recorded in ``../shared/reference/`` (``pi_letta_claudecode.md``, ``openclaw.md``);
+each is named below so the tests can pin it. Without an LLM configured, a preset's summary is
+ctxengine's $0 structured summary rendered in that harness's format and size limits
+(``ctxengine.summarize.render_style``); with ``--llm`` the LLM summarizer writes it under that
+harness's headings.
 
 Every preset keeps two things of the engine that the harness itself does differently:
-- the overflow guard (drop the oldest whole rounds when a request cannot fit) stands in for the
-  harness's overflow recovery (compact and retry on the provider's "prompt is too long"), which a
-  replay cannot model as an error;
-- the loop guard (``compact_min_gain``: a compaction must free 10% of the window) applies to every
-  policy, so a harness that would compact on every call (Claude Code #2283, #6541) compacts when it
-  gains something instead of re-summarizing the same history each call.
-None of them lists identifiers in its cleared or offloaded results (``keep_identifiers`` is ours).
+- the overflow guard (``OverflowGuard``: drop the oldest whole rounds when a request cannot fit)
+  stands in for the harness's overflow recovery (compact and retry on the provider's "prompt is
+  too long"), which a replay cannot model as an error;
+- the loop guard (``CompactionSettings.min_gain``: a compaction must free 10% of the window)
+  applies to every policy, so a harness that would compact on every call (Claude Code #2283,
+  #6541) compacts when it gains something instead of re-summarizing the same history each call.
+None of them lists identifiers in its cleared or offloaded results
+(``ClearedResults.keep_identifiers`` is ours).
 
 What each preset follows and leaves out is in its constant's docstring.
 """
 
 from __future__ import annotations
 
+from ctxengine.compaction_settings import (
+    CompactionSettings,
+    HistoryShare,
+    MemoryFlush,
+    MemoryWarning,
+    Restore,
+    SessionMemory,
+    SlidingWindow,
+    SummarySettings,
+)
+from ctxengine.layer_settings import ClearedResults, IdleClear, OverflowGuard, ToolResultBudget, TtlPrune
 from ctxengine.policy_record import Policy
 
 NO_LIMIT = 10**12  # a cap that never binds (the harness has none)
@@ -43,37 +57,42 @@ CC_RESTORE_FILE_TOKENS = 5_000  # ... 5,000 tokens each ...
 CC_RESTORE_TOTAL_TOKENS = 50_000  # ... 50,000 in all
 CC_BREAKER_FAILURES = 3  # MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES
 
-CLAUDE_CODE = Policy(
+CLAUDE_CODE = Policy.compose(
+    ToolResultBudget(
+        max_chars=CC_TOOL_RESULT_CHARS,
+        message_max_chars=CC_MESSAGE_RESULTS_CHARS,
+        preview_chars=CC_PREVIEW_CHARS,
+        exempt_tools=("read",),
+    ),
+    IdleClear(gap_s=CC_IDLE_GAP_S, keep_recent=CC_IDLE_KEEP),
+    ClearedResults(keep_identifiers=False),
+    OverflowGuard(),
+    CompactionSettings(
+        reserve_output=CC_MAX_OUTPUT_FOR_SUMMARY,
+        buffer=CC_AUTOCOMPACT_BUFFER,
+        at_share=1.0,
+        cut="all",
+        keep_recent_min_messages=CC_SM_KEEP_MIN_MESSAGES,
+        breaker_failures=CC_BREAKER_FAILURES,
+    ),
+    SummarySettings(
+        style="claude-code",
+        max_tokens=CC_MAX_OUTPUT_FOR_SUMMARY,
+        max_share=1.0,
+        llm_max_output=CC_MAX_OUTPUT_FOR_SUMMARY,
+    ),
+    SessionMemory(
+        keep_min_tokens=CC_SM_KEEP_MIN_TOKENS, keep_max_tokens=CC_SM_KEEP_MAX_TOKENS, identifier_index=False
+    ),
+    Restore(
+        files=CC_RESTORE_FILES,
+        file_tokens=CC_RESTORE_FILE_TOKENS,
+        total_tokens=CC_RESTORE_TOTAL_TOKENS,
+        todos=True,
+    ),
     name="claude-code",
     description="Claude Code: auto-compact at window - min(max output, 20,000) - 13,000, "
     "session-memory compaction first, then the nine-section summary.",
-    tool_result_max_chars=CC_TOOL_RESULT_CHARS,
-    message_results_max_chars=CC_MESSAGE_RESULTS_CHARS,
-    preview_chars=CC_PREVIEW_CHARS,
-    budget_exempt_tools=("read",),
-    idle_clear=True,
-    idle_gap_s=CC_IDLE_GAP_S,
-    idle_keep_recent=CC_IDLE_KEEP,
-    cache_clear=False,
-    keep_identifiers=False,
-    compact_reserve_output=CC_MAX_OUTPUT_FOR_SUMMARY,
-    compact_buffer=CC_AUTOCOMPACT_BUFFER,
-    compact_at_share=1.0,
-    compact_cut="all",
-    summary_style="claude-code",
-    summary_max_tokens=CC_MAX_OUTPUT_FOR_SUMMARY,
-    summary_max_share=1.0,
-    summary_llm_max_output=CC_MAX_OUTPUT_FOR_SUMMARY,
-    breaker_failures=CC_BREAKER_FAILURES,
-    session_memory=True,
-    sm_identifier_index=False,
-    sm_keep_min_tokens=CC_SM_KEEP_MIN_TOKENS,
-    sm_keep_max_tokens=CC_SM_KEEP_MAX_TOKENS,
-    keep_recent_min_messages=CC_SM_KEEP_MIN_MESSAGES,
-    restore_files=CC_RESTORE_FILES,
-    restore_file_tokens=CC_RESTORE_FILE_TOKENS,
-    restore_total_tokens=CC_RESTORE_TOTAL_TOKENS,
-    restore_todos=True,
 )
 """Claude Code (reference C1).
 
@@ -119,27 +138,32 @@ OPENCLAW_SOFT_TRIM_TAIL_CHARS = 1_500
 PI_SUMMARY_MAX_TOKENS = int(0.8 * PI_RESERVE_TOKENS)  # 13,107
 PI_TURN_PREFIX_MAX_TOKENS = PI_RESERVE_TOKENS // 2  # 8,192
 
-PI = Policy(
+PI_COMPACTION = CompactionSettings(
+    reserve_output=0,
+    buffer=PI_RESERVE_TOKENS,
+    at_share=1.0,
+    cut="pi",
+    keep_recent_tokens=PI_KEEP_RECENT_TOKENS,
+)
+"""pi's trigger (window - 16,384) and cut (``findCutPoint``, 20,000 tokens kept); OpenClaw's
+with its reserve floor."""
+NO_RESTORE = Restore(files=0, todos=False)  # pi, OpenClaw and Letta re-attach nothing
+
+PI = Policy.compose(
+    ClearedResults(keep_identifiers=False),
+    OverflowGuard(),
+    PI_COMPACTION,
+    SummarySettings(
+        style="pi",
+        max_tokens=PI_SUMMARY_MAX_TOKENS,
+        max_share=1.0,
+        llm_max_output=PI_SUMMARY_MAX_TOKENS,
+        turn_prefix_max_tokens=PI_TURN_PREFIX_MAX_TOKENS,
+    ),
+    NO_RESTORE,
     name="pi",
     description="pi: compact above window - 16,384, keep the newest 20,000 tokens, summary as a "
     "user message with cumulative file lists.",
-    tool_result_budget=False,
-    idle_clear=False,
-    cache_clear=False,
-    keep_identifiers=False,
-    compact_reserve_output=0,
-    compact_buffer=PI_RESERVE_TOKENS,
-    compact_at_share=1.0,
-    compact_cut="pi",
-    keep_recent_tokens=PI_KEEP_RECENT_TOKENS,
-    turn_prefix_max_tokens=PI_TURN_PREFIX_MAX_TOKENS,
-    summary_style="pi",
-    summary_max_tokens=PI_SUMMARY_MAX_TOKENS,
-    summary_max_share=1.0,
-    summary_llm_max_output=PI_SUMMARY_MAX_TOKENS,
-    session_memory=False,
-    restore_files=0,
-    restore_todos=False,
 )
 """pi (reference A).
 
@@ -159,34 +183,42 @@ stands in), branch summaries. No tool-result budget, no clearing, no restore: pi
 """
 
 
-OPENCLAW = PI.with_(
-    budget_exempt_tools=(),
+OPENCLAW = Policy.compose(
+    ToolResultBudget(
+        max_chars=OPENCLAW_TOOL_RESULT_CHARS,
+        window_share=OPENCLAW_TOOL_RESULT_SHARE,
+        message_max_chars=NO_LIMIT,
+        preview_chars=OPENCLAW_TOOL_RESULT_CHARS,
+        tail_chars=OPENCLAW_IMPORTANT_TAIL_CHARS,
+        exempt_tools=(),
+    ),
+    TtlPrune(
+        ttl_s=OPENCLAW_PRUNE_TTL_S,
+        keep_last_assistants=OPENCLAW_PRUNE_KEEP_LAST_ASSISTANTS,
+        soft_ratio=OPENCLAW_PRUNE_SOFT_RATIO,
+        hard_ratio=OPENCLAW_PRUNE_HARD_RATIO,
+        min_prunable_chars=OPENCLAW_PRUNE_MIN_PRUNABLE_CHARS,
+        soft_max_chars=OPENCLAW_SOFT_TRIM_MAX_CHARS,
+        head_chars=OPENCLAW_SOFT_TRIM_HEAD_CHARS,
+        tail_chars=OPENCLAW_SOFT_TRIM_TAIL_CHARS,
+    ),
+    ClearedResults(keep_identifiers=False),
+    OverflowGuard(),
+    PI_COMPACTION.with_(buffer=OPENCLAW_RESERVE),
+    HistoryShare(max_share=OPENCLAW_MAX_HISTORY_SHARE),
+    SummarySettings(
+        style="openclaw",
+        max_tokens=OPENCLAW_SUMMARY_MAX_TOKENS,
+        max_share=1.0,
+        llm_max_output=OPENCLAW_SUMMARY_MAX_TOKENS,
+        turn_prefix_max_tokens=PI_TURN_PREFIX_MAX_TOKENS,
+        stages=OPENCLAW_SUMMARY_PARTS,
+    ),
+    MemoryFlush(soft_tokens=OPENCLAW_FLUSH_SOFT_TOKENS),
+    NO_RESTORE,
     name="openclaw",
     description="OpenClaw: compact above window - max(16,384, 20,000), keep 20,000 tokens, "
     "required headings and identifier audit; cache-TTL pruning; tool results capped at 16,000 chars.",
-    tool_result_budget=True,
-    tool_result_max_chars=OPENCLAW_TOOL_RESULT_CHARS,
-    tool_result_window_share=OPENCLAW_TOOL_RESULT_SHARE,
-    message_results_max_chars=NO_LIMIT,
-    preview_chars=OPENCLAW_TOOL_RESULT_CHARS,
-    tail_chars=OPENCLAW_IMPORTANT_TAIL_CHARS,
-    ttl_prune=True,
-    ttl_prune_ttl_s=OPENCLAW_PRUNE_TTL_S,
-    ttl_prune_keep_last_assistants=OPENCLAW_PRUNE_KEEP_LAST_ASSISTANTS,
-    ttl_prune_soft_ratio=OPENCLAW_PRUNE_SOFT_RATIO,
-    ttl_prune_hard_ratio=OPENCLAW_PRUNE_HARD_RATIO,
-    ttl_prune_min_prunable_chars=OPENCLAW_PRUNE_MIN_PRUNABLE_CHARS,
-    ttl_prune_soft_max_chars=OPENCLAW_SOFT_TRIM_MAX_CHARS,
-    ttl_prune_head_chars=OPENCLAW_SOFT_TRIM_HEAD_CHARS,
-    ttl_prune_tail_chars=OPENCLAW_SOFT_TRIM_TAIL_CHARS,
-    compact_buffer=OPENCLAW_RESERVE,
-    history_max_share=OPENCLAW_MAX_HISTORY_SHARE,
-    summary_style="openclaw",
-    summary_max_tokens=OPENCLAW_SUMMARY_MAX_TOKENS,
-    summary_llm_max_output=OPENCLAW_SUMMARY_MAX_TOKENS,
-    summary_stages=OPENCLAW_SUMMARY_PARTS,
-    memory_flush=True,
-    memory_flush_soft_tokens=OPENCLAW_FLUSH_SOFT_TOKENS,
 )
 """OpenClaw (reference openclaw.md, sections 2, 4, 5): pi, which OpenClaw embeds, with OpenClaw's
 settings and extensions.
@@ -234,34 +266,34 @@ LETTA_FALLBACK_B_SHARE = 0.6  # fallback B budget: window x 0.6 x 4 bytes ...
 LETTA_MIDDLE_KEEP = 0.3  # ... keeping 30% head + 30% tail
 LETTA_FUNCTION_RETURN_CHARS = 50_000  # FUNCTION_RETURN_CHAR_LIMIT
 
-LETTA = Policy(
-    budget_exempt_tools=(),
+LETTA = Policy.compose(
+    ToolResultBudget(
+        max_chars=LETTA_FUNCTION_RETURN_CHARS,
+        message_max_chars=NO_LIMIT,
+        preview_chars=LETTA_FUNCTION_RETURN_CHARS,
+        exempt_tools=(),
+    ),
+    ClearedResults(keep_identifiers=False),
+    OverflowGuard(),
+    CompactionSettings(reserve_output=0, buffer=0, at_share=LETTA_TRIGGER_SHARE, cut="sliding-window"),
+    SlidingWindow(
+        start_share=LETTA_SLIDING_SHARE,
+        step_share=LETTA_SLIDING_STEP,
+        goal_share=1.0 - LETTA_SLIDING_SHARE,
+    ),
+    SummarySettings(
+        style="letta",
+        max_words=LETTA_SLIDING_WORDS,
+        all_max_words=LETTA_ALL_WORDS,
+        tool_return_chars=LETTA_TOOL_RETURN_CHARS,
+        input_share=LETTA_FALLBACK_B_SHARE,
+        middle_keep=LETTA_MIDDLE_KEEP,
+    ),
+    MemoryWarning(at_share=LETTA_WARNING_SHARE),
+    NO_RESTORE,
     name="letta",
     description="Letta: above 90% of the window evict the oldest 40% (then 50%, ...) of the "
     "messages behind a short summary; warning at 75%.",
-    tool_result_max_chars=LETTA_FUNCTION_RETURN_CHARS,
-    message_results_max_chars=NO_LIMIT,
-    preview_chars=LETTA_FUNCTION_RETURN_CHARS,
-    idle_clear=False,
-    cache_clear=False,
-    keep_identifiers=False,
-    compact_reserve_output=0,
-    compact_buffer=0,
-    compact_at_share=LETTA_TRIGGER_SHARE,
-    compact_cut="sliding-window",
-    sliding_start_share=LETTA_SLIDING_SHARE,
-    sliding_step_share=LETTA_SLIDING_STEP,
-    sliding_goal_share=1.0 - LETTA_SLIDING_SHARE,
-    summary_style="letta",
-    summary_max_words=LETTA_SLIDING_WORDS,
-    summary_all_max_words=LETTA_ALL_WORDS,
-    summary_tool_return_chars=LETTA_TOOL_RETURN_CHARS,
-    summary_input_share=LETTA_FALLBACK_B_SHARE,
-    summary_middle_keep=LETTA_MIDDLE_KEEP,
-    warn_at_share=LETTA_WARNING_SHARE,
-    session_memory=False,
-    restore_files=0,
-    restore_todos=False,
 )
 """Letta (reference B).
 

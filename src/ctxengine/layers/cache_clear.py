@@ -6,6 +6,8 @@ context passes ``cache_clear_trigger`` of the window, clear the oldest tool resu
 batch that would free less than ``cache_clear_at_least`` tokens is not made, since every clearing
 invalidates the prompt cache from the first cleared result on. Decisions are frozen per tool call
 id. Cost: $0 (one cache miss, bought with many tokens).
+
+Settings: ``CacheClear`` and ``ClearedResults`` (``ctxengine.layer_settings``).
 """
 
 from __future__ import annotations

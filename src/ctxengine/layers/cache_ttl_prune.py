@@ -17,6 +17,8 @@ warm. The context is measured in characters against a character window of window
 Results with images are skipped. Every tool is prunable (OpenClaw's empty allow list). Decisions are
 ``Replacements`` frozen per call id like every other layer's (the originals go to the artifact
 store); OpenClaw prunes only the request in flight. Cost: $0.
+
+Settings: ``TtlPrune`` (``ctxengine.layer_settings``).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ turns, the prefix of the turn the cut lands in. Pure functions of a ``LayerConte
   first cut of 40%); from that index search back to an assistant message (one starting a tool
   group, so pairs stay whole); done when the system prompt + the rest fit
   ``sliding_goal_share`` of the window. When no cut works, summarize all.
+
+Settings: ``CompactionSettings`` and ``SlidingWindow`` (``ctxengine.compaction_settings``).
 """
 
 from __future__ import annotations

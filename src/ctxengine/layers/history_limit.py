@@ -20,6 +20,8 @@ Which units go first is ``evict_order``: ``oldest`` (a plain cut), or ``importan
 whole tool groups, so pairing is never broken, and an evicted message stays evicted (the
 projection is stable between batches). Pure: returns an ``Eviction`` (view indices and the
 event); the engine applies it.
+
+Settings: ``EvictionSettings`` (``ctxengine.layer_settings``).
 """
 
 from __future__ import annotations

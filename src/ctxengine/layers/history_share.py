@@ -8,6 +8,8 @@ on tool-group boundaries (the current, group-aware version), so a call and its r
 together and the repair finds nothing to fix; it still runs, as a check. The dropped messages are
 returned in order: the caller summarizes them first (their summary becomes the previous summary of
 the main one), as the current safeguard does. Pure.
+
+Settings: ``HistoryShare`` (``ctxengine.compaction_settings``).
 """
 
 from __future__ import annotations

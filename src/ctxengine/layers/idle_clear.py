@@ -4,6 +4,8 @@ After an idle gap longer than the prompt-cache TTL the cache is cold anyway, so 
 results costs no extra cache miss: clear all but the newest ``idle_keep_recent`` (5) tool results
 to a one-line placeholder. Claude Code: gap 60 min, keep 5, results of Read/Bash/Grep/Glob/Web*/
 Edit/Write; we clear any tool result. Cost: $0.
+
+Settings: ``IdleClear`` (``ctxengine.layer_settings``).
 """
 
 from __future__ import annotations

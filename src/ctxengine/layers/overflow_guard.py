@@ -15,6 +15,8 @@ Three rules make it a guard rather than a loop (issue 9, item 5):
   original content kept retrievable in the artifact store (as the tool-result budget does); what
   still does not fit (a user message or a fixed prefix over the window) is said in an event
   (``unfit``), never silently sent.
+
+Settings: ``OverflowGuard`` (``ctxengine.layer_settings``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ recent ``sm_keep_min_tokens`` (10,000) tokens and at least ``keep_recent_min_mes
 messages, at most ``sm_keep_max_tokens`` (40,000) where a safe cut allows; the cut never splits a
 tool call from its result. Runs before summary compaction in the cascade; when there are no notes
 yet, or the cut would free too little, it passes and summary compaction takes over.
+
+Settings: ``SessionMemory`` (``ctxengine.compaction_settings``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ summary is the deterministic structured summary (``ctxengine.summarize``, $0), b
 ``summary_max_tokens``, and goes in as a user message saying the session continues from a
 compacted one. A cut that would summarize nothing is not made (no compaction loops, cf.
 claude-code #2283).
+
+Settings: ``CompactionSettings`` and ``SummarySettings`` (``ctxengine.compaction_settings``).
 """
 
 from __future__ import annotations

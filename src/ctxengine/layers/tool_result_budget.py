@@ -20,6 +20,8 @@ those. With the budget off (pi) and the overflow guard on, a result whose parts 
 than ``MEDIA_GUARD_SHARE`` of the free window is still offloaded: the guard never cuts the newest
 round, so a part that large could never be sent.
 Cost: $0. Runs on every ingested message.
+
+Settings: ``ToolResultBudget`` and ``ClearedResults`` (``ctxengine.layer_settings``).
 """
 
 from __future__ import annotations
