@@ -27,6 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from ctxengine import CacheClear, CompactionSettings  # noqa: E402
 from ctxengine.cli import collect  # noqa: E402
 from ctxengine.engine import ContextEngine  # noqa: E402
 from ctxengine.formats import load  # noqa: E402
@@ -142,7 +143,12 @@ def bench_throughput(folder: Path, repeat: int) -> None:
 
 def _raised_default() -> Policy:
     """Policy default with every compaction trigger out of reach (and the window at 1M tokens)."""
-    return get_policy("default").with_(name="default-raised", compact_at_share=1.0, cache_clear_trigger=1.0)
+    p = get_policy("default")
+    return p.with_(
+        p.settings(CompactionSettings).with_(at_share=1.0),
+        p.settings(CacheClear).with_(trigger=1.0),
+        name="default-raised",
+    )
 
 
 def _time_assemble(session: Session, policy: Policy, history_tokens: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from ctxengine import (
     ContextEngine,
     Message,
     Projection,
+    Restore,
     SQLiteStore,
     SubagentError,
     SubagentResult,
@@ -99,7 +100,7 @@ def run_agent(args: argparse.Namespace, complete: Complete, *, provider: str, ap
     system = f"{SYSTEM}\n\n# Instruction files\n\n{instructions}" if instructions else SYSTEM
     policy = get_policy(args.policy)
     if instructions:  # the system prompt survives compaction: no need to restore them after one
-        policy = policy.with_(instruction_files=())
+        policy = policy.with_(policy.settings(Restore).with_(instruction_files=()))
 
     store = SQLiteStore()  # shared: the retrieve tool finds what the engine offloaded
     engine = ContextEngine(

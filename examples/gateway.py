@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ctxengine import (
     ContextEngine,
+    EvictionSettings,
     HistoryLimits,
     Message,
     Projection,
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     limits = HistoryLimits(dm=args.dm_limit, channel=args.channel_limit, group=args.group_limit, peers=peers)
-    policy = get_policy("default").with_(name="gateway", history_limits=limits)
+    base = get_policy("default")
+    policy = base.with_(base.settings(EvictionSettings).with_(limits=limits), name="gateway")
     store = SQLiteStore(args.store)
     engines: dict[str, ContextEngine] = {}
     stats: dict[str, Stats] = {}

@@ -15,6 +15,12 @@ The public API, importable from the package itself::
   mini-swe-agent / SWE-agent, OpenAI chat) into sessions.
 - ``replay_session``: replay a recorded session under a policy and window.
 - ``to_anthropic`` / ``to_openai_chat``: write messages as a provider's request.
+- Policy settings, one record per layer (validated when built; ``Policy.compose(...)`` and
+  ``policy.with_(...)`` take them, ``policy.settings(Record)`` returns one): ``ToolResultBudget``,
+  ``ClearedResults``, ``IdleClear``, ``TtlPrune``, ``CacheClear``, ``EvictionSettings``,
+  ``OverflowGuard``, ``PromptCache``; the compaction's ``CompactionSettings``,
+  ``SummarySettings``, ``SlidingWindow``, ``HistoryShare``, ``SessionNotes``, ``SessionMemory``,
+  ``MemoryFlush``, ``MemoryWarning``, ``Restore``.
 - Building an agent loop: ``Projection`` (what ``assemble`` returns), ``Block``, ``SQLiteStore``
   (sessions on disk), ``make_client`` / ``ToolDefinition`` (an LLM client),
   ``anthropic_usage`` / ``normalise_usage`` (a provider's usage as ``Usage``), ``usage_cost_usd``
@@ -36,6 +42,17 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ctxengine.compaction_settings import (
+        CompactionSettings,
+        HistoryShare,
+        MemoryFlush,
+        MemoryWarning,
+        Restore,
+        SessionMemory,
+        SessionNotes,
+        SlidingWindow,
+        SummarySettings,
+    )
     from ctxengine.engine import ContextEngine, Projection
     from ctxengine.formats import load
     from ctxengine.formats.anthropic_writer import to_anthropic
@@ -43,6 +60,16 @@ if TYPE_CHECKING:
     from ctxengine.integrations.langchain import ContextEngineMiddleware
     from ctxengine.integrations.openai_agents import EngineSession
     from ctxengine.integrations.pydantic_ai import ContextEngineProcessor
+    from ctxengine.layer_settings import (
+        CacheClear,
+        ClearedResults,
+        EvictionSettings,
+        IdleClear,
+        OverflowGuard,
+        PromptCache,
+        ToolResultBudget,
+        TtlPrune,
+    )
     from ctxengine.llm import ToolDefinition, make_client
     from ctxengine.llm.anthropic_client import anthropic_usage
     from ctxengine.llm.openai_client import normalise_usage
@@ -120,6 +147,23 @@ _WHERE = {
     "ContextEngineMiddleware": "ctxengine.integrations.langchain",
     "EngineSession": "ctxengine.integrations.openai_agents",
     "ContextEngineProcessor": "ctxengine.integrations.pydantic_ai",
+    "ToolResultBudget": "ctxengine.layer_settings",
+    "ClearedResults": "ctxengine.layer_settings",
+    "IdleClear": "ctxengine.layer_settings",
+    "TtlPrune": "ctxengine.layer_settings",
+    "CacheClear": "ctxengine.layer_settings",
+    "EvictionSettings": "ctxengine.layer_settings",
+    "OverflowGuard": "ctxengine.layer_settings",
+    "PromptCache": "ctxengine.layer_settings",
+    "CompactionSettings": "ctxengine.compaction_settings",
+    "SummarySettings": "ctxengine.compaction_settings",
+    "SlidingWindow": "ctxengine.compaction_settings",
+    "HistoryShare": "ctxengine.compaction_settings",
+    "SessionNotes": "ctxengine.compaction_settings",
+    "SessionMemory": "ctxengine.compaction_settings",
+    "MemoryFlush": "ctxengine.compaction_settings",
+    "MemoryWarning": "ctxengine.compaction_settings",
+    "Restore": "ctxengine.compaction_settings",
 }
 
 __all__ = [
@@ -129,28 +173,45 @@ __all__ = [
     "RECORDED",
     "AgentSpec",
     "Block",
+    "CacheClear",
+    "ClearedResults",
+    "CompactionSettings",
     "ContextEngine",
     "ContextEngineMiddleware",
     "ContextEngineProcessor",
     "Document",
     "EngineSession",
+    "EvictionSettings",
     "HistoryLimits",
+    "HistoryShare",
+    "IdleClear",
     "Image",
+    "MemoryFlush",
+    "MemoryWarning",
     "Message",
+    "OverflowGuard",
     "Policy",
     "Projection",
+    "PromptCache",
     "Registry",
+    "Restore",
     "SQLiteStore",
     "Session",
     "SessionKey",
     "SessionKeyError",
+    "SessionMemory",
+    "SessionNotes",
+    "SlidingWindow",
     "SubagentError",
     "SubagentResult",
+    "SummarySettings",
     "Text",
     "Thinking",
     "ToolCall",
     "ToolDefinition",
     "ToolResult",
+    "ToolResultBudget",
+    "TtlPrune",
     "Usage",
     "__version__",
     "anthropic_usage",
