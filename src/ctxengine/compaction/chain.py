@@ -26,14 +26,9 @@ from ctxengine.compaction.audit import record_quality
 from ctxengine.compaction.breaker import Breaker
 from ctxengine.compaction.notes import SessionNotes
 from ctxengine.compaction.plan import CompactionPlan, cache_cold, history_cut, plan_compaction
-from ctxengine.compaction.records import Compaction, CompactionFailed, SummaryCall, copy_summary_state
+from ctxengine.compaction.records import Compaction, CompactionFailed, SummaryCall
 from ctxengine.compaction.restore import FORCED_ROOM, fit, place, skeleton_lead, working_set
-from ctxengine.compaction.session_memory import (
-    append_index,
-    index_segments,
-    lead_with_segments,
-    sm_policy_changes,
-)
+from ctxengine.compaction.session_memory import sm_compaction, sm_policy_changes
 from ctxengine.compaction.styled import StyledSummarizer, make_summarizers, styled_cut
 from ctxengine.compaction.summary import llm_tail_summary, prepend_focus, quote_latest_request
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
@@ -252,41 +247,20 @@ class Compactor(SessionNotes):
         identifiers of what left the context are listed after them (newest first), as the
         structured summary does (``p``: the policy resolved for the window; ``ctx``: the
         session-memory path's context)."""
-        state = summarize.update(
-            copy_summary_state(self.summary_state),
-            sm.summarized,
-            user_message_chars=p.summary_user_message_chars,
+        done, notes_at = sm_compaction(
+            sm,
+            p,
+            ctx.window,
+            events,
+            self.summary_state,
+            segments=self._segments,
+            segment_ids=self._segment_ids,
+            count=self.count_text,
+            identifiers_max=self.policy.summary_identifiers_max,
+            compactions=self.compactions,
         )
-        index = (
-            summarize.identifier_index(
-                state,
-                p.index_budget(ctx.window),
-                self.count_text,
-                limit=p.summary_identifiers_max,
-            )
-            if p.sm_identifier_index and not p.sm_index_segments
-            else ""
-        )
-        done = Compaction(sm, events, state)
-        notes_at = 0  # the notes message in the prefix
-        if p.sm_identifier_index and p.sm_index_segments:
-            segments, done.segment_ids = index_segments(
-                state,
-                sm.summarized,
-                p.index_budget(ctx.window),
-                segments=self._segments,
-                segment_ids=self._segment_ids,
-                count=self.count_text,
-                identifiers_max=self.policy.summary_identifiers_max,
-                compactions=self.compactions,
-            )
-            done.segments = segments
-            lead_with_segments(sm, segments, self.count_text)
-            notes_at = len(segments)
-        elif index:
-            append_index(sm, index, self.count_text)
         quote_latest_request(sm, ctx, notes_at, plan, self.count_text)
-        self._finish(sm, ctx, state, history, force=plan.force)
+        self._finish(sm, ctx, done.state, history, force=plan.force)
         return done
 
     def _call(self) -> SummaryCall:

@@ -17,7 +17,8 @@ import msgspec
 
 from ctxengine import summarize
 from ctxengine.audit import span_identifiers
-from ctxengine.layers.base import Cut
+from ctxengine.compaction.records import Compaction, copy_summary_state
+from ctxengine.layers.base import Cut, LayerEvent
 from ctxengine.messages import Message, Text
 from ctxengine.policy import Policy
 
@@ -107,3 +108,61 @@ def append_index(sm: Cut, index: str, count: Callable[[str], int]) -> None:
     text = head.text() + "\n\n" + index
     sm.prefix[0] = msgspec.structs.replace(head, blocks=(Text(text),))
     sm.event.tokens_after += count(text) - count(head.text())
+
+
+def sm_compaction(
+    sm: Cut,
+    p: Policy,
+    window: int,
+    events: list[LayerEvent],
+    summary_state: summarize.SummaryState,
+    *,
+    segments: tuple[Message, ...],
+    segment_ids: set[str],
+    count: Callable[[str], int],
+    identifiers_max: int,
+    compactions: int,
+) -> tuple[Compaction, int]:
+    """The compaction of a session-memory cut ``sm``: the notes cover the whole session; the
+    exact identifiers of what left the context are listed after them (newest first), as the
+    structured summary does: in the notes message, or in segments before it.
+
+    Args:
+        sm: the cut (``layers.session_memory_compact``), changed in place.
+        p: the policy resolved for the window; window: the context window (tokens).
+        events: the events made on the way (the pre-compaction flush).
+        summary_state: the compactor's structured-summary facts (copied, not changed).
+        segments, segment_ids, identifiers_max, compactions: see ``index_segments``.
+        count: tokens of a text.
+
+    Returns:
+        The compaction (its structured facts including the span) and the index of the notes
+        message in the prefix.
+    """
+    state = summarize.update(
+        copy_summary_state(summary_state), sm.summarized, user_message_chars=p.summary_user_message_chars
+    )
+    index = (
+        summarize.identifier_index(state, p.index_budget(window), count, limit=p.summary_identifiers_max)
+        if p.sm_identifier_index and not p.sm_index_segments
+        else ""
+    )
+    done = Compaction(sm, events, state)
+    notes_at = 0  # the notes message in the prefix
+    if p.sm_identifier_index and p.sm_index_segments:
+        lead, done.segment_ids = index_segments(
+            state,
+            sm.summarized,
+            p.index_budget(window),
+            segments=segments,
+            segment_ids=segment_ids,
+            count=count,
+            identifiers_max=identifiers_max,
+            compactions=compactions,
+        )
+        done.segments = lead
+        lead_with_segments(sm, lead, count)
+        notes_at = len(lead)
+    elif index:
+        append_index(sm, index, count)
+    return done, notes_at

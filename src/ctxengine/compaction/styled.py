@@ -128,20 +128,11 @@ def styled_cut(
     state = summarize.update(
         copy_summary_state(call.state), inputs, user_message_chars=p.summary_user_message_chars
     )
-    all_mode = plan.mode in ("all", "sliding->all")
-    si = summarize.StyleInput(
-        span=inputs if clamp else plan.span,
-        turn_prefix=[] if clamp else plan.turn_prefix,
-        hidden_messages=state.messages_summarized,
-        all_mode=all_mode,
-        max_words=p.summary_all_max_words if all_mode else p.summary_max_words,
-        turn_prefix_max_tokens=p.turn_prefix_max_tokens,
-        timestamp=ctx.now,
-    )
+    clamped = inputs if clamp else None
+    si = _style_input(ctx, plan, clamped, state)
     spent = Spend()
     details: dict[str, object] = {}
     if call.summarizer is not None:
-        clamped = inputs if clamp else None
         body = styled_llm(
             ctx,
             plan,
@@ -152,11 +143,10 @@ def styled_cut(
             spent=spent,
             details=details,
         )
-        text = (
-            CONTINUATION + body
-            if p.summary_style == "ctxengine"
-            else summarize.style_envelope(p.summary_style, body, state, si)
-        )
+        if p.summary_style == "ctxengine":
+            text = CONTINUATION + body
+        else:
+            text = summarize.style_envelope(p.summary_style, body, state, si)
     else:
         text = _structured_text(ctx, state, si, call.count)
     summary = Message(
@@ -170,6 +160,24 @@ def styled_cut(
     if instructions:
         event.details["instructions"] = instructions[:800]
     return Cut(keep_from=plan.cut, prefix=[summary], event=event, summarized=plan.summarized), state
+
+
+def _style_input(
+    ctx: LayerContext, plan: CutPlan, clamped: list[Message] | None, state: summarize.SummaryState
+) -> summarize.StyleInput:
+    """What the style's format is written from: the span (the clamped input, when clamped, with
+    no split-turn prefix apart), the messages hidden so far and the word budget."""
+    p = ctx.policy
+    all_mode = plan.mode in ("all", "sliding->all")
+    return summarize.StyleInput(
+        span=clamped if clamped is not None else plan.span,
+        turn_prefix=[] if clamped is not None else plan.turn_prefix,
+        hidden_messages=state.messages_summarized,
+        all_mode=all_mode,
+        max_words=p.summary_all_max_words if all_mode else p.summary_max_words,
+        turn_prefix_max_tokens=p.turn_prefix_max_tokens,
+        timestamp=ctx.now,
+    )
 
 
 def _summary_input(ctx: LayerContext, plan: CutPlan) -> tuple[list[Message], dict[str, object]]:

@@ -60,21 +60,7 @@ def llm_tail_summary(
     removed = sum(ctx.tokens[:cut])
     span = list(ctx.view[start:cut])
     kept = list(ctx.view[cut:])
-    reuse = call.same_model and start == 0
-    prefix = list(ctx.view) if reuse else None
-    try:
-        result = call.summarizer.summarize(
-            span,
-            kept=kept,
-            previous=plan.previous,
-            instructions=instructions,
-            prefix=prefix,
-            system=system or call.system,
-            tools=call.tools,
-            extra_audit_text=call.state.todos,
-        )
-    except SummaryError as exc:
-        raise failed(exc, ctx, exc.spent) from exc
+    result = _summarize(ctx, plan, call, span, kept, instructions=instructions, system=system)
     text = CONTINUATION + result.text
     summary = Message(
         role="user", blocks=(Text(text),), id=f"summary-llm-{cut}", timestamp=ctx.now, origin="summary"
@@ -97,6 +83,36 @@ def llm_tail_summary(
         user_message_chars=p.summary_user_message_chars,
     )
     return Cut(keep_from=cut, prefix=[summary], event=event, summarized=span), state
+
+
+def _summarize(
+    ctx: LayerContext,
+    plan: CompactionPlan,
+    call: SummaryCall,
+    span: list[Message],
+    kept: list[Message],
+    *,
+    instructions: str,
+    system: str,
+) -> SummaryResult:
+    """The LLM summary of ``span`` (the conversation's prefix reused when the summarizer is the
+    session's model and nothing was summarized before). Raises ``CompactionFailed``."""
+    assert call.summarizer is not None
+    reuse = call.same_model and plan.start == 0
+    prefix = list(ctx.view) if reuse else None
+    try:
+        return call.summarizer.summarize(
+            span,
+            kept=kept,
+            previous=plan.previous,
+            instructions=instructions,
+            prefix=prefix,
+            system=system or call.system,
+            tools=call.tools,
+            extra_audit_text=call.state.todos,
+        )
+    except SummaryError as exc:
+        raise failed(exc, ctx, exc.spent) from exc
 
 
 def _priced(result: SummaryResult, ctx: LayerContext, model: ModelInfo) -> tuple[float, int]:
