@@ -612,7 +612,7 @@ def test_background_notes_compact_waits_for_the_running_update(monkeypatch: pyte
     it on the caller's thread and reports its event; the worker never touched the engine."""
     import threading
 
-    import ctxengine.compaction as compaction_module
+    import ctxengine.compaction.notes as compaction_notes
     from ctxengine.notes import DeterministicNotesUpdater, NotesState, NotesUpdate
 
     started, gate = threading.Event(), threading.Event()
@@ -625,13 +625,13 @@ def test_background_notes_compact_waits_for_the_running_update(monkeypatch: pyte
             gate.wait(30)
             return super().update(state, new)
 
-    real_wait = compaction_module.wait_for
+    real_wait = compaction_notes.wait_for
 
     def release_then_wait(fs: Any, timeout: float | None = None) -> Any:
         gate.set()  # the compaction reached the wait with the update still running
         return real_wait(fs, timeout=timeout)
 
-    monkeypatch.setattr(compaction_module, "wait_for", release_then_wait)
+    monkeypatch.setattr(compaction_notes, "wait_for", release_then_wait)
     engine = make_engine(DEFAULT, background_notes=True)
     engine.compactor.updater = Gated(engine.counter.count_text)
     engine.bootstrap(system="You are a coding agent.")

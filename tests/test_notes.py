@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine import compaction
 from ctxengine.compaction import NotesJob
+from ctxengine.compaction import chain as compaction_chain
+from ctxengine.compaction import notes as compaction_notes
 from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerEvent
@@ -717,7 +718,7 @@ def test_a_compaction_waits_for_the_running_update(
     sonnet: list[Message], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = Gate("BACKGROUND", "FLUSHED")
-    real_wait = compaction.wait_for
+    real_wait = compaction_notes.wait_for
     waited: list[bool] = []
 
     def wait_then_release(fs: Any, timeout: float | None = None) -> Any:
@@ -725,7 +726,7 @@ def test_a_compaction_waits_for_the_running_update(
         gate.release()
         return real_wait(fs, timeout=timeout)
 
-    monkeypatch.setattr(compaction, "wait_for", wait_then_release)
+    monkeypatch.setattr(compaction_notes, "wait_for", wait_then_release)
     policy = get_policy("claude-code").with_(compact_at_share=0.4)
     with ScriptedLLMServer(default=gate) as server:
         try:
@@ -840,15 +841,15 @@ def test_a_flush_with_no_compaction_after_it_is_still_reported(
     """The flush runs when a session-memory compaction can follow; when the compaction then does
     not happen (its cut frees too little; here forced to None), the flush's event (an LLM call
     with a model) is reported all the same, not dropped with the chain's result."""
-    original = compaction.session_memory_compact
+    original = compaction_chain.session_memory_compact
     calls: list[int] = []
 
     def probe_then_nothing(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)  # the chain probes, flushes, then compacts: the second call finds nothing
         return original(*args, **kwargs) if len(calls) % 2 == 1 else None
 
-    monkeypatch.setattr(compaction, "session_memory_compact", probe_then_nothing)
-    monkeypatch.setattr(compaction, "summary_compact", lambda *a, **k: None)
+    monkeypatch.setattr(compaction_chain, "session_memory_compact", probe_then_nothing)
+    monkeypatch.setattr(compaction_chain, "summary_compact", lambda *a, **k: None)
     engine = make_engine()
     made: list[str] = []
     real_flush = engine.compactor.flush_notes

@@ -26,13 +26,16 @@ INTRO = (
 )
 
 
-def session_memory_compact(
-    ctx: LayerContext, notes: str, count: Callable[[str], int], *, force: bool = False, reason: str = ""
-) -> Cut | None:
-    """Compact with ``notes`` as the summary when over the threshold (or ``force``)."""
+def session_memory_cut(ctx: LayerContext, *, force: bool = False) -> tuple[int, int] | None:
+    """Where a session-memory compaction cuts (pure): ``(start, cut)``, ``start`` the first view
+    index that is history, ``cut`` the view index where the kept tail starts (at least
+    ``sm_keep_min_tokens`` and ``keep_recent_min_messages`` text messages kept, at most
+    ``sm_keep_max_tokens`` where a safe cut allows). None when session memory is off, the context
+    is under the threshold (unless ``force``), no safe cut exists, or the span frees less than
+    ``compact_min_gain`` of the window (unless ``force``)."""
     p = ctx.policy
     threshold = p.compact_threshold(ctx.window, ctx.max_output)
-    if not p.session_memory or not notes.strip() or (not force and ctx.predicted <= threshold):
+    if not p.session_memory or (not force and ctx.predicted <= threshold):
         return None
     start = 0
     while start < len(ctx.view) and ctx.src[start] < 0:
@@ -40,9 +43,24 @@ def session_memory_compact(
     cut = choose_cut(ctx, start, keep_tokens=p.sm_keep_min_tokens, max_tokens=p.sm_keep_max_tokens)
     if cut is None:
         return None
-    removed = sum(ctx.tokens[:cut])
     if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
         return None
+    return start, cut
+
+
+def session_memory_compact(
+    ctx: LayerContext, notes: str, count: Callable[[str], int], *, force: bool = False, reason: str = ""
+) -> Cut | None:
+    """Compact with ``notes`` as the summary when over the threshold (or ``force``)."""
+    p = ctx.policy
+    threshold = p.compact_threshold(ctx.window, ctx.max_output)
+    if not notes.strip():
+        return None
+    found = session_memory_cut(ctx, force=force)
+    if found is None:
+        return None
+    start, cut = found
+    removed = sum(ctx.tokens[:cut])
     text = INTRO + notes
     summary = Message(
         role="user", blocks=(Text(text),), id=f"session-notes-{cut}", timestamp=ctx.now, origin="summary"

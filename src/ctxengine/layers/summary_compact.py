@@ -62,6 +62,27 @@ def choose_cut(
     return None
 
 
+def summary_cut(ctx: LayerContext, *, force: bool = False) -> tuple[int, int] | None:
+    """Where a summary compaction cuts (pure): ``(start, cut)``, ``start`` the first view index
+    that is history (before it: the engine-made prefix, an earlier summary, folded into the state
+    already), ``cut`` the view index where the kept tail starts (``choose_cut``). None when the
+    context is under the threshold (unless ``force``), when no safe cut exists, or when the span
+    frees less than ``compact_min_gain`` of the window (unless ``force``)."""
+    p = ctx.policy
+    threshold = p.compact_threshold(ctx.window, ctx.max_output)
+    if not force and ctx.predicted <= threshold:
+        return None
+    start = 0
+    while start < len(ctx.view) and ctx.src[start] < 0:
+        start += 1  # engine-made prefix (an earlier summary) is folded into the state already
+    cut = choose_cut(ctx, start)
+    if cut is None:
+        return None
+    if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
+        return None  # too little to gain: compacting again right after a compaction loops
+    return start, cut
+
+
 def summary_compact(
     ctx: LayerContext,
     state: summarize.SummaryState,
@@ -74,17 +95,11 @@ def summary_compact(
     (``state`` itself is not modified), or None when nothing should or can be done."""
     p = ctx.policy
     threshold = p.compact_threshold(ctx.window, ctx.max_output)
-    if not force and ctx.predicted <= threshold:
+    found = summary_cut(ctx, force=force)
+    if found is None:
         return None
-    start = 0
-    while start < len(ctx.view) and ctx.src[start] < 0:
-        start += 1  # engine-made prefix (an earlier summary) is folded into the state already
-    cut = choose_cut(ctx, start)
-    if cut is None:
-        return None
+    start, cut = found
     removed = sum(ctx.tokens[:cut])
-    if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
-        return None  # too little to gain: compacting again right after a compaction loops
     span = list(ctx.view[start:cut])
     new_state = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=summarize.SummaryState)
     summarize.update(new_state, span, user_message_chars=p.summary_user_message_chars)

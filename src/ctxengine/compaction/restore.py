@@ -1,0 +1,148 @@
+"""The restore step of a compaction: the working set put back after the summary.
+
+After Claude Code's post-compaction restore: the recent file changes, the latest error, the files
+read most recently, the instruction files (CLAUDE.md, AGENTS.md) and the todo list follow the
+summary; the transcript skeleton (``ctxengine.skeleton``, append-only segments) leads it. The
+pieces are ``ctxengine.restore``; here they are chosen by the policy's ``restore_*`` settings and
+fitted: an automatic compaction never leaves the context larger than before it, so what is
+restored fits in what it freed (the oldest skeleton segments give way first, then a restore that
+does not fit is left out and named); a forced one (the user's ``/compact``) restores the working
+set as asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ctxengine import restore, summarize
+from ctxengine.layers.base import Cut
+from ctxengine.messages import Message
+from ctxengine.policy import Policy
+from ctxengine.skeleton import Segment, extend_segments
+
+FORCED_ROOM = 10**12  # tokens: a forced compaction restores everything asked for
+
+
+def skeleton_lead(
+    p: Policy,
+    skeleton: tuple[Segment, ...],
+    new: Sequence[Message],
+    count: Callable[[str], int],
+    *,
+    part: int,
+) -> list[Segment]:
+    """The transcript skeleton's segments after this compaction: the earlier ``skeleton`` extended
+    by the history ``new`` since it (``restore_skeleton_tokens`` in all, blocks of
+    ``restore_skeleton_block_tokens``; ``part`` numbers the new block)."""
+    return list(
+        extend_segments(
+            skeleton,
+            new,
+            count,
+            max_tokens=p.restore_skeleton_tokens,
+            block_tokens=p.restore_skeleton_block_tokens,
+            part=part,
+        )
+    )
+
+
+def working_set(
+    p: Policy,
+    before_cut: Sequence[Message],
+    kept: Sequence[Message],
+    count: Callable[[str], int],
+    *,
+    shown: str,
+    workspace: Path | None,
+    from_transcript: bool,
+    notes_facts: summarize.SummaryState,
+    state: summarize.SummaryState,
+) -> list[Message]:
+    """The restore messages of a compaction, in order (before fitting).
+
+    Args:
+        p: the policy (``restore_*``, ``instruction_files``).
+        before_cut: what the restore reads (the history before the cut, or the span summarized).
+        kept: the kept tail (what it already shows is not restored).
+        count: tokens of a text.
+        shown: the text the skeleton already shows (its changes are not repeated).
+        workspace: the agent's working directory (files read from disk), or None.
+        from_transcript: restore files from the transcript's reads, not the disk.
+        notes_facts: the session notes' facts (their todo list and plan come first).
+        state: the structured-summary facts after this compaction.
+
+    Returns:
+        The messages: recent changes, latest error, recent files, instruction files, todos.
+    """
+    restored: list[Message] = []
+    if p.restore_changes > 0:
+        restored += restore.recent_changes(
+            before_cut,
+            kept,
+            count,
+            max_files=p.restore_changes,
+            change_tokens=p.restore_change_tokens,
+            total_tokens=p.restore_total_tokens,
+            shown=shown,
+        )
+    used = sum(count(m.text()) for m in restored)
+    if p.restore_error_tokens > 0:
+        restored += restore.latest_error(before_cut, kept, count, max_tokens=p.restore_error_tokens)
+    if p.restore_files > 0:
+        restored += restore.recent_files(
+            before_cut,
+            kept,
+            count,
+            workspace=workspace,
+            from_transcript=from_transcript,
+            max_files=p.restore_files,
+            file_tokens=p.restore_file_tokens,
+            total_tokens=max(0, p.restore_total_tokens - used),
+            shell_reads=p.restore_shell_reads,
+        )
+    restored += restore.instruction_files(workspace, p.instruction_files)
+    if p.restore_todos:
+        plan = summarize.current_plan(notes_facts) or summarize.current_plan(state)
+        restored += restore.todo_message(notes_facts.todos or state.todos, plan)
+    return restored
+
+
+def fit(
+    lead: list[Segment], restored: list[Message], room: int, count: Callable[[str], int]
+) -> tuple[int, list[Message], list[str]]:
+    """Fit the skeleton ``lead`` and the ``restored`` messages in ``room`` tokens: the oldest
+    segments give way first (popped from ``lead`` in place), then each restore message fits or is
+    skipped, in order. Returns the lead's tokens, the messages that fit and the ids skipped."""
+    while lead and sum(t for _, t in lead) > room:  # the oldest segments give way first
+        lead.pop(0)  # (the pending segments are this same list)
+    lead_tokens = sum(t for _, t in lead)
+    room -= lead_tokens
+    fitting: list[Message] = []
+    skipped: list[str] = []
+    for m in restored:
+        t = count(m.text())
+        if t <= room:
+            fitting.append(m)
+            room -= t
+        else:
+            skipped.append(m.id)
+    return lead_tokens, fitting, skipped
+
+
+def place(
+    cut: Cut,
+    lead: Sequence[Segment],
+    restored: Sequence[Message],
+    lead_tokens: int,
+    skipped: list[str],
+    count: Callable[[str], int],
+) -> int:
+    """Put the skeleton ``lead`` before the summary and the ``restored`` messages after it (in
+    place), count them in the event, and name what was ``skipped``. Returns the tokens added."""
+    cut.prefix = [*(m for m, _ in lead), *cut.prefix, *restored]
+    restored_tokens = sum(count(m.text()) for m in restored) + lead_tokens
+    cut.event.tokens_after += restored_tokens
+    if skipped:
+        cut.event.details["restore_skipped"] = skipped
+    return restored_tokens
