@@ -10,7 +10,6 @@ imports it) and knows ``Policy`` only as a record of flat fields.
 
 from __future__ import annotations
 
-import sys
 import tomllib
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -88,14 +87,12 @@ def composed_fields(settings: Iterable[Settings]) -> dict[str, Any]:
 def keyword_fields(changes: Mapping[str, Any], *, stacklevel: int) -> dict[str, Any]:
     """``Policy.with_``'s keyword changes as flat fields: top-level fields as they are, an old
     flat key with its ``DeprecationWarning`` (``stacklevel``: frames up to ``with_``'s caller).
-    A caller inside ctxengine is not warned: the engine's derived copies of a resolved policy
-    (``ctxengine.compaction``'s session-memory context) set flat fields, the storage it reads.
-    Unknown names are passed on (``msgspec`` raises ``TypeError`` for them)."""
-    caller = str(sys._getframe(stacklevel).f_globals.get("__name__", ""))
-    if caller.split(".")[0] != "ctxengine":
-        for name in changes:
-            if name in PLACE:
-                warn_deprecated(name, stacklevel=stacklevel + 1)
+    Unknown names are passed on (``msgspec`` raises ``TypeError`` for them). Code that derives
+    a resolved policy's flat storage (``Policy.for_window``, the compaction's session-memory
+    context) sets the fields with ``msgspec.structs.replace``, not through here."""
+    for name in changes:
+        if name in PLACE:
+            warn_deprecated(name, stacklevel=stacklevel + 1)
     return dict(changes)
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from ctxengine import summarize
 from ctxengine.audit import user_request
 from ctxengine.compaction.audit import record_quality
@@ -143,7 +145,8 @@ class Compactor(SessionNotes):
         key = (id(p), cold)
         derived = self._derived.get(key)
         if derived is None or derived[0] is not p:
-            derived = (p, p.with_(**sm_policy_changes(p, cold)))
+            # the flat fields the layers read, set directly (not ``with_``'s deprecated keys)
+            derived = (p, msgspec.structs.replace(p, **sm_policy_changes(p, cold)))
             self._derived[key] = derived
         return dataclasses.replace(ctx, policy=derived[1])
 
