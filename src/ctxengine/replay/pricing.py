@@ -99,9 +99,7 @@ class RecordedTrack:
     and delta errors, the cache model's error on cache reads (absolute percentages of the
     recorded total), and the recorded usage priced (USD). ``count``: tokens of a message."""
 
-    def __init__(
-        self, model: ModelInfo, ttl: float, fixed: int, count: Callable[[Message], int]
-    ) -> None:
+    def __init__(self, model: ModelInfo, ttl: float, fixed: int, count: Callable[[Message], int]) -> None:
         self.model = model
         self.fixed = fixed
         self.count = count
