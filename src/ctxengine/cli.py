@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -40,6 +40,12 @@ from ctxengine.cli_common import (
 from ctxengine.messages import Session
 from ctxengine.models import WindowTooSmallError
 from ctxengine.policy import BUILTIN, Policy, get_policy, presets
+
+if TYPE_CHECKING:
+    from ctxengine.llm import LLMClient
+    from ctxengine.models import Registry
+    from ctxengine.plugins import EngineRegistry
+    from ctxengine.replay import SessionReport
 
 app = typer.Typer(add_completion=False, help="Context-window management for LLM agents.")
 
@@ -179,20 +185,8 @@ def replay(
     quiet: Annotated[bool, typer.Option(help="No table (with --json or --plot).")] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
-    from ctxengine import report
-    from ctxengine.plugins import EngineRegistry
-    from ctxengine.replay import SessionReport, replay_session
-
     pol = _load_policy(policy, policy_file)
-    check_window_option(window)
-    check_output(json_out, "--json")
-    check_output(plot_out, "--plot")
-    if quiet and not (json_out or plot_out):
-        raise fail("--quiet leaves the table out and nothing else is written: add --json FILE or --plot FILE")
-    engines = EngineRegistry()
-    engines.load_entry_points()
-    if engine not in engines.ids():
-        raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
+    engines = _check_replay_options(window, json_out, plot_out, quiet, engine)
     client = make_llm(llm, llm_base_url, llm_timeout)
     if path is None:
         path = newest_user_session()
@@ -203,9 +197,53 @@ def replay(
     registry = load_registry(models)
     check_model(model, registry)
     sessions = load_transcripts([path], model)
+    reports, recorded_reports = _replay_sessions(
+        sessions, pol, window, registry, engine, engines, client, with_recorded=bool(plot_out)
+    )
+    _show_reports(
+        reports, recorded_reports, pol.name, path, quiet=quiet, json_out=json_out, plot_out=plot_out
+    )
+    finish_llm(client)
+
+
+def _check_replay_options(
+    window: int | None, json_out: Path | None, plot_out: Path | None, quiet: bool, engine: str
+) -> EngineRegistry:
+    """The engines (core and entry-point plugins), after checking ``replay``'s options: one
+    ``error:`` line and exit 2 for a bad window, an output path that cannot be written, --quiet
+    with nothing to write, or an unknown engine id."""
+    from ctxengine.plugins import EngineRegistry
+
+    check_window_option(window)
+    check_output(json_out, "--json")
+    check_output(plot_out, "--plot")
+    if quiet and not (json_out or plot_out):
+        raise fail("--quiet leaves the table out and nothing else is written: add --json FILE or --plot FILE")
+    engines = EngineRegistry()
+    engines.load_entry_points()
+    if engine not in engines.ids():
+        raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
+    return engines
+
+
+def _replay_sessions(
+    sessions: list[Session],
+    pol: Policy,
+    window: int | None,
+    registry: Registry,
+    engine: str,
+    engines: EngineRegistry,
+    client: LLMClient | None,
+    *,
+    with_recorded: bool,
+) -> tuple[list[SessionReport], list[SessionReport] | None]:
+    """Every session replayed under ``pol`` (a progress bar for two or more) and, with
+    ``with_recorded`` (for the plot), under ``recorded`` too. A window too small for a session
+    stops the replay with one ``error:`` line (exit 2) once the bar is gone."""
+    from ctxengine.replay import replay_session
 
     reports: list[SessionReport] = []
-    recorded_reports: list[SessionReport] | None = [] if plot_out else None
+    recorded_reports: list[SessionReport] | None = [] if with_recorded else None
     rec_policy = get_policy("recorded")
     refused: tuple[WindowTooSmallError, Session] | None = None
     with progress_bar(disable=len(sessions) < 2) as progress:
@@ -235,9 +273,24 @@ def replay(
             progress.advance(task)
     if refused is not None:
         raise window_error(*refused) from None
+    return reports, recorded_reports
+
+
+def _show_reports(
+    reports: list[SessionReport],
+    recorded_reports: list[SessionReport] | None,
+    policy: str,
+    path: Path,
+    *,
+    quiet: bool,
+    json_out: Path | None,
+    plot_out: Path | None,
+) -> None:
+    """The table (unless ``quiet``), the layer failures, and ``--json`` / ``--plot`` written."""
+    from ctxengine import report
 
     if not quiet:
-        report.print_table(reports, report.table_title(pol.name, reports), stdout_console())
+        report.print_table(reports, report.table_title(policy, reports), stdout_console())
     report_layer_failures(sum(r.summary.layer_failures for r in reports), "summary.layer_failures")
     if json_out:
         report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
@@ -248,7 +301,6 @@ def replay(
         except RuntimeError as exc:
             raise fail(str(exc)) from None
         say("wrote", str(plot_out))
-    finish_llm(client)
 
 
 def main() -> None:

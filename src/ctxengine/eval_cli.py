@@ -7,6 +7,7 @@ from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY`` and is never printed or written.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,9 +19,10 @@ from rich.table import Table
 from ctxengine import cli_common as common
 
 if TYPE_CHECKING:
-    from ctxengine.eval import EvalReport
+    from ctxengine.eval import EvalReport, Judge, PolicyEval
     from ctxengine.llm import ProviderClient
     from ctxengine.models import Registry
+    from ctxengine.policy import Policy
 
 DEFAULT_MAX_COMPACTIONS = 3
 
@@ -117,38 +119,76 @@ def eval_command(
 ) -> None:
     """At each compaction, ask a judge model Factory's four probes with the policy's context and with
     the full history, and grade the first answers against the second (0-5 per dimension)."""
-    from ctxengine.eval import EvalReport, Judge, evaluate_policy
-    from ctxengine.models import WindowTooSmallError
-    from ctxengine.policy import get_policy
-    from ctxengine.tokens.counter import counter_for
+    run_eval(
+        EvalOptions(
+            paths=paths,
+            judge=judge,
+            judge_base_url=judge_base_url,
+            judge_timeout=judge_timeout,
+            judge_window=judge_window,
+            policies=policies,
+            window=window,
+            max_compactions=max_compactions,
+            json_out=json_out,
+            models=models,
+            model=model,
+            quiet=quiet,
+        )
+    )
 
-    names = [n.strip() for n in policies.split(",") if n.strip()]
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """The options of ``ctxengine eval``, as ``eval_command`` documents them (tokens; seconds)."""
+
+    paths: list[Path]
+    judge: str
+    judge_base_url: str | None
+    judge_timeout: float
+    judge_window: int | None
+    policies: str
+    window: int | None
+    max_compactions: int
+    json_out: Path | None
+    models: Path | None
+    model: str | None
+    quiet: bool
+
+
+def _policies(o: EvalOptions) -> list[Policy]:
+    """The policies named by ``--policies``, after checking the options: one ``error:`` line and
+    exit 2 for an unknown policy, a bad window, a negative --max-compactions, a judge window or
+    timeout that is not positive."""
+    from ctxengine.policy import get_policy
+
+    names = [n.strip() for n in o.policies.split(",") if n.strip()]
     if not names:
         raise common.fail("--policies names no policy")
     try:
         pols = [get_policy(n) for n in names]
     except KeyError as exc:
         raise common.fail(str(exc.args[0])) from None
-    common.check_window_option(window)
-    if max_compactions < 0:
-        raise common.fail(f"--max-compactions must be 0 (all) or more, not {max_compactions}")
-    if judge_window is not None and judge_window <= 0:
-        raise common.fail(f"--judge-window must be a positive number of tokens, not {judge_window}")
-    if judge_timeout <= 0:
-        raise common.fail(f"--judge-timeout must be positive, not {judge_timeout}")
-    common.require_paths(paths)
-    registry = common.load_registry(models)
-    common.check_model(model, registry)
-    client = make_judge_client(judge, judge_base_url, judge_timeout, registry)
-    info = registry.get(client.model)
-    jwin = judge_window or info.input_window
-    judge_ = Judge(client, window=jwin, counter=counter_for(info))
-    warnings = (
-        [] if info.price_known else [f"no known price for judge model {client.model!r}: fallback rates"]
-    )
-    limit = max_compactions or None
+    common.check_window_option(o.window)
+    if o.max_compactions < 0:
+        raise common.fail(f"--max-compactions must be 0 (all) or more, not {o.max_compactions}")
+    if o.judge_window is not None and o.judge_window <= 0:
+        raise common.fail(f"--judge-window must be a positive number of tokens, not {o.judge_window}")
+    if o.judge_timeout <= 0:
+        raise common.fail(f"--judge-timeout must be positive, not {o.judge_timeout}")
+    return pols
+
+
+def _evaluate(
+    o: EvalOptions, pols: list[Policy], judge: Judge, client: ProviderClient, registry: Registry
+) -> tuple[int, list[PolicyEval]]:
+    """The sessions of ``o.paths`` probed under each policy (a progress bar per policy): how many
+    sessions, and each policy's evaluation. The judge's client is closed whatever happens; a
+    window too small prints one ``error:`` line (exit 2)."""
+    from ctxengine.eval import evaluate_policy
+    from ctxengine.models import WindowTooSmallError
+
     try:
-        sessions = common.load_transcripts(paths, model)
+        sessions = common.load_transcripts(o.paths, o.model)
         with common.progress_bar() as progress:
             results = []
             for pol in pols:
@@ -157,10 +197,10 @@ def eval_command(
                     evaluate_policy(
                         sessions,
                         pol,
-                        judge_,
-                        window=window,
+                        judge,
+                        window=o.window,
                         registry=registry,
-                        max_compactions=limit,
+                        max_compactions=o.max_compactions or None,
                         on_session=partial(progress.advance, task),
                     )
                 )
@@ -168,29 +208,55 @@ def eval_command(
         raise common.fail(str(exc)) from None
     finally:
         client.close()
-    report = EvalReport(
-        judge=f"{client.provider}:{client.model}",
-        judge_window_tokens=jwin,
-        window_tokens=window,
-        max_compactions=limit,
-        policies=results,
-        warnings=warnings,
-    )
-    if not quiet:
-        where = f"window {window:,} tokens" if window else "each model's window"
-        common.stdout_console().print(
-            eval_table(report, f"ctxengine eval — {len(sessions)} sessions, {where}")
-        )
-    for w in warnings:
+    return len(sessions), results
+
+
+def _show(report: EvalReport, o: EvalOptions, sessions: int) -> None:
+    """The table (unless ``--quiet``), the notes and the first failed probes, ``--json``
+    written; exit 1 when every probe failed."""
+    results = report.policies
+    if not o.quiet:
+        where = f"window {o.window:,} tokens" if o.window else "each model's window"
+        common.stdout_console().print(eval_table(report, f"ctxengine eval — {sessions} sessions, {where}"))
+    for w in report.warnings:
         common.say("note:", w)
     for p in results:
         for probe in [x for x in p.probes if x.error][:5]:
             common.say("error:", f"{p.policy}: {probe.session} call {probe.call}: {probe.error}")
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=1))
-        common.say("wrote", str(json_out))
+    if o.json_out:
+        o.json_out.parent.mkdir(parents=True, exist_ok=True)
+        o.json_out.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=1))
+        common.say("wrote", str(o.json_out))
     probed = sum(p.compactions_probed for p in results)
     if probed and not any(p.graded for p in results):
         common.say("error:", f"all {probed} probes failed: no grade")
         raise typer.Exit(1)
+
+
+def run_eval(o: EvalOptions) -> None:
+    """``ctxengine eval`` with options ``o``: check them, make the judge, probe every session
+    under every policy, show and write the report."""
+    from ctxengine.eval import EvalReport, Judge
+    from ctxengine.tokens.counter import counter_for
+
+    pols = _policies(o)
+    common.require_paths(o.paths)
+    registry = common.load_registry(o.models)
+    common.check_model(o.model, registry)
+    client = make_judge_client(o.judge, o.judge_base_url, o.judge_timeout, registry)
+    info = registry.get(client.model)
+    jwin = o.judge_window or info.input_window
+    judge_ = Judge(client, window=jwin, counter=counter_for(info))
+    warnings = (
+        [] if info.price_known else [f"no known price for judge model {client.model!r}: fallback rates"]
+    )
+    sessions, results = _evaluate(o, pols, judge_, client, registry)
+    report = EvalReport(
+        judge=f"{client.provider}:{client.model}",
+        judge_window_tokens=jwin,
+        window_tokens=o.window,
+        max_compactions=o.max_compactions or None,
+        policies=results,
+        warnings=warnings,
+    )
+    _show(report, o, sessions)

@@ -10,6 +10,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from rich import box
@@ -279,50 +280,54 @@ def plot(reports: Sequence[SessionReport], recorded: Sequence[SessionReport] | N
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(7 * cols, 3.2 * rows), squeeze=False)
     for ax, i in zip(axes.flat, chosen, strict=False):
-        r = reports[i]
-        xs = [c.index for c in r.calls]
-        ax.plot(xs, [c.sent_tokens for c in r.calls], label=f"sent ({r.policy})", lw=1.4)
-        if recorded is not None and i < len(recorded):
-            rc = recorded[i]
-            ax.plot(
-                [c.index for c in rc.calls],
-                [c.sent_tokens for c in rc.calls],
-                label="recorded policy",
-                lw=1,
-                alpha=0.7,
-            )
-        rec_in = [(c.index, c.recorded_input_tokens) for c in r.calls if c.recorded_input_tokens]
-        if rec_in:
-            ax.plot(*zip(*rec_in, strict=True), ".", ms=2, color="gray", label="recorded usage")
-        marked: set[str] = set()
-        runs = [(r, "C3", "compaction")]
-        if recorded is not None and i < len(recorded) and recorded[i] is not r:
-            runs.append((recorded[i], "C1", "recorded compaction"))
-        for run, color, label in runs:
-            for c in run.calls:
-                for e in c.events:
-                    if e["layer"] in COMPACTION_LAYERS and "error" not in e["details"]:
-                        heavy = e["layer"] not in ("idle_clear", "cache_clear")
-                        ax.axvline(
-                            c.index,
-                            color=color,
-                            lw=0.8 if heavy else 0.5,
-                            ls="-" if heavy else ":",
-                            alpha=0.7,
-                            label=None if label in marked else label,
-                        )
-                        marked.add(label)
-        ax.axhline(r.window_tokens, color="black", ls="--", lw=0.8, label="window")
-        ax.set_title(
-            os.path.basename(r.session.source)[:60] + (f" {r.session.name}" if r.session.name else ""),
-            fontsize=8,
-        )
-        ax.set_xlabel("model call")
-        ax.set_ylabel("input tokens")
-        ax.legend(fontsize=6)
+        _panel(ax, reports[i], recorded[i] if recorded is not None and i < len(recorded) else None)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _panel(ax: Any, r: SessionReport, rc: SessionReport | None) -> None:
+    """One session's panel: tokens sent per call under the policy (``r``) and under the recorded
+    policy (``rc``), the recorded usage, the compactions of each, the window."""
+    xs = [c.index for c in r.calls]
+    ax.plot(xs, [c.sent_tokens for c in r.calls], label=f"sent ({r.policy})", lw=1.4)
+    if rc is not None:
+        ax.plot(
+            [c.index for c in rc.calls],
+            [c.sent_tokens for c in rc.calls],
+            label="recorded policy",
+            lw=1,
+            alpha=0.7,
+        )
+    rec_in = [(c.index, c.recorded_input_tokens) for c in r.calls if c.recorded_input_tokens]
+    if rec_in:
+        ax.plot(*zip(*rec_in, strict=True), ".", ms=2, color="gray", label="recorded usage")
+    marked: set[str] = set()
+    runs = [(r, "C3", "compaction")]
+    if rc is not None and rc is not r:
+        runs.append((rc, "C1", "recorded compaction"))
+    for run, color, label in runs:
+        for c in run.calls:
+            for e in c.events:
+                if e["layer"] in COMPACTION_LAYERS and "error" not in e["details"]:
+                    heavy = e["layer"] not in ("idle_clear", "cache_clear")
+                    ax.axvline(
+                        c.index,
+                        color=color,
+                        lw=0.8 if heavy else 0.5,
+                        ls="-" if heavy else ":",
+                        alpha=0.7,
+                        label=None if label in marked else label,
+                    )
+                    marked.add(label)
+    ax.axhline(r.window_tokens, color="black", ls="--", lw=0.8, label="window")
+    ax.set_title(
+        os.path.basename(r.session.source)[:60] + (f" {r.session.name}" if r.session.name else ""),
+        fontsize=8,
+    )
+    ax.set_xlabel("model call")
+    ax.set_ylabel("input tokens")
+    ax.legend(fontsize=6)

@@ -1,0 +1,144 @@
+"""The ``ctxengine bench`` command: its options checked (one ``error:`` line and exit 2 for what a
+user can fix), the bench run with a progress bar, the tables and lines printed, ``--json`` and
+``--plot`` written.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+import typer
+
+from ctxengine import cli_common as common
+from ctxengine.bench.present import CAPTION, bench_table, comparison_line, plot, subagent_line
+from ctxengine.bench.records import DEFAULT_POLICIES, BenchResult, Runner
+from ctxengine.bench.run import resolve, run_bench
+from ctxengine.models import WindowTooSmallError
+
+
+def _runners(
+    policies: str, window: int | None, json_out: Path | None, plot_out: Path | None, jobs: int
+) -> list[Runner]:
+    """The runners for ``--policies``, after checking the options (``typer.Exit(2)`` with one
+    ``error:`` line for a bad one); a note for each runner that cannot run."""
+    names = [n.strip() for n in policies.split(",") if n.strip()]
+    if not names:
+        raise common.fail("--policies names no policy")
+    common.check_window_option(window)
+    common.check_output(json_out, "--json")
+    common.check_output(plot_out, "--plot")
+    if jobs < 1:
+        raise common.fail(f"--jobs must be at least 1, not {jobs}")
+    try:
+        runners = resolve(names)
+    except KeyError as exc:
+        raise common.fail(str(exc.args[0])) from None
+    for r in runners:
+        if r.unavailable:
+            common.say("note:", f"{r.name} unavailable: {r.unavailable}")
+    return runners
+
+
+def _print_result(result: BenchResult, sessions: int, window: int | None, elapsed: float) -> None:
+    """The table over every session, the comparison line, the tables of the two halves, the
+    caption (with the wall time, seconds), the sub-agent line and the first errors."""
+    out = common.stdout_console()
+    where = f"window {window:,} tokens" if window else "each model's window"
+    out.print(bench_table(result, f"ctxengine bench — {sessions} sessions, {where}"))
+    out.print(
+        comparison_line(result.comparison),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    for half, label in (("tuning", "tuning half"), ("held_out", "held-out half")):
+        part = result.halves.get(half) or {}
+        n = max((r.sessions for r in part.values()), default=0)
+        if n:
+            out.print(bench_table(result, f"{label} — {n} sessions (split: bench.held_out)", part))
+    out.print(
+        CAPTION + f" Wall time is replay time per policy ({elapsed:,.1f} s in all).",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    sub = next((r for r in result.policies.values() if r.subagents_spawned), None)
+    if sub is not None:  # recorded figures: the same under every policy
+        out.print(subagent_line(sub), markup=False, highlight=False, soft_wrap=True)
+    for row in result.policies.values():
+        for e in row.errors[:5]:
+            common.say("error:", f"{row.policy}: {e}")
+
+
+def _write(result: BenchResult, json_out: Path | None, plot_out: Path | None) -> None:
+    """``--json`` (every figure) and ``--plot`` (recall against cost), each said when written."""
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=1))
+        common.say("wrote", str(json_out))
+    if plot_out:
+        try:
+            plot(result, plot_out)
+        except RuntimeError as exc:
+            raise common.fail(str(exc)) from None
+        common.say("wrote", str(plot_out))
+
+
+def bench_command(
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (read recursively).")],
+    policies: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated policies: default, none, recorded, the presets claude-code, openclaw, "
+            "pi, letta, and the peers langchain-trim, langchain-clear (extra 'peers')."
+        ),
+    ] = ",".join(DEFAULT_POLICIES),
+    window: Annotated[
+        int | None, typer.Option(help="Context window in tokens (default: each model's).")
+    ] = None,
+    llm: common.LlmOption = None,
+    llm_base_url: common.LlmBaseUrlOption = None,
+    llm_timeout: common.LlmTimeoutOption = 120.0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write every figure as JSON.")] = None,
+    plot_out: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG of recall against cost per policy.")
+    ] = None,
+    models: common.ModelsOption = None,
+    model: common.ModelOption = None,
+    jobs: Annotated[int, typer.Option(help="Processes to replay in (1: this one; ignored with --llm).")] = 1,
+) -> None:
+    """Replay every session under every policy and compare them in one table."""
+    runners = _runners(policies, window, json_out, plot_out, jobs)
+    client = common.make_llm(llm, llm_base_url, llm_timeout)
+    common.require_paths(paths)
+    registry = common.load_registry(models)
+    common.check_model(model, registry)
+    sessions = common.load_transcripts(paths, model)
+    started = time.perf_counter()
+    try:
+        with common.progress_bar() as progress:
+            result = run_bench(
+                sessions,
+                runners,
+                window=window,
+                registry=registry,
+                llm=client,
+                jobs=jobs,
+                paths=paths,
+                models=models,
+                model=model,
+                progress=progress,
+                # without a terminal the progress bar shows nothing: a line per policy instead
+                on_policy=None if common.err.is_terminal else lambda line: common.say("bench:", line),
+            )
+    except WindowTooSmallError as exc:
+        raise common.window_error(exc) from None
+    _print_result(result, len(sessions), window, time.perf_counter() - started)
+    common.report_layer_failures(
+        sum(r.layer_failures for r in result.policies.values()), "the JSON's layer_failures per policy"
+    )
+    _write(result, json_out, plot_out)
+    common.finish_llm(client)

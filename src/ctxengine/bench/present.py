@@ -1,0 +1,147 @@
+"""How ``ctxengine bench`` shows its result: the table (one row per policy), the caption, the
+sub-agent and comparison lines, and the plot of content recall against cost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from ctxengine import baselines, peers
+from ctxengine.bench.records import PRESETS, BenchResult, Comparison, PolicyRow
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _share(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def bench_table(result: BenchResult, title: str, rows: dict[str, PolicyRow] | None = None) -> Table:
+    """One row per policy (of ``rows``, default: every session): totals, pooled fidelity figures
+    (content recall, probe score, latest request kept, reference recall) and costs."""
+    rows = result.policies if rows is None else rows
+    table = Table(title=title, show_lines=False)
+    for col in (
+        "policy",
+        "sessions",
+        "peak tok\nmax",
+        "over-\nflows",
+        "compactions\n(of them $0)",
+        "LLM calls\n/ tokens",
+        "cost $",
+        "+ re-fetch\n$",
+        "cache\nhit",
+        "content\nrecall",
+        "probe\nscore",
+        "request\nkept",
+        "ref.\nrecall",
+        "pair-\ning",
+        "wall s",
+    ):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    failures = any(r.layer_failures for r in rows.values())
+    if failures:  # layer exceptions the engine caught: shown whenever there are any
+        table.add_column("layer\nfailures", justify="right")
+    ours = ("default", "none", "recorded", *baselines.BASELINES)
+    for group in (ours, PRESETS, tuple(peers.PEERS)):
+        names = [n for n in rows if n in group]
+        names += [n for n in rows if n not in (*ours, *PRESETS, *peers.PEERS) and group is ours]
+        if not names:
+            continue
+        if table.row_count:
+            table.add_section()
+        for name in names:
+            r = rows[name]
+            if r.unavailable:
+                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * (12 + failures))
+                continue
+            table.add_row(
+                name,
+                f"{r.sessions}" + (f" ({len(r.errors)} failed)" if r.errors else ""),
+                _num(r.peak_sent_tokens),
+                str(r.overflows),
+                f"{r.compactions:,} ({r.compactions_free:,})",
+                f"{r.llm_calls:,} / {r.llm_tokens:,}",
+                f"{r.cost_usd:,.2f}",
+                f"{r.cost_with_refetch_usd:,.2f}",
+                _share(r.cache_hit_ratio),
+                _share(r.content_recall),
+                _share(r.probe_score),
+                _share(r.latest_request_kept),
+                _share(r.reference_recall),
+                str(r.pairing_violations),
+                f"{r.wall_time_s:,.1f}",
+                *([str(r.layer_failures)] if failures else []),
+            )
+    return table
+
+
+CAPTION = (
+    "content recall: share of the 8-word runs the agent reused from earlier content that were in "
+    "what was sent (pooled); probe score: mean of the request / artifact / error / continuation "
+    "probes at each compaction; request kept: share of compactions with the latest user request "
+    "whole; ref. recall: identifiers (a name list scores 1 here, see identifiers-only); "
+    "+ re-fetch: cost plus re-reading what was missing, once per source per compaction epoch. "
+    "Without --llm the presets summarize with our $0 structured summary in their harness's "
+    "format; the real harnesses call an LLM."
+)
+
+
+def subagent_line(row: PolicyRow) -> str:
+    """The recorded sub-agent runs of the sessions (``subagents.linking``), one line."""
+    return (
+        f"sub-agents: {row.subagents_spawned} run(s) tied to Task/Agent calls; their calls read "
+        f"{row.subagent_tokens:,} input tokens, {row.subagent_tokens_kept_out:,} of them kept out of the "
+        "parents' contexts (only the reports came back)."
+    )
+
+
+def comparison_line(c: Comparison | None) -> str:
+    """One line stating how ``default`` compares with the presets."""
+    if c is None:
+        return "default vs presets: not compared (run default and at least one preset)"
+
+    def word(ok: bool, good: str) -> str:
+        return good if ok else f"NOT the {good}"
+
+    return (
+        f"default vs {', '.join(c.among)}: content recall {c.default_content_recall} "
+        f"({word(c.default_content_recall_highest, 'highest')}; best preset {c.best_preset_content_recall}), "
+        f"probe score {c.default_probe_score} ({word(c.default_probe_score_highest, 'highest')}; best preset "
+        f"{c.best_preset_probe_score}), cost with re-fetch ${c.default_cost_with_refetch_usd:,.2f} "
+        f"({word(c.default_cost_with_refetch_lowest, 'lowest')}; cheapest preset "
+        f"${c.cheapest_preset_cost_with_refetch_usd:,.2f})"
+    )
+
+
+def plot(result: BenchResult, path: Path) -> None:
+    """Content recall against the cost with re-fetches, one point per policy. Raises
+    ``RuntimeError`` without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("--plot needs matplotlib: pip install 'ctxengine[plot]'") from exc
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for name, r in result.policies.items():
+        if r.content_recall is None or not r.sessions:
+            continue
+        color = "tab:green" if name == "default" else "tab:blue" if name in PRESETS else "tab:gray"
+        x, y = r.cost_with_refetch_usd, r.content_recall
+        ax.scatter([x], [y], s=60, color=color, zorder=3)
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    window = f"{result.window_tokens:,}-token window" if result.window_tokens else "model windows"
+    ax.set_title(f"content recall vs cost with re-fetch, {window}", fontsize=10)
+    ax.set_xlabel("cost with re-fetch (USD, prompt-cache pricing, all sessions)")
+    ax.set_ylabel("content recall (pooled)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,149 @@
+"""Measure each call: reference recall, content fidelity, and the request body's validity.
+
+- ``RecallTracker``: the identifiers a call's output uses that the session showed earlier, and
+  which of them were absent from what the policy sent (``forgotten``);
+- ``FidelityMeter``: content recall, the probes after a compaction and the re-fetch charges
+  (``ctxengine.fidelity``), with the count of compactions that kept the latest request whole;
+- ``request_violations``: the real request body (Anthropic Messages or OpenAI Chat, by provider)
+  checked against the provider's rules (``formats.validate``).
+
+Each follows the session in transcript order; none touches the engine.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+import msgspec
+
+from ctxengine import identifiers
+from ctxengine.fidelity import CallFidelity, FidelityTracker
+from ctxengine.formats.anthropic_writer import to_anthropic
+from ctxengine.formats.openai_writer import to_openai_chat
+from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
+from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult
+from ctxengine.models import ModelInfo
+from ctxengine.replay.records import COMPACTION_LAYERS
+
+if TYPE_CHECKING:
+    from ctxengine.engine import Projection
+
+
+class _Ids:
+    """Identifier sets per message, cached by object identity (messages outlive the replay)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Message, frozenset[str]]] = {}
+        self._used: dict[int, tuple[Message, frozenset[str]]] = {}
+
+    def of(self, msg: Message) -> frozenset[str]:
+        hit = self._seen.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=True)))
+        self._seen[id(msg)] = (msg, ids)
+        return ids
+
+    def used(self, msg: Message) -> frozenset[str]:
+        hit = self._used.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=False)))
+        self._used[id(msg)] = (msg, ids)
+        return ids
+
+
+def _texts(msg: Message, *, include_thinking: bool) -> Iterable[str]:
+    for b in msg.blocks:
+        if isinstance(b, Text):
+            yield b.text
+        elif isinstance(b, ToolCall):
+            yield b.input if isinstance(b.input, str) else msgspec.json.encode(b.input).decode()
+        elif isinstance(b, ToolResult):
+            for p in b.content:
+                if isinstance(p, Text):
+                    yield p.text
+        elif include_thinking and isinstance(b, Thinking):
+            yield b.thinking
+
+
+class Recall(NamedTuple):
+    """Reference recall at one call: identifiers used that the session showed earlier
+    (``uses``), how many were in what was sent (``hits``), and the others, sorted."""
+
+    hits: int
+    uses: int
+    forgotten: list[str]
+
+
+class RecallTracker:
+    """The identifiers the session has shown so far and those in the policy's current view."""
+
+    def __init__(self) -> None:
+        self.ids = _Ids()
+        self.seen: set[str] = set()
+        self._view_ids: Counter[str] = Counter()
+        self._prev_view: dict[int, Message] = {}
+
+    def observe(self, msg: Message) -> None:
+        """``msg``'s identifiers are now known to the agent."""
+        self.seen |= self.ids.of(msg)
+
+    def measure(self, call: Message, proj: Projection) -> Recall:
+        """The recall of ``call`` (the recorded output) given what the policy sent (``proj``):
+        an identifier is there when a projected message or the system prompt carries it."""
+        cur = {id(m): m for m in proj.messages}
+        for k, m in self._prev_view.items():
+            if k not in cur or cur[k] is not m:
+                self._view_ids.subtract(self.ids.of(m))
+        for k, m in cur.items():
+            if k not in self._prev_view or self._prev_view[k] is not m:
+                self._view_ids.update(self.ids.of(m))
+        self._prev_view = cur
+        uses = [x for x in self.ids.used(call) if x in self.seen]
+        forgotten = sorted(x for x in uses if self._view_ids[x] <= 0 and x not in proj.system)
+        return Recall(len(uses) - len(forgotten), len(uses), forgotten)
+
+
+class FidelityMeter:
+    """``FidelityTracker`` over the replay (content recall, probes, re-fetches), and how many
+    probed compactions kept the latest user request whole. ``count_text``: tokens of a text."""
+
+    def __init__(self, system: str, count_text: Callable[[str], int]) -> None:
+        self.tracker = FidelityTracker(system, count_text)
+        self.requests_whole = 0
+        self.requests_probed = 0
+
+    def observe(self, msg: Message) -> None:
+        """Fold ``msg`` into what later calls can reuse."""
+        self.tracker.observe(msg)
+
+    def measure(self, call: Message, proj: Projection) -> CallFidelity:
+        """The fidelity figures of ``call`` given ``proj``, probed when ``proj``'s events hold a
+        compaction that did not fail."""
+        compacted = any(e.layer in COMPACTION_LAYERS and "error" not in e.details for e in proj.events)
+        fid = self.tracker.measure(call, proj.messages, proj.system, compaction=compacted)
+        if fid.request_whole is not None:
+            self.requests_probed += 1
+            self.requests_whole += fid.request_whole
+        return fid
+
+
+def _provider(session: Session, model: ModelInfo) -> str:
+    if model.provider == "anthropic" or (session.format == "claude-code" and model.provider != "openai"):
+        return "anthropic"
+    return "openai"
+
+
+def _validate(provider: str, messages: list[Message], system: str, model: str) -> list[str]:
+    if provider == "anthropic":
+        return validate_anthropic(to_anthropic(messages, system=system, model=model))
+    return validate_openai_chat(to_openai_chat(messages, system=system, model=model))
+
+
+def request_violations(provider: str, proj: Projection, model: str) -> int:
+    """The rule violations of the request the policy would send for ``proj`` to ``provider``
+    (``"anthropic"``: the Messages API; else OpenAI Chat Completions) for ``model``."""
+    return len(_validate(provider, proj.messages, proj.system, model))
