@@ -300,7 +300,6 @@ def test_the_engine_itself_sets_no_deprecated_key() -> None:
     # cache) set the flat storage directly: a deprecation warning turned into an error would
     # surface as layer failures
     from conftest import CLAUDE_CODE
-
     from ctxengine.formats import load
     from ctxengine.replay import replay_session
 
