@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from conftest import TRANSCRIPTS
+from ctxengine import tool_limits as limits
 from ctxengine.formats import load
 from ctxengine.messages import ToolCall
 from ctxengine.shell import first_commands, shell_command
 from ctxengine.shell_parse import FALLBACKS, fallback_count, parsed_first_commands
-from ctxengine.tools import limits
-from ctxengine.tools.limits import ToolUse, classify
+from ctxengine.tool_limits import ToolUse, classify
 
 
 def bash(command: str) -> ToolCall:

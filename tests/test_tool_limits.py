@@ -21,7 +21,8 @@ from ctxengine.formats import load
 from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult
 from ctxengine.models import Registry
 from ctxengine.tokens.counter import counter_for
-from ctxengine.tools.limits import (
+from ctxengine.tool_budgets import READ_MAX_BYTES
+from ctxengine.tool_limits import (
     REFUSAL_TOKENS,
     ToolUse,
     classify,
@@ -30,7 +31,6 @@ from ctxengine.tools.limits import (
     split_commands,
     tool_limit_report,
 )
-from ctxengine.tools.read import READ_MAX_BYTES
 
 
 def bash(command: str) -> ToolCall:

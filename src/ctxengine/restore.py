@@ -168,7 +168,7 @@ def instruction_files(workspace: Path | None, names: Sequence[str]) -> list[Mess
     bootstrap loader's caps; nothing when there is no workspace."""
     if workspace is None or not names:
         return []
-    from ctxengine.tools.bootstrap import load_bootstrap_files
+    from ctxengine.bootstrap import load_bootstrap_files
 
     text = load_bootstrap_files(workspace, list(names), include_missing=False).text
     if not text.strip():

@@ -169,7 +169,7 @@ def shell_read_paths(call: ToolCall) -> list[str]:
     ``sed``, ``nl`` or ``less`` as the first command of a pipeline (``cat f``, ``sed -n '1,80p' f``,
     ``nl -ba f | sed -n '1,200p'``, ``cd d && cat f``), as written (relative paths stay relative).
     Reads whose output goes to a file, here-documents and ``sed -i`` are not reads (as
-    ``tools.limits.classify``). ``[]`` for any other call. Codex and mini-swe-agent read files
+    ``tool_limits.classify``). ``[]`` for any other call. Codex and mini-swe-agent read files
     this way; the restore after a compaction treats these like Read tool calls."""
     cmd = shell_command(call)
     if cmd is None:

@@ -1,5 +1,5 @@
 """The first commands of a shell script found by a real parser, ``bashlex``, for the tool-limit
-report (``tools.limits.classify``), with the hand-written splitter (``shell_scan``) as fallback.
+report (``tool_limits.classify``), with the hand-written splitter (``shell_scan``) as fallback.
 
 ``parsed_first_commands`` yields what ``shell.first_commands`` yields (the first command of each
 pipeline whose output the caller sees; ``bash -c SCRIPT`` followed ``NESTING`` levels; leading

@@ -15,7 +15,7 @@ import msgspec
 from ctxengine.fidelity import ProbeStat
 from ctxengine.models import MIN_WINDOW_TOKENS, WindowTooSmallError
 from ctxengine.subagents.linking import SubagentSummary
-from ctxengine.tools.limits import ToolLimitReport
+from ctxengine.tool_limits import ToolLimitReport
 
 SCHEMA_VERSION = 1
 COMPACTION_LAYERS = frozenset(

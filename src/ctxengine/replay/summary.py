@@ -3,7 +3,7 @@
 Compactions (by layer, $0 ones, failures), LLM calls and cost, cache hit ratio, reference and
 content recall, the probes, the costs (with re-fetches; the recorded usage priced, else the
 transcript's own figure), the ledger's and the cache model's errors, what our tool limits would
-have kept out (``tools.limits``) and the sub-agent runs (``subagents.linking``). Pure functions
+have kept out (``tool_limits``) and the sub-agent runs (``subagents.linking``). Pure functions
 over the records. Tokens; USD.
 """
 
@@ -22,7 +22,7 @@ from ctxengine.replay.pricing import RecordedTrack
 from ctxengine.replay.records import COMPACTION_LAYERS, CallRecord, ErrorStats, SessionSummary
 from ctxengine.subagents.linking import subagent_summary
 from ctxengine.tokens.counter import TokenCounter
-from ctxengine.tools.limits import tool_limit_report
+from ctxengine.tool_limits import tool_limit_report
 
 
 def _pct(errors: Sequence[float]) -> ErrorStats:

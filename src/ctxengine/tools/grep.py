@@ -37,6 +37,7 @@ from typing import Any
 
 from pathspec import GitIgnoreSpec
 
+from ctxengine.tool_budgets import GREP_MAX_LINE_CHARS, GREP_PAGE_MATCHES
 from ctxengine.tools.base import ToolError, ToolSpec
 from ctxengine.tools.file_screen import (
     BLOCK_BYTES,
@@ -56,8 +57,6 @@ from ctxengine.tools.workspace import (
     sniff_file,
 )
 
-GREP_PAGE_MATCHES = 100
-GREP_MAX_LINE_CHARS = 500
 GREP_MAX_CONTEXT = 20
 GLOB_MAX_PATHS = 1_000
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ctxengine.tokens.counter import OpenAICounter, TokenCounter
+from ctxengine.tool_budgets import READ_DEFAULT_LINES, READ_MAX_BYTES, READ_MAX_LINE_CHARS, READ_MAX_TOKENS
 from ctxengine.tools.base import ToolError, ToolSpec
 from ctxengine.tools.workspace import (
     ENCODING_SAMPLE_BYTES,
@@ -51,10 +52,6 @@ from ctxengine.tools.workspace import (
     sniff,
 )
 
-READ_MAX_BYTES = 262_144  # 256 KB: whole-file reads above this are refused before reading
-READ_DEFAULT_LINES = 2_000
-READ_MAX_LINE_CHARS = 2_000
-READ_MAX_TOKENS = 25_000
 LINE_NUMBER_WIDTH = 6  # cat -n
 WHOLE_FILE_BYTES = 4 * 1024 * 1024  # paged reads of files up to this size read them whole
 INDEX_BLOCK_BYTES = 1024 * 1024  # line index granularity for larger files
