@@ -8,7 +8,6 @@ import base64
 import io
 import json
 import struct
-import time
 import warnings
 from collections import Counter
 from itertools import pairwise
@@ -404,10 +403,10 @@ def test_timestamps_are_epoch_seconds() -> None:
     assert s.messages[0].timestamp == pytest.approx(1768612080, abs=60)
 
 
-def test_read_time_of_largest_file() -> None:
-    start = time.perf_counter()
-    read(MIMO_VSCODE)
-    assert time.perf_counter() - start < 1.0
+def test_the_largest_file_reads_whole() -> None:
+    # its speed is measured by benchmarks/bench_parse_floor.py, not here
+    sessions = read(MIMO_VSCODE)
+    assert sessions and sum(1 for m in sessions[0].messages if m.role == "assistant") > 300
 
 
 # ------------------------------------------------------------------------------------------------
