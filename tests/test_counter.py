@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import math
 
+import pypdf
 import pytest
 
 from ctxengine.messages import Document, Image, Message, Text, Thinking, ToolCall, ToolResult
@@ -192,9 +194,19 @@ def test_tool_result_thinking_and_document_rules() -> None:
     assert counter.count_block(redacted) == 4000 // ENCRYPTED_CHARS_PER_TOKEN
     text_doc = Document(media_type="text/plain", data="hello world", title="")
     assert counter.count_block(text_doc) == 2
-    pdf = "%PDF-1.4\n1 0 obj << /Type /Pages /Count 2 >>\n2 0 obj << /Type /Page >>\n3 0 obj << /Type/Page >>"
-    pdf_b64 = base64.b64encode(pdf.encode()).decode()
+    writer = pypdf.PdfWriter()
+    for _ in range(2):
+        writer.add_blank_page(width=612, height=792)
+    buf = io.BytesIO()
+    writer.write(buf)
+    pdf_b64 = base64.b64encode(buf.getvalue()).decode()
     assert pdf_pages(pdf_b64) == 2
+    # pypdf cannot read it (no cross-reference table): its page objects are counted instead
+    fake = base64.b64encode(
+        b"%PDF-1.4\n1 0 obj << /Type /Pages >>\n2 0 obj << /Type /Page >>\n3 0 obj << /Type/Page >>"
+    )
+    assert pdf_pages(fake.decode()) == 2
+    assert pdf_pages(base64.b64encode(b"%PDF-1.4 nothing").decode()) == 1  # the size-based guess
     assert (
         counter.count_block(Document(media_type="application/pdf", data=pdf_b64)) == 2 * PDF_TOKENS_PER_PAGE
     )

@@ -8,17 +8,20 @@ length):
   the short side is at most 768 px, then 85 + 170 per 512-px tile. Unknown size: 1,445, the most
   one image can cost (2 x 4 tiles).
 
-Documents: ``text/*`` counts as its text; a PDF ``PDF_TOKENS_PER_PAGE`` per page (its page objects
-counted, or a size-based guess); anything else ``DOCUMENT_UNKNOWN_TOKENS``. Pixels, tokens.
+Documents: ``text/*`` counts as its text; a PDF ``PDF_TOKENS_PER_PAGE`` per page (its pages counted by
+``pypdf``, or a size-based guess); anything else ``DOCUMENT_UNKNOWN_TOKENS``. Pixels, tokens.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import re
 from typing import Literal
+
+from ctxengine.media import pdf_page_count
 
 # --- Anthropic images (docs.anthropic.com/en/docs/build-with-claude/vision) -------------------
 ANTHROPIC_PIXELS_PER_TOKEN = 750  # tokens = ceil(width * height / 750)
@@ -92,9 +95,16 @@ def openai_image_tokens(
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
+@functools.lru_cache(maxsize=64)
 def pdf_pages(data: str) -> int:
-    """Page count of a base64 PDF: its ``/Type /Page`` objects, or a size-based guess
-    (``PDF_BYTES_PER_PAGE``) when they are hidden in compressed object streams. At least 1."""
+    """Page count of a base64 PDF, at least 1: read by ``pypdf`` (``ctxengine.media.pdf_page_count``:
+    the page tree, compressed object streams included); for a file ``pypdf`` cannot read (no
+    cross-reference table: a cut or hand-made PDF) its ``/Type /Page`` objects; failing both, a
+    size-based guess (``PDF_BYTES_PER_PAGE``). The last 64 PDFs counted are remembered (the same
+    PDF is counted at every call that carries it)."""
+    pages = pdf_page_count(data)
+    if pages:
+        return pages
     try:
         raw = base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError):
