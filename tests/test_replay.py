@@ -490,7 +490,7 @@ def test_codex_sessions_are_in_the_folder(sessions: dict[str, Session]) -> None:
 
 def test_tool_limits_in_the_replay_json_count_the_cd_compound_reads(tmp_path: Path) -> None:
     """The replay's ``summary.tool_limits`` (shape: read/grep × results, over_limit,
-    tokens_kept_out) on the mimo session: 63 Read results plus the one ``cd … && ls … && head -5
+    tokens_kept_out; shell_fallbacks) on the mimo session: 63 Read results plus the one ``cd … && ls … && head -5
     …`` Bash call that only the per-command classification finds (35 of its 42 Bash calls start
     with ``cd``); the one result over a limit is a Read. Details in test_tool_limits.py."""
     report = replay_session(load(MIMO_DB3)[0], get_policy("default"), window=WINDOW)
@@ -500,6 +500,7 @@ def test_tool_limits_in_the_replay_json_count_the_cd_compound_reads(tmp_path: Pa
     assert limits == {
         "read": {"results": 64, "over_limit": 1, "tokens_kept_out": 1_590},
         "grep": {"results": 2, "over_limit": 0, "tokens_kept_out": 0},
+        "shell_fallbacks": 0,  # bashlex parsed all of its shell commands
     }
 
 

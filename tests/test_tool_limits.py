@@ -243,11 +243,12 @@ def test_grep_pipeline_output_over_a_page_is_cut() -> None:
     assert small.grep.results == 1 and small.grep.over_limit == 0
 
 
-def test_report_shape_is_unchanged() -> None:
+def test_report_shape() -> None:
     report = tool_limit_report([], approx)
     assert msgspec.to_builtins(report) == {
         "read": {"results": 0, "over_limit": 0, "tokens_kept_out": 0},
         "grep": {"results": 0, "over_limit": 0, "tokens_kept_out": 0},
+        "shell_fallbacks": 0,
     }
 
 
@@ -335,3 +336,13 @@ def test_report_on_the_real_claude_code_sessions(cc_sessions: dict[str, Session]
     for kind in ("read", "grep"):
         want = {"over_limit": 0, "tokens_kept_out": 0, **EXPECTED[name][kind]}
         assert got[kind] == want, (name, kind)
+
+
+def test_the_report_counts_the_shell_commands_bashlex_refused() -> None:
+    # bashlex cannot parse ``[[ ]]``: the hand-written splitter classifies it, and the report says so
+    text = "\n".join(f"row {i}" for i in range(3_000))
+    refused = tool_limit_report(messages_for(bash("[[ -f big.csv ]] && cat big.csv"), text), approx)
+    assert refused.shell_fallbacks == 1
+    assert refused.read.results == 1 and refused.read.over_limit == 1
+    parsed = tool_limit_report(messages_for(bash("test -f big.csv && cat big.csv"), text), approx)
+    assert parsed.shell_fallbacks == 0 and parsed.read.over_limit == 1

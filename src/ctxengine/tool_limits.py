@@ -63,7 +63,7 @@ from ctxengine.shell import (
 )
 from ctxengine.shell import shell_read_paths as shell_read_paths  # moved to ctxengine.shell
 from ctxengine.shell import split_commands as split_commands  # moved to ctxengine.shell
-from ctxengine.shell_parse import parsed_first_commands
+from ctxengine.shell_parse import fallback_count, parsed_first_commands
 from ctxengine.tool_budgets import (
     GREP_MAX_LINE_CHARS,
     GREP_PAGE_MATCHES,
@@ -91,8 +91,12 @@ class LimitFigures(msgspec.Struct):
 
 
 class ToolLimitReport(msgspec.Struct):
+    """The read and grep figures of one session; ``shell_fallbacks``: its shell commands that
+    bashlex refused and the hand-written splitter classified instead (``shell_parse.FALLBACKS``)."""
+
     read: LimitFigures = msgspec.field(default_factory=LimitFigures)
     grep: LimitFigures = msgspec.field(default_factory=LimitFigures)
+    shell_fallbacks: int = 0
 
 
 class ToolUse(NamedTuple):
@@ -168,6 +172,7 @@ def tool_limit_report(messages: Sequence[Message], count: Callable[[str], int]) 
     """Apply the read and grep limits to every matching recorded tool result."""
     report = ToolLimitReport()
     uses: dict[str, ToolUse] = {}
+    fallbacks = fallback_count()
     for m in messages:
         for b in m.blocks:
             if isinstance(b, ToolCall):
@@ -188,4 +193,5 @@ def tool_limit_report(messages: Sequence[Message], count: Callable[[str], int]) 
                     if full > shown:
                         fig.over_limit += 1
                         fig.tokens_kept_out += full - shown
+    report.shell_fallbacks = fallback_count() - fallbacks
     return report
