@@ -10,6 +10,7 @@ commands, found by ``bashlex`` first (``shell_parse``).
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterator
@@ -174,5 +175,12 @@ def shell_read_paths(call: ToolCall) -> list[str]:
     cmd = shell_command(call)
     if cmd is None:
         return []
+    return list(_script_read_paths(cmd))
+
+
+@functools.lru_cache(maxsize=8192)
+def _script_read_paths(cmd: str) -> tuple[str, ...]:
+    """``shell_read_paths`` of one command line, remembered: the restore after each compaction
+    looks at every shell call of the history again (a pure function of the text)."""
     paths = [p for c in first_commands(cmd) if is_read(c) for p in _read_args(c.name, c.args)]
-    return list(dict.fromkeys(paths))
+    return tuple(dict.fromkeys(paths))
