@@ -19,7 +19,6 @@ import binascii
 import io
 
 import imagesize
-import pypdf
 
 __all__ = ["PREFIX_CHARS", "image_size", "image_size_bytes", "pdf_page_count"]
 
@@ -88,6 +87,8 @@ def pdf_page_count(data: str) -> int | None:
         raw = base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError):
         return None
+    import pypdf  # here, not at import: it takes ~0.2 s, and most sessions hold no PDF
+
     try:
         return len(pypdf.PdfReader(io.BytesIO(raw)).pages)
     except Exception:  # pypdf raises many kinds of error on a damaged file: all mean "unreadable"

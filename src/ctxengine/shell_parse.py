@@ -24,8 +24,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-import bashlex
-
 from ctxengine.shell import NESTING, SHELLS, FirstCommand, command_words, shell_script
 from ctxengine.shell_scan import _HEREDOC, scan, stage_words
 
@@ -77,6 +75,8 @@ def _pipes(script: str, alone: bool) -> list[_Pipe]:
     text = _prepared(script)
     if not text.strip():
         return []  # no command (bashlex fails on empty input)
+    import bashlex  # here, not at import: building its parser takes ~0.15 s
+
     try:
         trees = bashlex.parse(text)
         return [p for tree in trees for p in _walk(tree, alone)]
