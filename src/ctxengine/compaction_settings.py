@@ -111,10 +111,12 @@ class SummarySettings(Settings, frozen=True, kw_only=True, forbid_unknown_fields
         turn_prefix_max_tokens: tokens of pi's split-turn prefix summary (0.5 x reserve).
         max_words: Letta: 300 words (sliding window) ... (0: no word limit).
         all_max_words: ... 500 words (summarize-all fallback).
-        tool_return_chars: Letta's summarizer-input fallbacks: tool returns clamped to this many
-            chars (0: off), then ...
-        input_share: ... the transcript middle-truncated to window x share x 4 chars (0: off) ...
-        middle_keep: ... keeping this share of it, as head + tail.
+        tool_return_chars: Letta's summarizer-input fallbacks, when the transcript exceeds window
+            x 4 chars: tool returns clamped to this many chars (0: off), then ...
+        input_share: ... the transcript middle-truncated to window x share x 4 chars (0: both
+            fallbacks off) ...
+        middle_keep: ... keeping this share of that budget from the head and as much from the
+            tail.
     """
 
     table: ClassVar[str] = "summary"
