@@ -490,9 +490,10 @@ def test_codex_sessions_are_in_the_folder(sessions: dict[str, Session]) -> None:
 
 def test_tool_limits_in_the_replay_json_count_the_cd_compound_reads(tmp_path: Path) -> None:
     """The replay's ``summary.tool_limits`` (shape: read/grep × results, over_limit,
-    tokens_kept_out; shell_fallbacks) on the mimo session: 63 Read results plus the one ``cd … && ls … && head -5
-    …`` Bash call that only the per-command classification finds (35 of its 42 Bash calls start
-    with ``cd``); the one result over a limit is a Read. Details in test_tool_limits.py."""
+    tokens_kept_out; shell_fallbacks) on the mimo session: 63 Read results plus the one
+    ``cd … && ls … && head -5 …`` Bash call that only the per-command classification finds (35 of
+    its 42 Bash calls start with ``cd``); the one result over a limit is a Read. Details in
+    test_tool_limits.py."""
     report = replay_session(load(MIMO_DB3)[0], get_policy("default"), window=WINDOW)
     out = tmp_path / "db3.json"
     write_json([report], out, as_list=False)

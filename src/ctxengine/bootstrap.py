@@ -136,8 +136,25 @@ def load_bootstrap(
     total_chars: int = TOTAL_CHARS,
     head_ratio: float = HEAD_RATIO,
 ) -> Bootstrap:
-    """Load ``defaults`` (when present) then the configured ``files`` (paths relative to ``root``),
-    in order, each capped at ``per_file_chars`` and all together at ``total_chars``."""
+    """Load the workspace instruction files, under OpenClaw's bootstrap caps.
+
+    ``defaults`` (when present), then the configured ``files``, in order, each capped at
+    ``per_file_chars`` (cut to head + tail) and all together at ``total_chars``. A configured file
+    that is missing gets a ``[MISSING]`` marker; a file outside ``root`` is refused. Problems are
+    reported as warnings, never raised.
+
+    Args:
+        root: the workspace root.
+        files: configured paths, relative to ``root``.
+        defaults: file names loaded when present (``AGENTS.md``, ``CLAUDE.md``).
+        per_file_chars: cap per file, chars (OpenClaw: 20,000).
+        total_chars: cap on all files together, chars (OpenClaw: 60,000).
+        head_ratio: share of a cut file's cap kept as its head (0.75; the tail gets the rest).
+
+    Returns:
+        The ``Bootstrap``: the files in order with their status, the rendered text (one
+        ``## <path>`` section per file) and the warnings.
+    """
     base = Path(root).resolve()
     wanted: list[tuple[str, bool]] = [(n, False) for n in defaults] + [(n, True) for n in files]
     seen: set[Path] = set()

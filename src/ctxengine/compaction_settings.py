@@ -28,11 +28,36 @@ SummaryStyle = Literal["ctxengine", "claude-code", "openclaw", "pi", "letta"]
 
 
 class CompactionSettings(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """When a compaction runs and what it keeps (``ctxengine.compaction``,
-    ``layers.summary_compact``, ``layers.cut_plans``). The threshold is Claude Code's auto-compact
-    threshold, window - min(max output, ``reserve_output``) - ``buffer`` (167,000 of 200,000), or
-    ``at_share`` of the window when that is lower. ``mode``: "summary" (compact), "recorded" (what
-    the recorded session did), "none"."""
+    """When a compaction runs and what it keeps.
+
+    Read by ``ctxengine.compaction``, ``layers.summary_compact`` and ``layers.cut_plans``. The
+    threshold is Claude Code's auto-compact threshold, window - min(max output,
+    ``reserve_output``) - ``buffer`` (167,000 of 200,000), or ``at_share`` of the window when that
+    is lower.
+
+    Attributes:
+        mode: "summary" (compact), "recorded" (what the recorded session did), "none".
+        reserve_output: tokens kept for the model's output (Claude Code's
+            MAX_OUTPUT_TOKENS_FOR_SUMMARY).
+        buffer: tokens of head-room below the effective window (Claude Code's
+            AUTOCOMPACT_BUFFER_TOKENS).
+        at_share: also compact above this share of the window (earlier = cheaper).
+        min_gain: share of the window a compaction must free, else it is not made.
+        cold_at_share: when the prompt cache has expired (no call for ``PromptCache.ttl_s``) the
+            next request is written in full anyway, so a compaction then costs no extra cache
+            miss: compact above this lower share of the window (0: off) ...
+        cold_min_gain: ... freeing at least this share of the window.
+        keep_recent_tokens: tokens of tail kept verbatim after a compaction ...
+        keep_recent_min_messages: ... with at least this many text messages.
+        keep_recent_share: caps ``keep_recent_tokens`` at this share of the window (0: off).
+        cut: where a summary compaction cuts (``CutStrategy``): "tail" keeps the newest
+            ``keep_recent_tokens`` (ours); "all" summarizes everything (Claude Code's full
+            compaction); "pi" keeps at most ``keep_recent_tokens``, cutting only at a user or
+            assistant message, with a split-turn prefix (pi, OpenClaw); "sliding-window" evicts a
+            growing share of the messages (Letta), falling back to "all".
+        breaker_failures: consecutive failed automatic compactions after which automatic
+            compaction stops, a count (Claude Code's MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES).
+    """
 
     table: ClassVar[str] = "compaction"
     flat: ClassVar[dict[str, str]] = {
@@ -53,26 +78,46 @@ class CompactionSettings(Settings, frozen=True, kw_only=True, forbid_unknown_fie
     shares: ClassVar[frozenset[str]] = frozenset({"at_share", "cold_at_share", "keep_recent_share"})
 
     mode: CompactionMode = "summary"
-    reserve_output: int = 20_000  # tokens kept for the model's output (MAX_OUTPUT_TOKENS_FOR_SUMMARY)
-    buffer: int = 13_000  # tokens of head-room below the effective window (AUTOCOMPACT_BUFFER_TOKENS)
-    at_share: float = 1.0  # also compact above this share of the window (earlier = cheaper)
-    min_gain: float = 0.1  # share of the window a compaction must free, else it is not made
-    # when the prompt cache has expired (no call for ``PromptCache.ttl_s``) the next request is
-    # written in full anyway, so a compaction then costs no extra cache miss: compact above this
-    # lower share of the window (0: off) ...
+    reserve_output: int = 20_000
+    buffer: int = 13_000
+    at_share: float = 1.0
+    min_gain: float = 0.1
     cold_at_share: float = 0.0
-    cold_min_gain: float = 0.02  # ... freeing at least this share of the window
-    keep_recent_tokens: int = 30_000  # tokens of tail kept verbatim after a compaction ...
-    keep_recent_min_messages: int = 5  # ... with at least this many text messages
-    keep_recent_share: float = 0.0  # caps ``keep_recent_tokens`` at this share (0: off)
+    cold_min_gain: float = 0.02
+    keep_recent_tokens: int = 30_000
+    keep_recent_min_messages: int = 5
+    keep_recent_share: float = 0.0
     cut: CutStrategy = "tail"
-    breaker_failures: int = 3  # Claude Code MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES
+    breaker_failures: int = 3
 
 
 class SummarySettings(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The summary a compaction writes (``ctxengine.summarize``, ``ctxengine.llm_summary``):
-    which summarizer, its size and look. ``summarizer``: "auto" is the LLM when one is
-    configured, else the $0 structured summary."""
+    """The summary a compaction writes: which summarizer, its size and look.
+
+    Read by ``ctxengine.summarize`` and ``ctxengine.llm_summary``.
+
+    Attributes:
+        summarizer: "auto" is the LLM when one is configured, else the $0 structured summary;
+            "structured" or "llm" choose one.
+        style: how the $0 structured summary (and the LLM summary's headings) look.
+        max_tokens: tokens the summary may take ...
+        max_share: ... and at most this share of the window.
+        llm_max_output: tokens the LLM summary may take.
+        user_message_chars: chars per user message kept verbatim in the summary.
+        identifiers_max: identifiers listed in the summary, a count.
+        stages: OpenClaw's summarizeInStages (LLM summaries only): a span over the chunk budget
+            is split into this many parts by token share, summarized apart, then merged in one
+            more call (1: off).
+        turn_prefix_max_tokens: tokens of pi's split-turn prefix summary (0.5 x reserve).
+        max_words: Letta: 300 words (sliding window) ... (0: no word limit).
+        all_max_words: ... 500 words (summarize-all fallback).
+        tool_return_chars: Letta's summarizer-input fallbacks, when the transcript exceeds window
+            x 4 chars: tool returns clamped to this many chars (0: off), then ...
+        input_share: ... the transcript middle-truncated to window x share x 4 chars (0: both
+            fallbacks off) ...
+        middle_keep: ... keeping this share of that budget from the head and as much from the
+            tail.
+    """
 
     table: ClassVar[str] = "summary"
     flat: ClassVar[dict[str, str]] = {
@@ -96,28 +141,32 @@ class SummarySettings(Settings, frozen=True, kw_only=True, forbid_unknown_fields
 
     summarizer: SummarizerKind = "auto"
     style: SummaryStyle = "ctxengine"
-    max_tokens: int = 12_000  # tokens the summary may take ...
-    max_share: float = 0.06  # ... and at most this share of the window
-    llm_max_output: int = 8_192  # tokens the LLM summary may take
-    user_message_chars: int = 2_000  # chars per user message kept verbatim in the summary
-    identifiers_max: int = 400  # identifiers listed in the summary
-    # OpenClaw summarizeInStages (LLM summaries only): a span over the chunk budget is split into
-    # this many parts by token share, summarized apart, then merged in one more call (1: off)
+    max_tokens: int = 12_000
+    max_share: float = 0.06
+    llm_max_output: int = 8_192
+    user_message_chars: int = 2_000
+    identifiers_max: int = 400
     stages: int = 1
-    turn_prefix_max_tokens: int = 8_192  # pi: the split-turn prefix summary (0.5 x reserve)
-    max_words: int = 0  # Letta: 300 words (sliding window) ... (0: no word limit)
-    all_max_words: int = 0  # ... 500 words (summarize-all fallback)
-    # Letta's summarizer-input fallbacks: tool returns clamped to this many chars (0: off), then
-    # the transcript middle-truncated (``middle_keep`` head + tail) to window x share x 4 chars
+    turn_prefix_max_tokens: int = 8_192
+    max_words: int = 0
+    all_max_words: int = 0
     tool_return_chars: int = 0
     input_share: float = 0.0
     middle_keep: float = 0.3
 
 
 class SlidingWindow(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Letta's sliding window (``layers.cut_plans``, cut "sliding-window"): evict round(share x N)
-    messages, the share starting at ``start_share`` and growing by ``step_share`` before each try,
-    until the rest fits ``goal_share`` of the window. Letta: 0.3, 0.1, 0.7."""
+    """Letta's sliding window (``layers.cut_plans``, cut "sliding-window"): evict a growing share.
+
+    Evicts round(share x N) messages, the share starting at ``start_share`` and growing by
+    ``step_share`` before each try, until the rest fits ``goal_share`` of the window. Letta: 0.3,
+    0.1, 0.7.
+
+    Attributes:
+        start_share: share of the messages evicted at the first try.
+        step_share: share of the messages added before each further try.
+        goal_share: share of the window the rest must fit.
+    """
 
     table: ClassVar[str] = "sliding_window"
     flat: ClassVar[dict[str, str]] = {
@@ -127,27 +176,42 @@ class SlidingWindow(Settings, frozen=True, kw_only=True, forbid_unknown_fields=T
     }
     shares: ClassVar[frozenset[str]] = frozenset({"start_share", "step_share", "goal_share"})
 
-    start_share: float = 0.3  # share of the messages
-    step_share: float = 0.1  # share of the messages
-    goal_share: float = 0.7  # share of the window
+    start_share: float = 0.3
+    step_share: float = 0.1
+    goal_share: float = 0.7
 
 
 class HistoryShare(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """OpenClaw's ``maxHistoryShare`` (``layers.history_share``): the span to summarize is pruned
-    to ``max_share`` of the window by dropping its oldest token-share chunk (pairs repaired); the
-    dropped part is summarized first. OpenClaw: 0.5, SAFETY_MARGIN 1.2."""
+    """OpenClaw's ``maxHistoryShare`` (``layers.history_share``): the span to summarize is pruned.
+
+    The span is pruned to ``max_share`` of the window by dropping its oldest token-share chunk
+    (pairs repaired); the dropped part is summarized first. OpenClaw: 0.5, SAFETY_MARGIN 1.2.
+
+    Attributes:
+        max_share: share of the window the span may take (0: off).
+        margin: OpenClaw's SAFETY_MARGIN on the "new content" test, a factor.
+    """
 
     table: ClassVar[str] = "history_share"
     flat: ClassVar[dict[str, str]] = {"max_share": "history_max_share", "margin": "history_share_margin"}
     shares: ClassVar[frozenset[str]] = frozenset({"max_share"})
 
-    max_share: float = 0.0  # share of the window (0: off)
-    margin: float = 1.2  # OpenClaw SAFETY_MARGIN on the "new content" test
+    max_share: float = 0.0
+    margin: float = 1.2
 
 
 class SessionNotes(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The session notes kept in the background (``ctxengine.notes``; Claude Code session
-    memory), the summary of a session-memory compaction and what the memory flush updates."""
+    """The session notes kept in the background (``ctxengine.notes``; Claude Code session memory).
+
+    The notes are the summary of a session-memory compaction and what the memory flush updates.
+
+    Attributes:
+        first_tokens: conversation tokens before the first notes update.
+        every_tokens: then an update each time this many more tokens ...
+        every_tool_calls: ... and this many tool calls have accrued.
+        max_tokens: tokens of the notes as a summary (Claude Code: 12,000) ...
+        max_share: ... and at most this share of the window (0: off).
+    """
 
     table: ClassVar[str] = "session_notes"
     flat: ClassVar[dict[str, str]] = {
@@ -160,17 +224,32 @@ class SessionNotes(Settings, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     at_least_one: ClassVar[frozenset[str]] = frozenset({"max_tokens"})
     shares: ClassVar[frozenset[str]] = frozenset({"max_share"})
 
-    first_tokens: int = 10_000  # conversation tokens before the first notes update
-    every_tokens: int = 5_000  # then each time this many more tokens ...
-    every_tool_calls: int = 3  # ... and this many tool calls have accrued
-    max_tokens: int = 12_000  # tokens of the notes as a summary (Claude Code: 12,000) ...
-    max_share: float = 0.0  # ... and at most this share of the window (0: off)
+    first_tokens: int = 10_000
+    every_tokens: int = 5_000
+    every_tool_calls: int = 3
+    max_tokens: int = 12_000
+    max_share: float = 0.0
 
 
 class SessionMemory(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Session-memory compaction (``layers.session_memory_compact``; Claude Code's SM-compact,
-    gated off there): the notes are the summary ($0), keeping 10,000-40,000 tokens and at least
-    5 text messages (Claude Code). The identifier index after the notes is ours."""
+    """Session-memory compaction (``layers.session_memory_compact``): the notes are the summary ($0).
+
+    Claude Code's SM-compact, gated off there: keeps 10,000-40,000 tokens and at least 5 text
+    messages (Claude Code). The identifier index after the notes is ours.
+
+    Attributes:
+        enabled: whether the layer runs once listed.
+        keep_min_tokens: tokens kept at least ...
+        keep_max_tokens: ... and at most, where a safe cut allows.
+        keep_min_share: caps ``keep_min_tokens`` at this share of the window (0: off).
+        keep_max_share: caps ``keep_max_tokens`` at this share of the window (0: off).
+        keep_min_messages: text messages kept, a count (None:
+            ``CompactionSettings.keep_recent_min_messages``).
+        gain_factor: it must free ``CompactionSettings.min_gain`` x this of the window.
+        identifier_index: whether the exact identifiers are listed after the notes (ours) ...
+        index_max_share: ... within this share of the window (0: the summary budget) ...
+        index_segments: ... in append-only segments the prompt cache keeps serving.
+    """
 
     table: ClassVar[str] = "session_memory"
     flat: ClassVar[dict[str, str]] = {
@@ -188,46 +267,81 @@ class SessionMemory(Settings, frozen=True, kw_only=True, forbid_unknown_fields=T
     shares: ClassVar[frozenset[str]] = frozenset({"keep_min_share", "keep_max_share", "index_max_share"})
 
     enabled: bool = True
-    keep_min_tokens: int = 10_000  # tokens kept at least ...
-    keep_max_tokens: int = 40_000  # ... and at most, where a safe cut allows
-    keep_min_share: float = 0.0  # caps ``keep_min_tokens`` at this share (0: off)
-    keep_max_share: float = 0.0  # caps ``keep_max_tokens`` at this share (0: off)
-    # text messages kept (None: ``CompactionSettings.keep_recent_min_messages``)
+    keep_min_tokens: int = 10_000
+    keep_max_tokens: int = 40_000
+    keep_min_share: float = 0.0
+    keep_max_share: float = 0.0
     keep_min_messages: int | None = None
-    gain_factor: float = 1.0  # it must free ``CompactionSettings.min_gain`` x this of the window
-    identifier_index: bool = True  # list the exact identifiers after the notes (ours) ...
-    index_max_share: float = 0.0  # ... within this share of the window (0: the summary budget)
-    index_segments: bool = False  # ... in append-only segments the prompt cache keeps serving
+    gain_factor: float = 1.0
+    identifier_index: bool = True
+    index_max_share: float = 0.0
+    index_segments: bool = False
 
 
 class MemoryFlush(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """OpenClaw's pre-compaction memory flush: once per compaction, when the context passes
-    threshold - ``soft_tokens``, the session notes are brought up to date (durable memory, outside
-    the context). OpenClaw: softThresholdTokens 4,000. Off by default."""
+    """OpenClaw's pre-compaction memory flush: the session notes brought up to date before compacting.
+
+    Once per compaction, when the context passes threshold - ``soft_tokens``, the session notes
+    are brought up to date (durable memory, outside the context). OpenClaw: softThresholdTokens
+    4,000. Off by default (a ``Policy`` that does not list the record has it off).
+
+    Attributes:
+        enabled: whether the flush runs once listed.
+        soft_tokens: tokens before the compaction threshold at which the flush runs.
+    """
 
     table: ClassVar[str] = "memory_flush"
     flat: ClassVar[dict[str, str]] = {"enabled": "memory_flush", "soft_tokens": "memory_flush_soft_tokens"}
 
     enabled: bool = True
-    soft_tokens: int = 4_000  # tokens before the compaction threshold
+    soft_tokens: int = 4_000
 
 
 class MemoryWarning(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Letta's memory warning (``memory_warning_threshold``, 75% of the window): an event, the
-    context is not changed."""
+    """Letta's memory warning (``memory_warning_threshold``, 75% of the window).
+
+    An event only: the context is not changed.
+
+    Attributes:
+        at_share: share of the window above which the warning is emitted (0: off).
+    """
 
     table: ClassVar[str] = "memory_warning"
     flat: ClassVar[dict[str, str]] = {"at_share": "warn_at_share"}
     shares: ClassVar[frozenset[str]] = frozenset({"at_share"})
 
-    at_share: float = 0.0  # share of the window (0: off)
+    at_share: float = 0.0
 
 
 class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What is re-attached after a compaction (``ctxengine.restore``; Claude Code's
-    post-compaction attachments: 5 files, 5,000 tokens each, 50,000 in all, the todos, the
-    instruction files). The changes, the error, the shell reads and the transcript skeleton are
-    ours. Each ``*_share`` caps its size at that share of the window (0: the size alone)."""
+    """What is re-attached after a compaction (``ctxengine.restore``).
+
+    Claude Code's post-compaction attachments: 5 files, 5,000 tokens each, 50,000 in all, the
+    todos, the instruction files. The changes, the error, the shell reads and the transcript
+    skeleton are ours. Each ``*_share`` caps its size at that share of the window (0: the size
+    alone).
+
+    Attributes:
+        files: recently read files restored, a count ...
+        file_tokens: ... tokens each ...
+        total_tokens: ... tokens in all.
+        todos: whether the todo list is restored.
+        from_history: ours: restore files read anywhere before the cut, not only in the span just
+            summarized (a second compaction otherwise forgets the first's files).
+        changes: ours: the last change (new text) of this many modified files ...
+        change_tokens: ... tokens each at most.
+        error_tokens: ours: tokens of the latest error with its call (0: off).
+        shell_reads: ours: whether files printed by cat / sed -n / nl count as read.
+        skeleton_tokens: ours: the transcript skeleton (``ctxengine.skeleton``): the user's and
+            the agent's own words from before the cut, newest first within this many tokens
+            (0: off), as append-only segments that lead the prefix ...
+        skeleton_block_tokens: ... each block at most this many tokens.
+        instruction_files: the names of the instruction files re-attached.
+        file_share: caps ``file_tokens``, a share of the window.
+        total_share: caps ``total_tokens``, a share of the window.
+        change_share: caps ``change_tokens``, a share of the window.
+        skeleton_share: caps ``skeleton_tokens``, a share of the window.
+    """
 
     table: ClassVar[str] = "restore"
     flat: ClassVar[dict[str, str]] = {
@@ -252,20 +366,15 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
         {"file_share", "total_share", "change_share", "skeleton_share"}
     )
 
-    files: int = 5  # recently read files restored ...
-    file_tokens: int = 5_000  # ... tokens each ...
-    total_tokens: int = 50_000  # ... tokens in all
+    files: int = 5
+    file_tokens: int = 5_000
+    total_tokens: int = 50_000
     todos: bool = True
-    # ours: restore files read anywhere before the cut, not only in the span just summarized (a
-    # second compaction otherwise forgets the first's files)
     from_history: bool = False
-    changes: int = 0  # ours: the last change (new text) of this many modified files ...
-    change_tokens: int = 4_000  # ... tokens each at most
-    error_tokens: int = 0  # ours: tokens of the latest error with its call (0: off)
-    shell_reads: bool = False  # ours: files printed by cat / sed -n / nl count as read
-    # ours: the transcript skeleton (``ctxengine.skeleton``): the user's and the agent's own words
-    # from before the cut, newest first within this many tokens (0: off), as append-only segments
-    # that lead the prefix, each block at most ``skeleton_block_tokens``
+    changes: int = 0
+    change_tokens: int = 4_000
+    error_tokens: int = 0
+    shell_reads: bool = False
     skeleton_tokens: int = 0
     skeleton_block_tokens: int = 1_000
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")

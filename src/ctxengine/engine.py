@@ -87,13 +87,11 @@ class CompactionError(Exception):
 
 
 class ContextEngine(EngineCascade):
-    """The core engine (id ``ctxengine``, owner ``core``).
+    """The core engine (id ``ctxengine``, owner ``core``): one conversation's context.
 
-    ``model`` names the model (registry lookup for window, max output, prices, tokenizer);
-    ``window`` overrides the model's context window and ``agent_cap`` caps it (tokens).
-    Raises ``WindowTooSmallError`` when the resolved window is under 16,000 tokens.
+    The window resolves as user override > model > 200,000 tokens, then at most ``agent_cap``.
 
-    ``background_notes``: session-notes updates do not block the agent loop. When the cadence
+    With ``background_notes``, session-notes updates do not block the agent loop. When the cadence
     fires, ``after_turn`` starts the update on a worker thread over a snapshot (the messages new
     since the last update and a copy of the notes) and returns at once; one update at a time (a
     cadence due while one runs is skipped: the next one catches up, since the notes advance only
@@ -110,6 +108,28 @@ class ContextEngine(EngineCascade):
     Thread safety: the engine itself is single-threaded (call it from one thread). The worker
     only computes new notes from its snapshot (``compaction.run_notes_update``) and returns them;
     it never reads or writes engine or compactor state, which only the caller's thread changes.
+
+    Args:
+        policy: the layers' settings (``DEFAULT``, ``get_policy(...)``, ``Policy.compose(...)``).
+        model: the model's name, looked up in ``registry`` for window, max output, prices and
+            tokenizer (None or unknown: a flagged fallback entry).
+        window: overrides the model's context window, tokens.
+        agent_cap: caps the window, tokens.
+        registry: the model registry (default: the shipped one, ``Registry.default()``).
+        store: where entries and artifacts go (default: an in-memory ``SQLiteStore``).
+        counter: the token counter (default: the model's, ``counter_for``).
+        session_id: the session's id in the store.
+        llm: the LLM client of LLM summaries and notes updates (None: the $0 structured summary).
+        workspace: the agent's working directory, where the files restored after a compaction are
+            re-read.
+        restore_from_transcript: whether a restored file not on this machine (a replay) takes
+            the latest content the session read of it.
+        background_notes: whether session-notes updates run on a worker thread (above).
+
+    Raises:
+        WindowTooSmallError: when the resolved window is under 16,000 tokens (a
+            ``WindowWarning`` under 32,000, a ``ModelWindowWarning`` above the known model's own
+            window).
     """
 
     engine_id = "ctxengine"
@@ -177,10 +197,17 @@ class ContextEngine(EngineCascade):
         recorded_compactions: Sequence[RecordedCompaction] = (),
         tools: Sequence[ToolDefinition] = (),
     ) -> None:
-        """Start a session. ``fixed_prefix_tokens``: tokens of system prompt + tool definitions
-        when known (else counted from ``system``); ``recorded_compactions`` feed policy
-        ``recorded``; ``tools``: the tools the agent sends with every call, repeated by a summary
-        request that reuses the conversation's cached prefix (Claude Code's forked agent)."""
+        """Start a session.
+
+        Args:
+            system: the system prompt.
+            fixed_prefix_tokens: tokens of system prompt + tool definitions when known (None:
+                counted from ``system``).
+            recorded_compactions: the recorded session's compactions, which policy ``recorded``
+                replays.
+            tools: the tools the agent sends with every call, repeated by a summary request that
+                reuses the conversation's cached prefix (Claude Code's forked agent).
+        """
         self.system = system
         self.compactor.system = system
         self.compactor.tools = tuple(tools)
@@ -189,15 +216,24 @@ class ContextEngine(EngineCascade):
         self.recorded = {c.index: c for c in recorded_compactions}
 
     def ingest(self, message: Message) -> list[LayerEvent]:
-        """Append a message to the session (and the store). Runs the tool-result budget on it.
-        Returns the events of decisions made.
+        """Append a message to the session (and the store), running the tool-result budget on it.
 
         Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
         duplicate): a message whose id was already ingested with the same role and blocks (a
         harness retrying a turn) changes nothing, returns no event and is counted in
-        ``reingested``; an empty id is never a duplicate. Raises ``ValueError`` for an id already
-        ingested with other content, and ``StoreError`` when the store cannot take the message
-        (nothing is changed then)."""
+        ``reingested``; an empty id is never a duplicate.
+
+        Args:
+            message: the message, as it happened.
+
+        Returns:
+            The events of the decisions made (the tool-result budget's offload, a recorded
+            compaction); empty for none.
+
+        Raises:
+            ValueError: for an id already ingested with other content.
+            StoreError: when the store cannot take the message (nothing is changed then).
+        """
         if message.id:
             known = self._ingested.get(message.id)
             if known is not None:
@@ -263,8 +299,16 @@ class ContextEngine(EngineCascade):
     def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection:
         """The projection to send at the next call, after running the cascade.
 
-        ``budget`` (tokens) caps the window for this call; ``now`` (epoch seconds) is the call's
-        time, used by the idle clear. The messages are pairing-valid (repaired if needed).
+        A layer that fails is logged and skipped; the session stays as it was.
+
+        Args:
+            budget: caps the window for this call, tokens (None: the engine's window).
+            now: the call's time, epoch seconds, used by the idle clear and the prompt-cache
+                model (None: unknown).
+
+        Returns:
+            The ``Projection``: its messages pairing-valid (repaired if needed), with the events
+            of the decisions made since the last ``assemble``.
         """
         window = min(self.window, budget) if budget else self.window
         self._settle_notes()
@@ -302,9 +346,15 @@ class ContextEngine(EngineCascade):
         )
 
     def after_turn(self, usage: Usage | None) -> None:
-        """Record the provider's usage for the call just made (anchors the ledger), then run the
-        background upkeep: the session notes when due, in line, or with ``background_notes``
-        started on a worker thread (a finished earlier update is applied first)."""
+        """Record the provider's usage for the call just made, then run the background upkeep.
+
+        The usage anchors the ledger. The upkeep is the session notes when due, in line, or with
+        ``background_notes`` started on a worker thread (a finished earlier update is applied
+        first).
+
+        Args:
+            usage: the provider's usage of the call (None or zero input: nothing to anchor).
+        """
         if usage is not None and usage.total_input > 0:
             self.ledger.observe(usage.total_input, self._last_estimate)
         self._settle_notes()
@@ -316,10 +366,20 @@ class ContextEngine(EngineCascade):
     def compact(
         self, force: bool = True, reason: str = "manual", instructions: str = ""
     ) -> LayerEvent | None:
-        """Compact now (``force`` ignores the threshold); ``instructions`` is the caller's focus,
-        appended to the summary prompt (OpenClaw's ``/compact [instructions]``). Returns the
-        event, or None when there is nothing to compact. Raises ``CompactionError`` on failure;
-        the session is then unchanged."""
+        """Compact now.
+
+        Args:
+            force: whether to ignore the compaction threshold.
+            reason: why, recorded in the event ("manual", ...).
+            instructions: the caller's focus, appended to the summary prompt (OpenClaw's
+                ``/compact [instructions]``).
+
+        Returns:
+            The compaction's event, or None when there is nothing to compact.
+
+        Raises:
+            CompactionError: when the compaction fails; the session is then unchanged.
+        """
         self._settle_notes()
         ctx = self._context(self.window, self._last_call)
         try:
@@ -342,22 +402,31 @@ class ContextEngine(EngineCascade):
         return event
 
     def maintain(self) -> list[LayerEvent]:
-        """Background upkeep: events of upkeep done since the last ``assemble`` (notes updates run
-        in ``after_turn``; a finished background update is applied here); nothing is repaired
-        here, since a tool call may still await its result."""
+        """Background upkeep: a finished background notes update is applied.
+
+        Notes updates run in ``after_turn``; nothing is repaired here, since a tool call may still
+        await its result.
+
+        Returns:
+            The events of upkeep done since the last ``assemble`` (they stay pending for it).
+        """
         self._settle_notes()
         return list(self._pending_events)
 
     @property
     def notes_update_pending(self) -> bool:
-        """A background notes update has started and is not applied yet (it may have finished:
-        the next lifecycle call applies it)."""
+        """Whether a background notes update has started and is not applied yet.
+
+        It may have finished: the next lifecycle call applies it.
+        """
         return self.compactor.notes_running
 
     def dispose(self) -> None:
-        """End the session: end its live sub-agents (``released``), apply a finished background
-        notes update, abandon a running one (without waiting for it; an event says so), release
-        the store."""
+        """End the session.
+
+        Ends its live sub-agents (``released``), applies a finished background notes update,
+        abandons a running one (without waiting for it; an event says so), releases the store.
+        """
         from ctxengine.subagents.spawn import release_children
 
         release_children(self)
@@ -377,11 +446,28 @@ class ContextEngine(EngineCascade):
         workspace: Path | None = None,
         ttl_s: float | None = None,
     ) -> SubagentContext:
-        """Prepare a sub-agent of this session for ``prompt`` (OpenClaw's ``prepareSubagentSpawn``):
-        its own engine, ``isolated`` (its system prompt, allow-listed instruction files, the
-        prompt alone) or ``fork`` (this projection as a cache-sharing prefix, open calls closed);
-        ``call_id`` is the tool call it answers. Raises ``SubagentDepthError`` past
-        ``spec.max_depth`` and ``SpawnError`` (everything rolled back) when a step fails."""
+        """Prepare a sub-agent of this session for ``prompt`` (OpenClaw's ``prepareSubagentSpawn``).
+
+        The sub-agent gets its own engine, ``isolated`` (its system prompt, allow-listed
+        instruction files, the prompt alone) or ``fork`` (this projection as a cache-sharing
+        prefix, open calls closed).
+
+        Args:
+            spec: the sub-agent's definition.
+            prompt: the task delegated to it.
+            mode: "isolated" or "fork" (None: ``spec.mode``).
+            call_id: the tool call it answers, if any.
+            workspace: where its skills and instruction files are read.
+            ttl_s: seconds after which a sub-agent never ended is swept (None: never).
+
+        Returns:
+            The prepared ``SubagentContext``: its engine, bootstrapped with the initial messages
+            ingested, and what its calls need.
+
+        Raises:
+            SubagentDepthError: past ``spec.max_depth`` (nothing is done).
+            SpawnError: when the prompt is empty or a step fails (everything rolled back).
+        """
         from ctxengine.subagents.spawn import prepare_spawn
 
         return prepare_spawn(
@@ -389,9 +475,20 @@ class ContextEngine(EngineCascade):
         )
 
     def on_subagent_ended(self, result: SubagentResult) -> list[LayerEvent]:
-        """Take back a sub-agent's final report and the files it read (nothing else of its
-        history), as the result of the call that spawned it; the sub-agent is disposed. Raises
-        ``SubagentError`` for a sub-agent that is not live or not this session's."""
+        """Take back a sub-agent's final report and the files it read, then dispose of it.
+
+        Nothing else of its history comes back: the report (capped at ``report_max_tokens``) and
+        the files read are ingested as the result of the call that spawned it (or a notice).
+
+        Args:
+            result: what the sub-agent hands back.
+
+        Returns:
+            The events of ingesting the report into this session.
+
+        Raises:
+            SubagentError: for a sub-agent that is not live or not this session's.
+        """
         from ctxengine.subagents.spawn import end_subagent
 
         return end_subagent(self, result)

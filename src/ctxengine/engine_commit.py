@@ -33,9 +33,20 @@ class EngineCommits(EngineView):
     context (see the module docstring)."""
 
     def retrieve(self, artifact: str) -> str:
-        """The original content of an offloaded or cleared tool result, or with
-        ``message:<id>`` the text of a message of the transcript (a long user request quoted in
-        part after a compaction). Raises ``StoreError`` (``KeyError`` for an unknown message)."""
+        """The original content of an offloaded or cleared tool result, or of a message.
+
+        Args:
+            artifact: the artifact id of the result, or ``message:<id>`` for the text of a
+                message of the transcript (a long user request quoted in part after a
+                compaction).
+
+        Returns:
+            The original text.
+
+        Raises:
+            StoreError: when the store has no such artifact.
+            KeyError: for an unknown message id.
+        """
         if artifact.startswith("message:"):
             wanted = artifact.removeprefix("message:")
             for msg in reversed(self.history):
@@ -46,10 +57,15 @@ class EngineCommits(EngineView):
         return content
 
     def latest_request_verbatim(self) -> bool | str:
-        """Whether the newest user-typed request of the history is in the projection whole
-        (``True``), as its quoted head and tail (``"partial"``: it did not fit, see
-        ``Compactor._quote_latest_request``) or not at all (``False``). ``True`` when the
-        session has no user request yet. Set on every compaction event's quality figures."""
+        """Whether the newest user-typed request of the history is in the projection whole.
+
+        Set on every compaction event's quality figures.
+
+        Returns:
+            ``True`` when it is whole (or the session has no user request yet), ``"partial"``
+            when only its quoted head and tail are (it did not fit, see
+            ``Compactor._quote_latest_request``), ``False`` when it is not there at all.
+        """
         found = self.compactor.latest_request
         if found is None:
             return True
@@ -63,9 +79,18 @@ class EngineCommits(EngineView):
         return False
 
     def retrieve_part(self, artifact: str) -> Image | Document:
-        """The image or document kept whole as ``artifact`` (``tool-result/<call id>/part-<k>``),
-        for a harness to attach again. Raises ``StoreError`` when there is none, ``ValueError``
-        when the artifact is not an image or document."""
+        """The image or document kept whole as ``artifact``, for a harness to attach again.
+
+        Args:
+            artifact: the artifact id, ``tool-result/<call id>/part-<k>``.
+
+        Returns:
+            The ``Image`` or ``Document``.
+
+        Raises:
+            StoreError: when there is no such artifact.
+            ValueError: when the artifact is not an image or document.
+        """
         content, meta = self.store.get_artifact(self.session_id, artifact)
         fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "part")}
         kind = fields.get("type")

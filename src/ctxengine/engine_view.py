@@ -30,11 +30,15 @@ if TYPE_CHECKING:
 
 
 class Projection(msgspec.Struct, kw_only=True):
-    """What the engine would send at a call.
+    """What the engine would send at a call (``ContextEngine.assemble``).
 
-    ``messages``: the conversation (neutral model); ``system``: system prompt; ``tokens``: the
-    ledger's predicted input tokens of the request (fixed prefix included); ``content_estimate``:
-    raw counter tokens of ``messages``; ``events``: decisions made while assembling.
+    Attributes:
+        messages: the conversation (neutral model).
+        system: the system prompt.
+        tokens: the ledger's predicted input tokens of the request (fixed prefix included).
+        content_estimate: raw counter tokens of ``messages``.
+        window: the window this call was assembled for, tokens (the engine's, or the budget).
+        events: the decisions made while assembling.
     """
 
     messages: list[Message]
@@ -96,7 +100,13 @@ class EngineView:
         Unlike Letta's system-prompt blocks it rides with a turn, so the cached prefix before
         that turn stays valid; it moves to the newest user turn only when ``text`` changes (the
         previous copy disappears from the projection then: one cache miss per change, not per
-        call). Empty ``text`` removes it. Returns True when the projection changed.
+        call).
+
+        Args:
+            text: the block's text (empty: remove it).
+
+        Returns:
+            True when the projection changed.
         """
         anchor = next(
             (

@@ -25,10 +25,23 @@ EvictOrder = Literal["oldest", "importance"]
 
 
 class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Tool-result budget (``layers.tool_result_budget``), every call: a result over the cap goes
-    to the artifact store behind a preview. Claude Code: 50,000 chars per tool, 200,000 per
-    message, a 2 KB ``<persisted-output>`` preview, Read opted out. OpenClaw also caps at
-    floor(window x ``window_share``) x 4 chars."""
+    """Tool-result budget (``layers.tool_result_budget``): a result over the cap is offloaded.
+
+    Every call, a result over the cap goes to the artifact store behind a preview. Claude Code:
+    50,000 chars per tool, 200,000 per message, a 2 KB ``<persisted-output>`` preview, Read opted
+    out. OpenClaw also caps at floor(window x ``window_share``) x 4 chars.
+
+    Attributes:
+        enabled: whether the layer runs.
+        max_chars: cap per tool result, chars.
+        message_max_chars: cap on all the results of one message together, chars.
+        preview_chars: preview kept in place of an offloaded result, chars (Claude Code's 2 KB
+            ``<persisted-output>`` preview).
+        exempt_tools: tools with their own limits, never offloaded (Claude Code: Read).
+        tail_chars: tail kept when the tail looks important (errors, summaries), chars.
+        window_share: OpenClaw's cap, floor(window x share) x 4 chars; a share of the window
+            (0: no share cap).
+    """
 
     table: ClassVar[str] = "tool_result_budget"
     flat: ClassVar[dict[str, str]] = {
@@ -44,18 +57,24 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
     shares: ClassVar[frozenset[str]] = frozenset({"window_share"})
 
     enabled: bool = True
-    max_chars: int = 50_000  # chars per tool result
-    message_max_chars: int = 200_000  # chars of all results of one message
-    preview_chars: int = 2_000  # chars: Claude Code's 2 KB <persisted-output> preview
-    exempt_tools: tuple[str, ...] = ("read",)  # tools with their own limits (Claude Code: Read)
-    tail_chars: int = 600  # chars of tail kept when the tail looks important (errors, summaries)
-    window_share: float = 0.0  # OpenClaw: cap <= floor(window x share) x 4 chars (0: no share)
+    max_chars: int = 50_000
+    message_max_chars: int = 200_000
+    preview_chars: int = 2_000
+    exempt_tools: tuple[str, ...] = ("read",)
+    tail_chars: int = 600
+    window_share: float = 0.0
 
 
 class ClearedResults(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What a cleared or offloaded tool result keeps (``layers.base.cleared_result``; every
-    clearing layer and the tool-result budget's preview): a line of its identifiers (ours; none
-    of the reference harnesses keeps one)."""
+    """What a cleared or offloaded tool result keeps: a line of its identifiers.
+
+    Used by ``layers.base.cleared_result``: every clearing layer and the tool-result budget's
+    preview. Ours; none of the reference harnesses keeps one.
+
+    Attributes:
+        keep_identifiers: whether the identifiers line is kept.
+        identifiers_max: identifiers listed per cleared result, a count.
+    """
 
     table: ClassVar[str] = "cleared_results"
     flat: ClassVar[dict[str, str]] = {
@@ -64,13 +83,20 @@ class ClearedResults(Settings, frozen=True, kw_only=True, forbid_unknown_fields=
     }
 
     keep_identifiers: bool = True
-    identifiers_max: int = 40  # identifiers listed per cleared result
+    identifiers_max: int = 40
 
 
 class IdleClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Idle clear (``layers.idle_clear``; Claude Code's time-based microcompact): after an idle
-    gap the prompt cache is cold anyway, so all but the newest tool results are cleared. Claude
-    Code: gap 60 min, keep 5."""
+    """Idle clear (``layers.idle_clear``): after an idle gap, all but the newest tool results are cleared.
+
+    Claude Code's time-based microcompact: after an idle gap the prompt cache is cold anyway.
+    Claude Code: gap 60 min, keep 5.
+
+    Attributes:
+        enabled: whether the layer runs.
+        gap_s: idle gap without a model call, seconds.
+        keep_recent: newest tool results kept, a count.
+    """
 
     table: ClassVar[str] = "idle_clear"
     flat: ClassVar[dict[str, str]] = {
@@ -80,16 +106,30 @@ class IdleClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True)
     }
 
     enabled: bool = True
-    gap_s: float = 3600.0  # seconds without a model call
-    keep_recent: int = 5  # newest tool results kept
+    gap_s: float = 3600.0
+    keep_recent: int = 5
 
 
 class TtlPrune(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Cache-TTL pruning (``layers.cache_ttl_prune``; OpenClaw's context-pruning extension, mode
-    ``cache-ttl``, off by default): once the prompt cache has expired, soft-trim then hard-clear
-    old tool results. Ratios are context chars / (window x 4). OpenClaw: ttl "5m", 3 assistant
-    messages kept, soft at 0.3, hard at 0.5 with 50,000 prunable chars, results over 4,000 chars
-    trimmed to 1,500 head + 1,500 tail."""
+    """Cache-TTL pruning (``layers.cache_ttl_prune``): soft-trim, then hard-clear old tool results.
+
+    OpenClaw's context-pruning extension, mode ``cache-ttl``, off by default (a ``Policy`` that
+    does not list the record has it off): once the prompt cache has expired, old tool results are
+    soft-trimmed, then hard-cleared. Ratios are context chars / (window x 4). OpenClaw: ttl "5m",
+    3 assistant messages kept, soft at 0.3, hard at 0.5 with 50,000 prunable chars, results over
+    4,000 chars trimmed to 1,500 head + 1,500 tail.
+
+    Attributes:
+        enabled: whether the layer runs once listed.
+        ttl_s: prompt-cache lifetime, seconds (OpenClaw: "5m").
+        keep_last_assistants: results after the n-th last assistant message are kept, a count.
+        soft_ratio: context chars / (window x 4) at which the soft trim starts.
+        hard_ratio: context chars / (window x 4) at which the hard clear starts.
+        min_prunable_chars: the hard clear runs only with this many prunable chars.
+        soft_max_chars: results longer than this are soft-trimmed, chars ...
+        head_chars: ... to this head, chars ...
+        tail_chars: ... and this tail, chars.
+    """
 
     table: ClassVar[str] = "ttl_prune"
     flat: ClassVar[dict[str, str]] = {
@@ -105,20 +145,30 @@ class TtlPrune(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
     }
 
     enabled: bool = True
-    ttl_s: float = 300.0  # seconds: "5m"
-    keep_last_assistants: int = 3  # results after the 3rd-last assistant message are kept
-    soft_ratio: float = 0.3  # context chars / (window x 4) at which soft trim starts
-    hard_ratio: float = 0.5  # ... and hard clear
-    min_prunable_chars: int = 50_000  # hard clear only with this many prunable chars
-    soft_max_chars: int = 4_000  # results longer than this (chars) are soft-trimmed ...
-    head_chars: int = 1_500  # ... to this head ...
-    tail_chars: int = 1_500  # ... and this tail
+    ttl_s: float = 300.0
+    keep_last_assistants: int = 3
+    soft_ratio: float = 0.3
+    hard_ratio: float = 0.5
+    min_prunable_chars: int = 50_000
+    soft_max_chars: int = 4_000
+    head_chars: int = 1_500
+    tail_chars: int = 1_500
 
 
 class CacheClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Cache-aware clearing of old tool results under pressure (``layers.cache_clear``; after
-    Anthropic's ``clear_tool_uses`` edit: trigger, keep 3, ``clear_at_least``), in one batch worth
-    the cache miss it costs."""
+    """Cache-aware clearing of old tool results under pressure (``layers.cache_clear``).
+
+    After Anthropic's ``clear_tool_uses`` edit (trigger, keep 3, ``clear_at_least``): one batch
+    worth the cache miss it costs. ``target`` must not exceed ``trigger`` (``ValueError``).
+
+    Attributes:
+        enabled: whether the layer runs.
+        trigger: share of the window at which clearing starts.
+        target: share of the window clearing brings the context down to.
+        keep_recent: newest tool results never cleared, a count.
+        at_least: tokens; a batch smaller than this is not worth a cache miss.
+        min_result_tokens: tokens; results smaller than this are not worth clearing.
+    """
 
     table: ClassVar[str] = "cache_clear"
     flat: ClassVar[dict[str, str]] = {
@@ -132,24 +182,36 @@ class CacheClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True
     shares: ClassVar[frozenset[str]] = frozenset({"trigger", "target"})
 
     enabled: bool = True
-    trigger: float = 0.5  # share of the window at which clearing starts
-    target: float = 0.35  # share of the window clearing brings the context down to
-    keep_recent: int = 5  # newest tool results never cleared
-    at_least: int = 10_000  # tokens: a batch smaller than this is not worth a cache miss
-    min_result_tokens: int = 200  # tokens: results smaller than this are not worth clearing
+    trigger: float = 0.5
+    target: float = 0.35
+    keep_recent: int = 5
+    at_least: int = 10_000
+    min_result_tokens: int = 200
 
     def problems(self) -> Iterator[tuple[str, str]]:
-        """Every field's range, and the target not above the trigger."""
+        """Each field out of range, and the target above the trigger.
+
+        Returns:
+            ``(field, phrase)`` pairs, as ``Settings.problems``; empty when the record is sound.
+        """
         yield from super().problems()
         if self.target > self.trigger:
             yield "target", f"({self.target}) must not exceed trigger ({self.trigger})"
 
 
 class EvictionSettings(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Eviction without a summary (``layers.history_limit``; off by default): a gateway's
-    per-kind user-turn limits (OpenClaw's ``historyLimit``, batched), and whole API rounds
-    evicted above the compaction threshold down to ``target_share`` of the free window, oldest
-    first or by seed 002's importance score."""
+    """Eviction without a summary (``layers.history_limit``), off by default.
+
+    A gateway's per-kind user-turn limits (OpenClaw's ``historyLimit``, batched), and whole API
+    rounds evicted above the compaction threshold down to ``target_share`` of the free window,
+    oldest first or by seed 002's importance score.
+
+    Attributes:
+        limits: user turns kept per session kind (``HistoryLimits``).
+        at_pressure: whether whole rounds are evicted above the compaction threshold.
+        target_share: share of the free window pressure eviction brings the context down to.
+        order: which rounds go first: "oldest", or "importance" (``ctxengine.layers.importance``).
+    """
 
     table: ClassVar[str] = "eviction"
     flat: ClassVar[dict[str, str]] = {
@@ -160,33 +222,44 @@ class EvictionSettings(Settings, frozen=True, kw_only=True, forbid_unknown_field
     }
     shares: ClassVar[frozenset[str]] = frozenset({"target_share"})
 
-    limits: HistoryLimits = msgspec.field(default_factory=HistoryLimits)  # user turns per kind
+    limits: HistoryLimits = msgspec.field(default_factory=HistoryLimits)
     at_pressure: bool = False
-    target_share: float = 0.45  # share of the free window pressure eviction brings it down to
+    target_share: float = 0.45
     order: EvictOrder = "oldest"
 
 
 class OverflowGuard(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Overflow guard (``layers.overflow_guard``): the last resort before a call that cannot fit;
-    drops the oldest whole rounds until the request fits window - ``reserve`` tokens. It stands
-    in for every harness's compact-and-retry on "prompt is too long"."""
+    """Overflow guard (``layers.overflow_guard``): the last resort before a call that cannot fit.
+
+    Drops the oldest whole rounds until the request fits window - ``reserve`` tokens. It stands in
+    for every harness's compact-and-retry on "prompt is too long".
+
+    Attributes:
+        enabled: whether the layer runs.
+        reserve: tokens kept free for the response at the very least.
+    """
 
     table: ClassVar[str] = "overflow_guard"
     flat: ClassVar[dict[str, str]] = {"enabled": "overflow_guard", "reserve": "overflow_reserve"}
 
     enabled: bool = True
-    reserve: int = 4_000  # tokens kept free for the response at the very least
+    reserve: int = 4_000
 
 
 class PromptCache(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The prompt-cache model (``ctxengine.cache``, the replay's pricing and the cold-cache
-    compaction): how long a cached prefix lives. Anthropic's ephemeral cache: 5 min (3,600 s
-    for the 1-hour cache)."""
+    """The prompt-cache model: how long a cached prefix lives.
+
+    Read by ``ctxengine.cache``, the replay's pricing and the cold-cache compaction. Anthropic's
+    ephemeral cache: 5 min (3,600 s for the 1-hour cache).
+
+    Attributes:
+        ttl_s: lifetime of a cached prefix since the last call, seconds.
+    """
 
     table: ClassVar[str] = "prompt_cache"
     flat: ClassVar[dict[str, str]] = {"ttl_s": "cache_ttl_s"}
 
-    ttl_s: float = 300.0  # seconds since the last call
+    ttl_s: float = 300.0
 
 
 LAYER_SETTINGS: tuple[type[Settings], ...] = (

@@ -27,14 +27,26 @@ Origin = Literal[
 
 
 class Text(msgspec.Struct, frozen=True, tag="text"):
-    """Plain text content."""
+    """Plain text content.
+
+    Attributes:
+        text: the text.
+    """
 
     text: str
 
 
 class Thinking(msgspec.Struct, frozen=True, tag="thinking"):
-    """Model reasoning. ``signature`` (Anthropic) or ``encrypted`` (OpenAI reasoning items) must be
-    passed back unmodified where the provider needs them; ``redacted`` marks redacted thinking."""
+    """Model reasoning.
+
+    ``signature`` and ``encrypted`` must be passed back unmodified where the provider needs them.
+
+    Attributes:
+        thinking: the reasoning text.
+        signature: Anthropic's signature of the thinking block.
+        redacted: whether this is redacted thinking.
+        encrypted: OpenAI reasoning items' encrypted content.
+    """
 
     thinking: str
     signature: str = ""
@@ -43,8 +55,14 @@ class Thinking(msgspec.Struct, frozen=True, tag="thinking"):
 
 
 class ToolCall(msgspec.Struct, frozen=True, tag="tool_call"):
-    """A tool call by the assistant. ``input`` is the parsed JSON arguments, or a raw string for
-    free-form (custom) tools such as Codex's ``apply_patch``."""
+    """A tool call by the assistant.
+
+    Attributes:
+        id: the call's id, which its ``ToolResult`` names.
+        name: the tool's name.
+        input: the parsed JSON arguments, or a raw string for free-form (custom) tools such as
+            Codex's ``apply_patch``.
+    """
 
     id: str
     name: str
@@ -52,10 +70,19 @@ class ToolCall(msgspec.Struct, frozen=True, tag="tool_call"):
 
 
 class Image(msgspec.Struct, frozen=True, tag="image"):
-    """An image. ``data`` is base64 (never cut by a character cap). ``width``/``height`` in pixels
-    when known (read from the image header by the reader: ``ctxengine.media.image_size``); tokens
-    are counted from the pixel size (Anthropic: width x height / 750), never from the base64
-    length."""
+    """An image.
+
+    Tokens are counted from the pixel size (Anthropic: width x height / 750), never from the
+    base64 length.
+
+    Attributes:
+        media_type: the MIME type (``image/png``, ...).
+        data: the image, base64 (never cut by a character cap); empty when given by ``url``.
+        url: where the image is, when it is not inline.
+        width: width in pixels when known (read from the image header by the reader:
+            ``ctxengine.media.image_size``).
+        height: height in pixels when known.
+    """
 
     media_type: str
     data: str = ""
@@ -65,7 +92,13 @@ class Image(msgspec.Struct, frozen=True, tag="image"):
 
 
 class Document(msgspec.Struct, frozen=True, tag="document"):
-    """A document (PDF or plain text source) attached to a message."""
+    """A document (PDF or plain text source) attached to a message.
+
+    Attributes:
+        media_type: the MIME type (``application/pdf``, ``text/plain``).
+        data: the content (base64 for a PDF).
+        title: the document's title, when known.
+    """
 
     media_type: str
     data: str = ""
@@ -76,27 +109,43 @@ ResultPart = Text | Image | Document
 
 
 class ToolResult(msgspec.Struct, frozen=True, tag="tool_result"):
-    """The result of tool call ``call_id``; ``content`` is text and/or images/documents."""
+    """The result of a tool call.
+
+    Attributes:
+        call_id: the id of the ``ToolCall`` it answers.
+        content: text and/or images/documents.
+        is_error: whether the tool reported an error.
+        name: the tool's name, when the format records it (helps layers and writers).
+    """
 
     call_id: str
     content: tuple[ResultPart, ...]
     is_error: bool = False
-    name: str = ""  # name of the tool, when the format records it (helps layers and writers)
+    name: str = ""
 
 
 Block = Text | Thinking | ToolCall | ToolResult | Image | Document
 
 
 class Usage(msgspec.Struct, frozen=True):
-    """Provider-reported token usage of one model call, normalised to Anthropic's semantics:
-    the four input fields are disjoint, so ``total_input`` is their sum. Readers of OpenAI-style
+    """Provider-reported token usage of one model call, normalised to Anthropic's semantics.
+
+    The four input fields are disjoint, so ``total_input`` is their sum. Readers of OpenAI-style
     usage (where ``prompt_tokens`` already includes cached tokens) subtract the cached part into
-    ``cache_read_tokens``. All fields in tokens."""
+    ``cache_read_tokens``. All fields in tokens.
+
+    Attributes:
+        input_tokens: input tokens neither read from nor written to the cache.
+        cache_read_tokens: input tokens read from the prompt cache.
+        cache_write_tokens: input tokens written to the cache, 5-minute (or unspecified TTL).
+        cache_write_1h_tokens: input tokens written to the 1-hour cache.
+        output_tokens: tokens the model wrote.
+    """
 
     input_tokens: int = 0
     cache_read_tokens: int = 0
-    cache_write_tokens: int = 0  # 5-minute cache writes (or unspecified TTL)
-    cache_write_1h_tokens: int = 0  # 1-hour cache writes
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
     output_tokens: int = 0
 
     @property
@@ -108,16 +157,28 @@ class Usage(msgspec.Struct, frozen=True):
 
     @property
     def is_zero(self) -> bool:
+        """Whether nothing was reported: no input and no output tokens."""
         return self.total_input == 0 and self.output_tokens == 0
 
 
 class Message(msgspec.Struct):
     """One message of a conversation.
 
-    ``id`` is unique within a session. ``timestamp`` in seconds since the epoch (UTC) or None.
-    An assistant message is one model call: ``usage`` holds what the provider reported for that
-    call (None when the format does not record it) and ``model`` the model that answered.
-    ``meta`` carries format-specific extras (e.g. ``attachment_type``, ``sidechain``).
+    An assistant message is one model call.
+
+    Attributes:
+        role: "system", "user" or "assistant" (tool results ride in user messages).
+        blocks: the content blocks, in order.
+        id: unique within a session.
+        timestamp: seconds since the epoch (UTC), or None.
+        origin: where the message came from: "message" (an ordinary turn), "attachment"
+            (harness-injected context), "compact_summary" / "compact_restore" (a recorded
+            compaction's), "summary" / "restore" / "notice" (our own layers').
+        usage: what the provider reported for an assistant message's call (None when the format
+            does not record it).
+        model: the model that answered.
+        compaction: the index of the recorded compaction this message belongs to, if any.
+        meta: format-specific extras (e.g. ``attachment_type``, ``sidechain``).
     """
 
     role: Role
@@ -127,19 +188,25 @@ class Message(msgspec.Struct):
     origin: Origin = "message"
     usage: Usage | None = None
     model: str | None = None
-    compaction: int | None = None  # index of the recorded compaction this message belongs to
+    compaction: int | None = None
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def tool_calls(self) -> list[ToolCall]:
+        """The message's ``ToolCall`` blocks, in order."""
         return [b for b in self.blocks if isinstance(b, ToolCall)]
 
     @property
     def tool_results(self) -> list[ToolResult]:
+        """The message's ``ToolResult`` blocks, in order."""
         return [b for b in self.blocks if isinstance(b, ToolResult)]
 
     def text(self) -> str:
-        """Concatenated text of the message's ``Text`` blocks (not thinking, not tool payloads)."""
+        """The message's text: its ``Text`` blocks (not thinking, not tool payloads).
+
+        Returns:
+            The blocks' texts joined by newlines; empty when there are none.
+        """
         return "\n".join(b.text for b in self.blocks if isinstance(b, Text))
 
 
@@ -176,12 +243,23 @@ SessionFormat = Literal["claude-code", "codex", "swe-agent", "openai-chat"]
 class Session(msgspec.Struct):
     """One recorded agent session, as read from a transcript.
 
-    ``messages`` is the full history in order (everything ever sent, including what a recorded
-    compaction later dropped). ``system`` is the system prompt when the format records it
-    (Codex base instructions, OpenAI system messages); Claude Code does not record it.
-    ``skipped`` counts records that are neither messages nor context, by record type.
-    ``parent`` is the source of the parent session for a sidechain (subagent) file when that
-    parent was found beside it.
+    Attributes:
+        source: where it was read from (the transcript's path).
+        format: the transcript's format ("claude-code", "codex", "swe-agent", "openai-chat").
+        messages: the full history in order (everything ever sent, including what a recorded
+            compaction later dropped).
+        model: the model of the session, when recorded.
+        session_id: the session's id, when recorded.
+        system: the system prompt when the format records it (Codex base instructions, OpenAI
+            system messages); Claude Code does not record it.
+        compactions: the compactions the recorded session performed.
+        malformed: the records that could not be read.
+        skipped: counts records that are neither messages nor context, by record type.
+        parent: the source of the parent session for a sidechain (subagent) file, when that
+            parent was found beside it.
+        sidechain: whether this is a sidechain (subagent) session.
+        name: distinguishes several sessions in one file (tau-bench: "task 3 trial 1").
+        meta: format-specific extras.
     """
 
     source: str
@@ -195,7 +273,7 @@ class Session(msgspec.Struct):
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     parent: str | None = None
     sidechain: bool = False
-    name: str = ""  # distinguishes several sessions in one file (tau-bench: "task 3 trial 1")
+    name: str = ""
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property

@@ -117,7 +117,15 @@ def cost_usd(
 
 
 def usage_cost_usd(model: ModelInfo, usage: Usage) -> float:
-    """``cost_usd`` of a recorded ``Usage`` (its ``cache_write_tokens`` are 5-minute writes)."""
+    """The cost of a recorded ``Usage`` at a model's prices (``cost_usd``).
+
+    Args:
+        model: the model's entry; its prices are USD per MTok.
+        usage: the call's usage in tokens (its ``cache_write_tokens`` are 5-minute writes).
+
+    Returns:
+        The cost, USD.
+    """
     return cost_usd(
         model,
         input_tokens=usage.input_tokens,

@@ -112,12 +112,18 @@ class Lookup(msgspec.Struct, frozen=True):
 
 
 class Registry:
-    """Models by name. ``get`` never raises: unknown names resolve to the fallback entry.
+    """Models by name: windows and max output in tokens, prices in USD per MTok.
 
-    Lookup order (case-insensitive, after dropping ``provider/`` prefixes and Bedrock/Vertex
-    decorations): exact name, alias, the name without a date suffix, the longest known name or
-    alias that the name extends with a variant suffix (family match: ``gpt-4o-mini-search`` ->
-    ``gpt-4o-mini``, but ``gpt-4.5`` is not ``gpt-4``), else fallback.
+    ``get`` never raises: unknown names resolve to the fallback entry. Lookup order
+    (case-insensitive, after dropping ``provider/`` prefixes and Bedrock/Vertex decorations):
+    exact name, alias, the name without a date suffix, the longest known name or alias that the
+    name extends with a variant suffix (family match: ``gpt-4o-mini-search`` -> ``gpt-4o-mini``,
+    but ``gpt-4.5`` is not ``gpt-4``), else fallback.
+
+    Args:
+        models: the entries by canonical name.
+        as_of: date of the table's price list (ISO), "" when the file gives none.
+        providers: per-provider settings of the table, by provider name.
     """
 
     def __init__(
@@ -127,7 +133,7 @@ class Registry:
         providers: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._models: dict[str, ModelInfo] = dict(models)
-        self.as_of = as_of  # date of the table's price list (ISO), "" when the file gives none
+        self.as_of = as_of
         self._providers = {k: dict(v) for k, v in (providers or {}).items()}
         self._index = _index(self._models.values())
         # longest first, so the family match picks the most specific entry
@@ -136,23 +142,50 @@ class Registry:
 
     @classmethod
     def default(cls) -> Registry:
-        """The built-in table (``ctxengine/data/models.toml``), loaded once."""
+        """The built-in table (``ctxengine/data/models.toml``), loaded once.
+
+        Returns:
+            The shared registry.
+
+        Raises:
+            RegistryError: when the built-in table cannot be read (a broken install).
+        """
         return _default_registry()
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Registry:
-        """A registry holding only the models of the TOML file at ``path`` (same schema as the
-        built-in table). Raises ``RegistryError`` for a missing or malformed file."""
+        """A registry holding only the models of a TOML file (same schema as the built-in table).
+
+        Args:
+            path: the TOML file.
+
+        Returns:
+            The new registry.
+
+        Raises:
+            RegistryError: for a missing or malformed file.
+        """
         p = Path(path)
         doc = _load_toml(p)
         models, providers = _parse_table(doc, str(p))
         return cls(models, as_of=str(doc.get("as_of", "")), providers=providers)
 
     def with_overrides(self, path: str | Path) -> Registry:
-        """A new registry: this one plus the models of the TOML file at ``path``. A model
-        already known (by name or alias) is updated field by field, e.g. only its ``input``
-        price; a new model is added (it needs ``provider``, ``context_window``, ``max_output``;
-        without ``input``/``output`` it gets the fallback rates). Raises ``RegistryError``."""
+        """A new registry: this one plus the models of a TOML file.
+
+        A model already known (by name or alias) is updated field by field, e.g. only its
+        ``input`` price; a new model is added (it needs ``provider``, ``context_window``,
+        ``max_output``; without ``input``/``output`` it gets the fallback rates).
+
+        Args:
+            path: the TOML file of overrides.
+
+        Returns:
+            The new registry (this one is unchanged).
+
+        Raises:
+            RegistryError: for a missing or malformed file.
+        """
         p = Path(path)
         doc = _load_toml(p)
         models, providers = _parse_table(doc, str(p), base=self._models, base_providers=self._providers)
@@ -161,7 +194,15 @@ class Registry:
         return Registry(merged, as_of=self.as_of, providers=providers)
 
     def lookup(self, name: str) -> Lookup:
-        """Resolve ``name`` and say how it was matched. Never raises."""
+        """Resolve a model name and say how it was matched. Never raises.
+
+        Args:
+            name: the model's name, as a harness or provider writes it.
+
+        Returns:
+            The ``Lookup``: the entry and how it was found ("exact", "alias", "dated", "prefix"
+            or "fallback").
+        """
         hit = self._memo.get(name)
         if hit is None:
             hit = self._resolve(name)
@@ -169,13 +210,28 @@ class Registry:
         return hit
 
     def get(self, name: str) -> ModelInfo:
-        """The entry for ``name`` (canonical ``ModelInfo.name``); the flagged fallback entry
-        (``price_known=False``) when the model is unknown. Never raises."""
+        """The entry of a model. Never raises.
+
+        Args:
+            name: the model's name.
+
+        Returns:
+            Its ``ModelInfo`` (canonical ``ModelInfo.name``); the flagged fallback entry
+            (``price_known=False``) when the model is unknown.
+        """
         return self.lookup(name).info
 
     def known(self, name: str) -> bool:
-        """True when ``name`` resolves to a table entry (any match but ``fallback``). A table
-        entry may still lack a price: see ``ModelInfo.price_known``."""
+        """Whether a model name resolves to a table entry (any match but ``fallback``).
+
+        A table entry may still lack a price: see ``ModelInfo.price_known``.
+
+        Args:
+            name: the model's name.
+
+        Returns:
+            True when the name is known.
+        """
         return self.lookup(name).how != "fallback"
 
     def _resolve(self, name: str) -> Lookup:

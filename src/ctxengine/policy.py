@@ -170,8 +170,18 @@ def presets() -> dict[str, Policy]:
 
 
 def get_policy(name: str) -> Policy:
-    """The built-in policy or preset called ``name``. Raises ``KeyError`` listing the known
-    names."""
+    """The built-in policy or preset called ``name``.
+
+    Args:
+        name: "default", "none", "recorded", "evict-oldest", "evict-importance", or a preset of
+            another harness ("claude-code", "openclaw", "pi", "letta").
+
+    Returns:
+        The policy.
+
+    Raises:
+        KeyError: for an unknown name, listing the known ones.
+    """
     found = BUILTIN.get(name) or presets().get(name)
     if found is None:
         raise KeyError(

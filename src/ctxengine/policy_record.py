@@ -57,12 +57,21 @@ DEFAULT_DESCRIPTION = "ctxengine's own policy: cheap layers first, structured su
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Every layer's settings, stored flat (the fields the engine reads). Build one with
-    ``Policy.compose`` from settings records, change one with ``with_(record, ...)``, read a
-    layer's record with ``settings``. The defaults below are the records' defaults (pinned by
-    the tests); each group names its record, which documents the fields, their units and the
-    reference behaviour. Tokens are model tokens, chars are Python characters, seconds are
-    wall-clock seconds between model calls."""
+    """Every layer's settings, stored flat (the fields the engine reads).
+
+    Build one with ``Policy.compose`` from settings records, change one with ``with_(record,
+    ...)``, read a layer's record with ``settings``. The defaults below are the records' defaults
+    (pinned by the tests); each group of flat fields names its record, whose ``Attributes:``
+    document the fields, their units and the reference behaviour (``Settings.flat`` maps each
+    record field to its flat field). Tokens are model tokens, chars are Python characters,
+    seconds are wall-clock seconds between model calls.
+
+    Attributes:
+        name: the policy's name (``get_policy``, reports).
+        description: one line saying what the policy does.
+        shares_of_free_window: whether every ``*_share`` is a share of the free window (window
+            minus system prompt and tools) rather than of the whole window (``for_window``).
+    """
 
     name: str = "custom"
     description: str = DEFAULT_DESCRIPTION
@@ -202,56 +211,116 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         description: str = DEFAULT_DESCRIPTION,
         shares_of_free_window: bool = False,
     ) -> Policy:
-        """A policy made of ``settings`` records, one per kind. A layer with an on/off switch
-        (``enabled``: the tool-result budget, idle clear, TTL pruning, cache clear, session
-        memory, memory flush, overflow guard) runs only when listed; any other record not listed
-        takes its defaults. Raises ``TypeError`` for a record given twice."""
+        """A policy made of ``settings`` records, one per kind.
+
+        A layer with an on/off switch (``enabled``: the tool-result budget, idle clear, TTL
+        pruning, cache clear, session memory, memory flush, overflow guard) runs only when listed;
+        any other record not listed takes its defaults.
+
+        Args:
+            *settings: settings records (``ToolResultBudget(...)``, ``CompactionSettings(...)``,
+                ...), at most one of each kind.
+            name: the policy's name.
+            description: one line saying what the policy does.
+            shares_of_free_window: whether every ``*_share`` is a share of the free window.
+
+        Returns:
+            The new policy.
+
+        Raises:
+            TypeError: for a record given twice, or an argument that is not a settings record.
+        """
         fields = composed_fields(settings)
         return cls(name=name, description=description, shares_of_free_window=shares_of_free_window, **fields)
 
     def settings(self, kind: type[S]) -> S:
-        """The settings record of one layer (``policy.settings(ToolResultBudget)``), read from
-        the flat fields. Raises ``ValueError`` when this policy holds a value out of its range."""
+        """The settings record of one layer (``policy.settings(ToolResultBudget)``).
+
+        Args:
+            kind: the record's class.
+
+        Returns:
+            A ``kind`` record read from this policy's flat fields.
+
+        Raises:
+            ValueError: when this policy holds a value out of its range.
+        """
         return kind.read(self)
 
     def all_settings(self) -> tuple[Settings, ...]:
-        """Every settings record of this policy, in ``SETTINGS`` order: ``Policy.compose(
-        *p.all_settings(), name=p.name, description=p.description, shares_of_free_window=
-        p.shares_of_free_window) == p``."""
+        """Every settings record of this policy, in ``SETTINGS`` order.
+
+        ``Policy.compose(*p.all_settings(), name=p.name, description=p.description,
+        shares_of_free_window=p.shares_of_free_window) == p``.
+
+        Returns:
+            A tuple with one record of each kind.
+
+        Raises:
+            ValueError: when this policy holds a value out of its range.
+        """
         return tuple(kind.read(self) for kind in SETTINGS)
 
     def compact_threshold(self, window: int, max_output: int) -> int:
-        """Tokens above which summary compaction runs: Claude Code's auto-compact threshold, or
-        ``compact_at_share`` of the window when that is lower, and never above the overflow
-        guard's limit (``window - overflow_reserve``: compaction comes before the guard). The
-        reserves are taken as they are; ``for_window`` derives them for a small window, so the
-        threshold of the resolved policy is above the fixed prefix for any window of 16,000
-        tokens or more."""
+        """Tokens above which summary compaction runs.
+
+        Claude Code's auto-compact threshold, window - min(max output,
+        ``compact_reserve_output``) - ``compact_buffer``, or ``compact_at_share`` of the window
+        when that is lower, and never
+        above the overflow guard's limit (``window - overflow_reserve``: compaction comes before
+        the guard). The reserves are taken as they are; ``for_window`` derives them for a small
+        window, so the threshold of the resolved policy is above the fixed prefix for any window
+        of 16,000 tokens or more.
+
+        Args:
+            window: the model's context window, tokens.
+            max_output: the model's maximum output, tokens.
+
+        Returns:
+            The threshold, tokens (negative when the reserves exceed the window).
+        """
         claude_code = window - min(max_output, self.compact_reserve_output) - self.compact_buffer
         return min(claude_code, int(window * self.compact_at_share), window - self.overflow_reserve)
 
     def reserve_threshold(self, window: int, max_output: int) -> int:
-        """The threshold the reserves alone set (tokens): ``compact_threshold`` without
-        ``compact_at_share``. Above it a compaction is due; between ``compact_threshold`` and it
-        a compaction is early (cheaper, optional), and is made only when it leaves room
-        (``ctxengine.compaction``)."""
+        """The threshold the reserves alone set: ``compact_threshold`` without ``compact_at_share``.
+
+        Above it a compaction is due; between ``compact_threshold`` and it a compaction is early
+        (cheaper, optional), and is made only when it leaves room (``ctxengine.compaction``).
+
+        Args:
+            window: the model's context window, tokens.
+            max_output: the model's maximum output, tokens.
+
+        Returns:
+            The threshold, tokens.
+        """
         claude_code = window - min(max_output, self.compact_reserve_output) - self.compact_buffer
         return min(claude_code, window - self.overflow_reserve)
 
     def for_window(self, window: int, fixed: int = 0) -> Policy:
-        """This policy with its window-relative sizes resolved for ``window`` tokens: each absolute
-        size capped at its share of the window (``keep_recent_share`` -> ``keep_recent_tokens``,
-        ``sm_keep_*_share``, ``restore_*_share``; ``tool_result_window_share`` caps
-        ``tool_result_max_chars`` at floor(window x share) x 4 chars, OpenClaw's formula), and
-        its reserves derived for a small window (``_derived_reserves``). Layers see the resolved
-        policy; a policy that needs no change is returned as is.
+        """This policy with its window-relative sizes resolved for ``window`` tokens.
+
+        Each absolute size is capped at its share of the window (``keep_recent_share`` ->
+        ``keep_recent_tokens``, ``sm_keep_*_share``, ``restore_*_share``;
+        ``tool_result_window_share`` caps ``tool_result_max_chars`` at floor(window x share) x 4
+        chars, OpenClaw's formula), and its reserves are derived for a small window
+        (``_derived_reserves``). Layers see the resolved policy.
 
         With ``shares_of_free_window``, every share (sizes, the compaction and clearing
-        thresholds, the summary budget) is a share of the *free* window, ``window - fixed``
-        (``fixed``: tokens of system prompt + tool definitions, which no layer can shrink): a
+        thresholds, the summary budget) is a share of the *free* window, ``window - fixed``: a
         share s of the window becomes the threshold fixed + s x (window - fixed). At 200,000 tokens
         with a 25,000-token prefix that changes little; at 64,000 it is the difference between
-        compacting on every call and compacting when there is something to gain."""
+        compacting on every call and compacting when there is something to gain.
+
+        Args:
+            window: the model's context window, tokens.
+            fixed: tokens of system prompt + tool definitions, which no layer can shrink (0:
+                unknown).
+
+        Returns:
+            The resolved policy; this policy itself when it needs no change.
+        """
         changes: dict[str, object] = {}
         free = window
         if self.shares_of_free_window and 0 < fixed < window:
@@ -339,21 +408,48 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return value
 
     def index_budget(self, window: int) -> int:
-        """Tokens the identifier index after the session notes may take at this window."""
+        """Tokens the identifier index after the session notes may take at this window.
+
+        Args:
+            window: the model's context window, tokens.
+
+        Returns:
+            The budget, tokens: ``sm_index_max_share`` of the window (at most
+            ``summary_max_tokens``) when set, else ``summary_budget``.
+        """
         if self.sm_index_max_share > 0:
             return min(self.summary_max_tokens, int(window * self.sm_index_max_share))
         return self.summary_budget(window)
 
     def summary_budget(self, window: int) -> int:
-        """Tokens the summary may take at this window."""
+        """Tokens the summary may take at this window.
+
+        Args:
+            window: the model's context window, tokens.
+
+        Returns:
+            The budget, tokens: ``summary_max_tokens``, at most ``summary_max_share`` of the window.
+        """
         return min(self.summary_max_tokens, int(window * self.summary_max_share))
 
     def with_(self, *settings: Settings, **changes: Any) -> Policy:
-        """A copy with ``settings`` records (each replacing its layer's settings) and ``changes``
-        to the top-level fields (``name``, ``description``, ``shares_of_free_window``) applied.
+        """A copy with settings records and top-level changes applied.
+
         An old flat field name in ``changes`` (``tool_result_max_chars=...``) still works, with a
-        ``DeprecationWarning`` naming its new place. Raises ``TypeError`` for an unknown name or
-        a record given twice."""
+        ``DeprecationWarning`` naming its new place.
+
+        Args:
+            *settings: settings records, each replacing its layer's settings.
+            **changes: new values of the top-level fields (``name``, ``description``,
+                ``shares_of_free_window``).
+
+        Returns:
+            The new policy.
+
+        Raises:
+            TypeError: for an unknown name, a record given twice, a field given both in a record
+                and as a keyword, or an argument that is not a settings record.
+        """
         fields = record_fields(settings)
         twice = sorted(fields.keys() & changes.keys())
         if twice:
@@ -362,14 +458,24 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     @classmethod
     def from_toml(cls, path: Path | str) -> Policy:
-        """Load a policy from TOML: ``base = "NAME"`` starts from a built-in policy (default:
-        ``default``), top-level ``name`` / ``description`` / ``shares_of_free_window``, then one
-        table per settings record (``[tool_result_budget]``, ``[compaction]``, ...; the names are
-        ``ctxengine.policy_settings.BY_TABLE``). Old flat keys still load, with a
-        ``DeprecationWarning`` naming the table they belong in.
+        """Load a policy from a TOML file.
 
-        Raises ``ValueError`` naming the file for unknown keys, wrong types or values out of
-        range.
+        ``base = "NAME"`` starts from a built-in policy or preset (default: ``default``), then
+        top-level ``name`` / ``description`` / ``shares_of_free_window``, then one table per
+        settings record (``[tool_result_budget]``, ``[compaction]``, ...; the names are
+        ``ctxengine.policy_settings.BY_TABLE``). A file without ``name`` is named after itself.
+        Old flat keys still load, with a ``DeprecationWarning`` naming the table they belong in.
+
+        Args:
+            path: the TOML file.
+
+        Returns:
+            The policy, its ranges checked.
+
+        Raises:
+            ValueError: naming the file, when it cannot be read or parsed, names an unknown base,
+                or has unknown keys, wrong types or values out of range.
+            RuntimeError: when ``ctxengine.policy`` (the registry of bases) was never imported.
         """
         if _base_lookup is None:
             raise RuntimeError("Policy.from_toml needs the policy registry: import ctxengine.policy")

@@ -29,13 +29,23 @@ class SessionKeyError(ValueError):
 
 
 class SessionKey(msgspec.Struct, frozen=True):
-    """``agent:<agent>:<provider>:<kind>:<peer>`` (+ ``:thread:<n>`` / ``:topic:<n>``)."""
+    """A gateway's session key, ``agent:<agent>:<provider>:<kind>:<peer>`` (OpenClaw).
+
+    Optionally followed by ``:thread:<n>`` / ``:topic:<n>``; ``str(key)`` writes it back.
+
+    Attributes:
+        agent: the agent's id.
+        provider: the channel provider (``telegram``, ``slack``, ...).
+        kind: "dm", "channel" or "group" (``direct`` is read as "dm").
+        peer: the user or room the session is with.
+        thread: "thread:<n>" or "topic:<n>", or None.
+    """
 
     agent: str
     provider: str
     kind: SessionKind
     peer: str
-    thread: str | None = None  # "thread:<n>" or "topic:<n>"
+    thread: str | None = None
 
     def __str__(self) -> str:
         base = f"agent:{self.agent}:{self.provider}:{self.kind}:{self.peer}"
@@ -43,7 +53,17 @@ class SessionKey(msgspec.Struct, frozen=True):
 
     @classmethod
     def parse(cls, text: str) -> SessionKey:
-        """Parse a key. Raises ``SessionKeyError`` naming what is wrong."""
+        """Parse a session key.
+
+        Args:
+            text: the key, ``agent:<agent>:<provider>:<kind>:<peer>[:thread:<n>|:topic:<n>]``.
+
+        Returns:
+            The key.
+
+        Raises:
+            SessionKeyError: naming what is wrong (the shape, an unknown kind, an empty part).
+        """
         parts = text.split(":")
         thread = None
         if len(parts) >= 7 and parts[-2] in SUFFIXES:
@@ -60,7 +80,14 @@ class SessionKey(msgspec.Struct, frozen=True):
 
     @classmethod
     def find(cls, text: str) -> SessionKey | None:
-        """The key ``text`` is, or None when it is not one."""
+        """The key ``text`` is, if it is one.
+
+        Args:
+            text: a session id that may be a key.
+
+        Returns:
+            The key, or None when ``text`` is not one.
+        """
         try:
             return cls.parse(text)
         except SessionKeyError:
@@ -68,10 +95,21 @@ class SessionKey(msgspec.Struct, frozen=True):
 
 
 class HistoryLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """User-turn limits per session kind (0: none). ``peers`` overrides the DM limit for one
-    peer, keyed ``<provider>:<peer>`` (OpenClaw's ``dms.<userId>.historyLimit``). ``batch``: evict
-    in batches (OpenClaw's newer behaviour, keeps the prompt-cache prefix stable); False keeps
-    exactly the last N turns at every call (the older one)."""
+    """User-turn limits per session kind, after OpenClaw's ``historyLimit`` (0: none).
+
+    Attributes:
+        dm: user turns kept in a direct-message session (OpenClaw's ``dmHistoryLimit``).
+        channel: user turns kept in a channel session (``historyLimit``).
+        group: user turns kept in a group session (``historyLimit``).
+        unkeyed: user turns kept in a session whose id is not a key (a replay, the CLI).
+        peers: overrides the DM limit for one peer, keyed ``<provider>:<peer>`` (OpenClaw's
+            ``dms.<userId>.historyLimit``), user turns.
+        batch: evict in batches (OpenClaw's newer behaviour, keeps the prompt-cache prefix
+            stable); False keeps exactly the last N turns at every call (the older one).
+
+    Raises:
+        ValueError: at construction, for a negative limit.
+    """
 
     dm: int = 0
     channel: int = 0
@@ -88,10 +126,19 @@ class HistoryLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     @property
     def active(self) -> bool:
+        """Whether any limit is set (a kind's, ``unkeyed`` or a peer's)."""
         return bool(self.dm or self.channel or self.group or self.unkeyed or any(self.peers.values()))
 
     def limit_for(self, session_id: str) -> int:
-        """The user-turn limit of the session ``session_id`` (0: none)."""
+        """The user-turn limit of one session.
+
+        Args:
+            session_id: the session's id; a session key selects its kind's (or peer's) limit,
+                any other id ``unkeyed``.
+
+        Returns:
+            The limit, user turns (0: none).
+        """
         key = SessionKey.find(session_id)
         if key is None:
             return self.unkeyed

@@ -35,8 +35,15 @@ def value_problem(value: object, *, at_least_one: bool, share: bool) -> str | No
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The settings of one layer: frozen, validated at construction (``ValueError`` naming the
-    field and its range). Subclasses set the class variables below."""
+    """The settings of one layer: frozen, validated at construction.
+
+    Subclasses set the class variables below and declare their fields, documented with their units
+    under ``Attributes:``.
+
+    Raises:
+        ValueError: at construction, when a field is out of range; the message names each such
+            field and its range (``problems``).
+    """
 
     table: ClassVar[str]
     """The policy file's table for this record (``[table]``)."""
@@ -53,8 +60,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             raise ValueError("; ".join(problems))
 
     def problems(self) -> Iterator[tuple[str, str]]:
-        """Each field out of range, with the phrase saying why (``value_problem``); records with a
-        rule across fields add it (``CacheClear``: the target not above the trigger)."""
+        """Each field out of range, with the phrase saying why (``value_problem``).
+
+        Records with a rule across fields add it (``CacheClear``: the target not above the
+        trigger).
+
+        Returns:
+            An iterator of ``(field, phrase)`` pairs; empty when the record is sound.
+        """
         for attr in self.__struct_fields__:
             phrase = value_problem(
                 getattr(self, attr), at_least_one=attr in self.at_least_one, share=attr in self.shares
@@ -63,21 +76,50 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 yield attr, phrase
 
     def with_(self, **changes: Any) -> Self:
-        """A copy with ``changes`` (this record's own field names) applied, validated again."""
+        """A copy with ``changes`` applied, validated again.
+
+        Args:
+            **changes: new values by this record's own field names.
+
+        Returns:
+            The new record, of this record's class.
+
+        Raises:
+            TypeError: when a name is not a field of this record.
+            ValueError: when a new value is out of range.
+        """
         return msgspec.structs.replace(self, **changes)
 
     def flat_fields(self) -> dict[str, Any]:
-        """This record as the flat ``Policy`` fields that store it (flat name -> value)."""
+        """This record as the flat ``Policy`` fields that store it.
+
+        Returns:
+            A dict, flat ``Policy`` field name -> value.
+        """
         return {flat: getattr(self, attr) for attr, flat in self.flat.items()}
 
     @classmethod
     def read(cls, policy: object) -> Self:
-        """The record a policy stores in its flat fields (``Policy.settings(cls)``). Raises
-        ``ValueError`` when a value is out of range."""
+        """The record a policy stores in its flat fields (``Policy.settings(cls)``).
+
+        Args:
+            policy: the ``Policy`` (or any object with the flat fields as attributes).
+
+        Returns:
+            The record of this class.
+
+        Raises:
+            ValueError: when a value is out of range.
+        """
         return cls(**{attr: getattr(policy, flat) for attr, flat in cls.flat.items()})
 
     @classmethod
     def switchable(cls) -> bool:
-        """Whether the layer has an on/off switch (an ``enabled`` field): a composed policy that
-        does not list such a layer has it off."""
+        """Whether the layer has an on/off switch (an ``enabled`` field).
+
+        A composed policy that does not list such a layer has it off.
+
+        Returns:
+            True when the record has an ``enabled`` field.
+        """
         return "enabled" in cls.__struct_fields__

@@ -205,9 +205,19 @@ def _detect_document(path: Path, doc: object | None) -> SessionFormat:
 
 
 def load(path: Path | str) -> list[Session]:
-    """Read every session in the transcript at ``path`` (format auto-detected).
+    """Read every session in a transcript, its format auto-detected.
 
-    Raises ``TranscriptError`` when the file cannot be read at all.
+    Formats: Claude Code, Codex, mini-swe-agent / SWE-agent, OpenAI chat.
+
+    Args:
+        path: the transcript file.
+
+    Returns:
+        The sessions in the file (several for a file that holds several).
+
+    Raises:
+        TranscriptError: when the file cannot be read at all (a missing path, a directory, an
+            empty or binary file, a file in no known format).
     """
     p = Path(path)
     fmt = detect(p)

@@ -77,12 +77,25 @@ def to_anthropic(
     cache_breakpoints: bool = True,
     system_messages: SystemMessages = "hoist",
 ) -> dict[str, Any]:
-    """Build the request body: ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
+    """Build an Anthropic Messages API request body from neutral messages.
 
-    ``tools`` are Anthropic tool definitions (``{"name", "description", "input_schema"}``), passed
-    through; the last one is copied to carry a cache breakpoint (the caller's dicts are not
-    modified). ``system`` is omitted when there is no system text. See the module docstring for
-    every encoding rule. Never raises on odd input: problems show in ``validate_anthropic``.
+    See the module docstring for every encoding rule. Never raises on odd input: problems show
+    in ``validate_anthropic``.
+
+    Args:
+        messages: the conversation (a ``Projection``'s messages).
+        system: the system prompt (omitted from the body when there is no system text).
+        model: the model's name.
+        max_tokens: the output cap, tokens.
+        tools: Anthropic tool definitions (``{"name", "description", "input_schema"}``), passed
+            through; the last one is copied to carry a cache breakpoint (the caller's dicts are
+            not modified).
+        cache_breakpoints: whether to place prompt-cache breakpoints where Claude Code puts them.
+        system_messages: "hoist" appends ``system``-role messages (our notices) to the top-level
+            system; "inline" keeps them in place as user text in ``<system-reminder>`` tags.
+
+    Returns:
+        The body, ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
     """
     encoded, _, system_texts = _encode(messages, system, system_messages)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": encoded}

@@ -59,11 +59,22 @@ def to_openai_chat(
     tools: list[dict[str, Any]] | None = None,
     system_messages: SystemMessages = "hoist",
 ) -> dict[str, Any]:
-    """Build the request body: ``{"model", "messages", "tools"?}``.
+    """Build a Chat Completions request body from neutral messages.
 
-    ``tools`` are Chat Completions tool definitions (``{"type": "function", "function": {...}}``),
-    passed through. See the module docstring for every encoding rule. Never raises on odd input:
-    problems show in ``validate_openai_chat``.
+    See the module docstring for every encoding rule. Never raises on odd input: problems show
+    in ``validate_openai_chat``.
+
+    Args:
+        messages: the conversation (a ``Projection``'s messages).
+        system: the system prompt, the first ``system`` message.
+        model: the model's name.
+        tools: Chat Completions tool definitions (``{"type": "function", "function": {...}}``),
+            passed through.
+        system_messages: "hoist" joins ``system``-role messages (our notices) into the system
+            prompt; "inline" keeps them in place as ``system`` messages.
+
+    Returns:
+        The body, ``{"model", "messages", "tools"?}``.
     """
     skip = aborted_unanswered(messages)
     system_texts = [system] if system.strip() else []

@@ -40,13 +40,19 @@ DEFAULT_THREAD = "default"
 
 
 class ContextEngineMiddleware(AgentMiddleware):
-    """Shapes every model call of a ``create_agent`` agent with ctxengine.
+    """Shapes every model call of a LangChain ``create_agent`` agent with ctxengine.
 
-    ``policy``: a ``Policy`` or a built-in name; ``model``: the registry name for the window,
-    prices and tokenizer (default: the chat model's ``model_name`` / ``model``); ``window``
-    overrides the model's context window (tokens); ``store``: where transcripts and offloaded
-    originals go (default: in memory), shared by the threads (each its own session); ``llm``: a
-    ``ctxengine.llm`` client for LLM summaries (default: the $0 structured summary).
+    One engine per thread (``configurable.thread_id``, "default" without one); the state keeps
+    the full transcript, only the model call sees the projection.
+
+    Args:
+        policy: a ``Policy`` or a built-in name (resolved at a thread's first call).
+        model: the registry name for the window, prices and tokenizer (None: the chat model's
+            ``model_name`` / ``model``).
+        window: overrides the model's context window, tokens.
+        store: where transcripts and offloaded originals go (None: in memory), shared by the
+            threads (each its own session).
+        llm: a ``ctxengine.llm`` client for LLM summaries (None: the $0 structured summary).
     """
 
     def __init__(
@@ -63,7 +69,17 @@ class ContextEngineMiddleware(AgentMiddleware):
         self.bridges: dict[str, EngineBridge[BaseMessage]] = {}
 
     def bridge(self, thread_id: str = DEFAULT_THREAD) -> EngineBridge[BaseMessage]:
-        """The engine bridge of a thread (its ``stats``, ``transcript``, ``engine``)."""
+        """The engine bridge of a thread (its ``stats``, ``transcript``, ``engine``).
+
+        Args:
+            thread_id: the thread's ``configurable.thread_id``.
+
+        Returns:
+            The thread's ``EngineBridge``.
+
+        Raises:
+            KeyError: when no model call was seen yet on that thread.
+        """
         found = self.bridges.get(thread_id)
         if found is None:
             raise KeyError(f"no model call seen yet on thread {thread_id!r}")
@@ -72,18 +88,52 @@ class ContextEngineMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        """Call the model with the engine's projection of the state's messages."""
+        """Call the model with the engine's projection of the state's messages.
+
+        Args:
+            request: the model call LangChain is about to make.
+            handler: calls the model (the next middleware or the model itself).
+
+        Returns:
+            The handler's response.
+
+        Raises:
+            KeyError: for an unknown policy name, at a thread's first call (``shape``).
+        """
         return handler(self.shape(request))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
-        """Async ``wrap_model_call``."""
+        """Call the model with the engine's projection, asynchronously (``wrap_model_call``).
+
+        Args:
+            request: the model call LangChain is about to make.
+            handler: calls the model, a coroutine function.
+
+        Returns:
+            The handler's response.
+
+        Raises:
+            KeyError: for an unknown policy name, at a thread's first call (``shape``).
+        """
         return await handler(self.shape(request))
 
     def shape(self, request: ModelRequest) -> ModelRequest:
-        """``request`` with its messages replaced by the projection (never raises: on an engine
-        failure the messages stay as they are, see ``bridge``)."""
+        """A model request with its messages replaced by the engine's projection.
+
+        An engine failure never raises: the messages then stay as they are (see ``bridge``). The
+        fixed prefix is the request's system message and tool schemas.
+
+        Args:
+            request: the model call LangChain is about to make.
+
+        Returns:
+            ``request.override(messages=<the projection>)``.
+
+        Raises:
+            KeyError: for an unknown policy name, at a thread's first call.
+        """
         thread = _thread_id()
         bridge = self.bridges.get(thread)
         if bridge is None:

@@ -126,10 +126,24 @@ def _tool_schemas(agent: Agent[Any]) -> str:
 
 
 class EngineSession:
-    """The Agents SDK ``Session`` over an append-only ``SessionStore`` (see the module
-    docstring). ``store`` default: an in-memory ``SQLiteStore`` (pass
-    ``SQLiteStore("chat.sqlite")`` to keep sessions on disk); the other arguments configure
-    its ``filter`` (``ContextEngineFilter``)."""
+    """The OpenAI Agents SDK ``Session`` over an append-only ``SessionStore`` (see the module docstring).
+
+    Items are appended as entries of the store session ``agents-sdk:<session_id>``; a pop or a
+    clear is an appended event, so nothing is ever deleted. It owns a ``ContextEngineFilter``
+    (``filter``) over the same store.
+
+    Args:
+        session_id: the conversation's id.
+        store: where items and offloaded originals go (None: an in-memory ``SQLiteStore``; pass
+            ``SQLiteStore("chat.sqlite")`` to keep sessions on disk).
+        policy: the filter's policy, a ``Policy`` or a built-in name.
+        model: the filter's registry model name (window, prices, tokenizer).
+        window: overrides the context window, tokens.
+        llm: a ``ctxengine.llm`` client for LLM summaries (None: the $0 structured summary).
+
+    Raises:
+        KeyError: for an unknown policy name.
+    """
 
     session_settings: Any = None
 
@@ -155,11 +169,22 @@ class EngineSession:
         return self.filter.hooks
 
     def run_config(self, **kwargs: Any) -> RunConfig:
-        """A ``RunConfig`` with this session's filter (other ``RunConfig`` fields as keywords)."""
+        """A ``RunConfig`` with this session's filter as its ``call_model_input_filter``.
+
+        Args:
+            **kwargs: other ``RunConfig`` fields.
+
+        Returns:
+            The run config.
+        """
         return RunConfig(call_model_input_filter=self.filter, **kwargs)
 
     def items(self) -> list[dict[str, Any]]:
-        """The whole history: the appended items with pops and clears applied, oldest first."""
+        """The whole history: the appended items with pops and clears applied.
+
+        Returns:
+            The items (JSON dicts), oldest first.
+        """
         out: list[dict[str, Any]] = []
         for entry in self.store.entries(ITEMS_SESSION.format(self.session_id)):
             if entry.kind == "message":
@@ -171,18 +196,36 @@ class EngineSession:
         return out
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        """The history, or its newest ``limit`` items, oldest first."""
+        """The history, or its newest items (the SDK's ``Session.get_items``).
+
+        Args:
+            limit: how many of the newest items (None: all; 0: none).
+
+        Returns:
+            The items, oldest first.
+        """
         items = self.items()
         return items[-limit:] if limit is not None and limit > 0 else ([] if limit == 0 else items)
 
     async def add_items(self, items: list[Any]) -> None:
-        """Append ``items`` to the history."""
+        """Append items to the history (the SDK's ``Session.add_items``).
+
+        Args:
+            items: the SDK's items, stored as JSON.
+
+        Raises:
+            StoreError: when the store cannot take them.
+        """
         key = ITEMS_SESSION.format(self.session_id)
         for item in items:
             self.store.append(key, "message", {"item": json.loads(json.dumps(as_item(item), default=str))})
 
     async def pop_item(self) -> Any:
-        """Remove (by appending a ``pop_item`` event) and return the newest item; None when empty."""
+        """Remove the newest item, by appending a ``pop_item`` event (the SDK's ``Session.pop_item``).
+
+        Returns:
+            The item removed, or None when the history is empty.
+        """
         items = self.items()
         if not items:
             return None

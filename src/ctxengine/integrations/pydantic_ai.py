@@ -37,12 +37,20 @@ from ctxengine.store import SessionStore
 
 
 class ContextEngineProcessor:
-    """A history processor (sync ``__call__``, async ``aprocess``) shaping every model request.
+    """A PydanticAI history processor (sync ``__call__``, async ``aprocess``) shaping every request.
 
-    ``policy``: a ``Policy`` or a built-in name; ``model``: the registry name (window, prices,
-    tokenizer); ``window`` overrides the context window (tokens); ``store`` keeps the engine's
-    transcript and offloaded originals (default: in memory) under ``session_id``; ``llm``: a
-    ``ctxengine.llm`` client for LLM summaries. One processor is one conversation.
+    One processor is one conversation.
+
+    Args:
+        policy: a ``Policy`` or a built-in name.
+        model: the registry name (window, prices, tokenizer).
+        window: overrides the context window, tokens.
+        store: keeps the engine's transcript and offloaded originals (None: in memory).
+        session_id: the engine's session in ``store``.
+        llm: a ``ctxengine.llm`` client for LLM summaries (None: the $0 structured summary).
+
+    Raises:
+        KeyError: for an unknown policy name.
     """
 
     def __init__(
@@ -80,17 +88,39 @@ class ContextEngineProcessor:
         return self.bridge.project(messages, system=system, finish=self._with_system)
 
     def capability(self, *, use_async: bool = False) -> ProcessHistory[Any]:
-        """PydanticAI's ``ProcessHistory`` capability running this processor (``aprocess`` with
-        ``use_async``), for ``Agent(capabilities=[...])``."""
+        """PydanticAI's ``ProcessHistory`` capability running this processor.
+
+        Args:
+            use_async: whether the capability runs ``aprocess`` instead of the sync ``__call__``.
+
+        Returns:
+            The capability, for ``Agent(capabilities=[...])``.
+        """
         return ProcessHistory(self.aprocess if use_async else self)
 
     async def aprocess(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        """The async form of ``__call__``."""
+        """The messages for the next request, asynchronously (the async form of ``__call__``).
+
+        Never raises: on an engine failure the messages go through unchanged.
+
+        Args:
+            messages: the conversation so far, as PydanticAI hands it.
+
+        Returns:
+            The engine's projection of them, the system prompt at the head.
+        """
         return self(messages)
 
     def full_history(self, messages: list[ModelMessage] | None = None) -> list[ModelMessage]:
-        """The whole conversation: every message the processor saw, then those of ``messages``
-        (e.g. ``result.all_messages()``) that came after the last request it shaped."""
+        """The whole conversation, unshaped.
+
+        Args:
+            messages: the run's messages (e.g. ``result.all_messages()``); those after the last
+                request the processor shaped are added (None: none).
+
+        Returns:
+            Every message the processor saw, then those new ones of ``messages``.
+        """
         out = list(self.bridge.transcript)
         if messages:
             out.extend(self.bridge.after_last_output(messages))

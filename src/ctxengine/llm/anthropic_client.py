@@ -101,8 +101,17 @@ class AnthropicClient(ProviderClient):
 
 
 def anthropic_usage(usage: Any) -> Usage:
-    """``messages.Usage`` from an Anthropic ``usage`` object: ``cache_creation`` (5-minute and
-    1-hour writes) when present, else all of ``cache_creation_input_tokens`` as 5-minute writes."""
+    """A ``Usage`` from an Anthropic response's ``usage`` object.
+
+    Cache writes come from ``cache_creation`` (5-minute and 1-hour writes) when present, else all
+    of ``cache_creation_input_tokens`` count as 5-minute writes.
+
+    Args:
+        usage: the SDK's ``usage`` object (attributes read by name; missing ones count 0), or None.
+
+    Returns:
+        The usage in tokens; zero usage for None.
+    """
     if usage is None:
         return Usage()
     write = getattr(usage, "cache_creation_input_tokens", None) or 0

@@ -16,9 +16,16 @@ from ctxengine.messages import Message, Usage
 
 
 class ToolDefinition(msgspec.Struct, frozen=True):
-    """A tool the model may call: ``name``, ``description`` and ``parameters`` (a JSON schema
-    object). Sent so that a summary request carries the same tools as the main conversation (the
-    tools are part of the cached prefix); adapters encode it for their provider."""
+    """A tool the model may call.
+
+    Sent so that a summary request carries the same tools as the main conversation (the tools
+    are part of the cached prefix); adapters encode it for their provider.
+
+    Attributes:
+        name: the tool's name.
+        description: what the tool does, for the model.
+        parameters: the arguments' JSON schema object (default: an object without properties).
+    """
 
     name: str
     description: str = ""

@@ -39,10 +39,31 @@ def make_client(
     api_key: str | None = None,
     registry: Registry | None = None,
 ) -> ProviderClient:
-    """The client for ``spec`` (``PROVIDER:MODEL``). Keys come from ``api_key`` or the provider's
-    environment variable (``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``). Raises ``ValueError`` for
-    a bad spec, ``SDKNotInstalledError`` when the provider's SDK is missing, ``AuthError`` when
-    no key is configured (and no ``base_url`` makes a placeholder acceptable)."""
+    """The LLM client for ``spec``.
+
+    Keys come from ``api_key`` or the provider's environment variable (``ANTHROPIC_API_KEY`` /
+    ``OPENAI_API_KEY``).
+
+    Args:
+        spec: ``PROVIDER:MODEL``; ``PROVIDER`` is the wire format, "anthropic" (Messages API) or
+            "openai" (Chat Completions, also for OpenAI-compatible servers), ``MODEL`` everything
+            after the first colon (``openai:llama3.1:8b``).
+        base_url: another server than the provider's (None: the SDK's default or its environment
+            variable).
+        timeout: seconds per attempt.
+        max_retries: the SDK's retry count.
+        api_key: the key (None: the provider's environment variable).
+        registry: prices the calls (None: the built-in model table).
+
+    Returns:
+        The provider's client (``AnthropicClient`` or ``OpenAIClient``).
+
+    Raises:
+        ValueError: for a bad spec or provider, a non-positive timeout or a negative retry count.
+        SDKNotInstalledError: when the provider's SDK is missing.
+        AuthError: when no key is configured (and no ``base_url`` makes a placeholder
+            acceptable).
+    """
     provider, model = parse_spec(spec)
     if provider == "anthropic":
         from ctxengine.llm.anthropic_client import AnthropicClient

@@ -163,9 +163,18 @@ class OpenAIClient(ProviderClient):
 
 
 def normalise_usage(raw: dict[str, Any] | None) -> Usage:
-    """``messages.Usage`` from a Chat Completions ``usage`` object (as a dict): the reader's
-    ``openai_usage`` plus ``prompt_tokens_details.cache_write_tokens`` (OpenRouter) as 5-minute
-    writes taken out of ``input``. Zero usage when the server reported none."""
+    """A ``Usage`` from a Chat Completions ``usage`` object.
+
+    The reader's ``openai_usage`` (cached tokens taken out of ``prompt_tokens``), plus
+    ``prompt_tokens_details.cache_write_tokens`` (OpenRouter) as 5-minute writes taken out of
+    ``input``.
+
+    Args:
+        raw: the ``usage`` object as a dict, or None.
+
+    Returns:
+        The usage in tokens; zero usage when the server reported none.
+    """
     if not raw:
         return Usage()
     usage = openai_usage(raw) or Usage()

@@ -208,15 +208,28 @@ def replay_session(
     engines: EngineRegistry | None = None,
     llm: LLMClient | None = None,
 ) -> SessionReport:
-    """Replay ``session`` under ``policy`` at ``window`` tokens (default: the model's window),
-    with engine ``engine_id`` from ``engines`` (default: the core engine) and, when given, ``llm``
-    as the model for notes and summaries; ``validate``: check every request body against the
-    provider's rules (``summary.pairing_violations``).
+    """Replay a recorded session under a policy and window.
 
-    Returns the full report. Raises nothing for odd sessions: a session with no calls gives an
-    empty report. Raises ``WindowTooSmallError`` for a window under 16,000 tokens (its subclass
-    ``PrefixTooLargeError`` when the session's fixed prefix does not fit the window) and
-    ``KeyError`` for an unknown engine id.
+    Raises nothing for odd sessions: a session with no calls gives an empty report.
+
+    Args:
+        session: the recorded session (``load``).
+        policy: the policy to replay it under.
+        window: the window, tokens (None: the model's window).
+        registry: the model registry (None: the shipped one).
+        validate: whether to check every request body against the provider's rules
+            (``summary.pairing_violations``).
+        engine_id: the engine to run, from ``engines`` (default: the core engine).
+        engines: the engine registry (None: the built-in one).
+        llm: the model for notes and summaries, when given (None: the $0 structured summary).
+
+    Returns:
+        The full ``SessionReport``.
+
+    Raises:
+        WindowTooSmallError: for a window under 16,000 tokens (its subclass
+            ``PrefixTooLargeError`` when the session's fixed prefix does not fit the window).
+        KeyError: for an unknown engine id.
     """
     registry = registry or Registry.default()
     model = registry.get(session.model or "unknown")

@@ -27,7 +27,16 @@ CREATE TABLE IF NOT EXISTS artifacts (
 
 
 class SQLiteStore:
-    """Append-only entries and artifacts in SQLite. Raises ``StoreError`` on I/O failure."""
+    """Append-only entries and artifacts in SQLite (the default ``SessionStore``).
+
+    Any thread may use it, one at a time; every appended entry is durable at once (autocommit).
+
+    Args:
+        path: the database file (``":memory:"``, the default, keeps a replay off the disk).
+
+    Raises:
+        StoreError: when the database cannot be opened.
+    """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         try:
@@ -53,6 +62,19 @@ class SQLiteStore:
         return self._seq[session]
 
     def append(self, session: str, kind: EntryKind, payload: Any) -> Entry:
+        """Append an entry to a session.
+
+        Args:
+            session: the session's id.
+            kind: the entry's kind ("message", "compaction", "clear", "offload", "notes", "event").
+            payload: kind-specific JSON-able data (msgpack-encoded).
+
+        Returns:
+            The entry, with its sequence number in the session.
+
+        Raises:
+            StoreError: when the write fails.
+        """
         seq = self._next_seq(session)
         try:
             self._db.execute(
@@ -63,6 +85,15 @@ class SQLiteStore:
         return Entry(session, seq, kind, payload)
 
     def entries(self, session: str, kind: EntryKind | None = None) -> list[Entry]:
+        """All entries of a session, in order.
+
+        Args:
+            session: the session's id.
+            kind: only entries of this kind (None: all).
+
+        Returns:
+            The entries, by sequence number.
+        """
         sql = "SELECT seq, kind, payload FROM entries WHERE session = ?"
         args: tuple[Any, ...] = (session,)
         if kind is not None:
@@ -72,6 +103,17 @@ class SQLiteStore:
         return [Entry(session, int(s), k, self._dec.decode(p)) for s, k, p in rows]
 
     def put_artifact(self, session: str, artifact_id: str, content: str, meta: dict[str, Any]) -> None:
+        """Store original content under ``artifact_id`` (idempotent: a known id is kept as it is).
+
+        Args:
+            session: the session's id.
+            artifact_id: the artifact's id within the session.
+            content: the original content.
+            meta: JSON-able facts about it (layer, call id, ...).
+
+        Raises:
+            StoreError: when the write fails.
+        """
         try:
             self._db.execute(
                 "INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?)",
@@ -81,6 +123,18 @@ class SQLiteStore:
             raise StoreError(f"cannot store artifact {artifact_id}: {exc}") from None
 
     def get_artifact(self, session: str, artifact_id: str) -> tuple[str, dict[str, Any]]:
+        """The content and meta of an artifact.
+
+        Args:
+            session: the session's id.
+            artifact_id: the artifact's id.
+
+        Returns:
+            ``(content, meta)``.
+
+        Raises:
+            StoreError: when the artifact does not exist.
+        """
         row = self._db.execute(
             "SELECT content, meta FROM artifacts WHERE session = ? AND id = ?", (session, artifact_id)
         ).fetchone()
@@ -90,10 +144,19 @@ class SQLiteStore:
         return str(row[0]), dict(meta)
 
     def artifact_ids(self, session: str) -> list[str]:
+        """The ids of a session's artifacts.
+
+        Args:
+            session: the session's id.
+
+        Returns:
+            The ids, in the order they were stored.
+        """
         rows = self._db.execute(
             "SELECT id FROM artifacts WHERE session = ? ORDER BY rowid", (session,)
         ).fetchall()
         return [str(r[0]) for r in rows]
 
     def close(self) -> None:
+        """Close the database."""
         self._db.close()

@@ -37,8 +37,21 @@ def run_subagent(
     ctx: SubagentContext, complete: Complete, execute: Execute, *, clock: Callable[[], float] = time.time
 ) -> SubagentResult:
     """Drive the sub-agent until it answers without a tool call or reaches ``ctx.max_turns``.
-    Returns its result for ``ContextEngine.on_subagent_ended``; exceptions of ``complete`` and
-    ``execute`` propagate (the host ends the sub-agent, e.g. with reason ``deleted``)."""
+
+    A call to a tool outside the definition's allowlist is answered with an error result and
+    never run. Exceptions of ``complete`` and ``execute`` propagate (the host ends the sub-agent,
+    e.g. with reason ``deleted``).
+
+    Args:
+        ctx: the prepared sub-agent (``ContextEngine.prepare_subagent_spawn``).
+        complete: one model call, ``complete(projection, ctx) -> Message``.
+        execute: the host's tools, ``execute(call) -> ToolResult``.
+        clock: the current time, epoch seconds (the engine's ``now``).
+
+    Returns:
+        Its result for ``ContextEngine.on_subagent_ended``: the last text it wrote as the report
+        (a note when it hit the turn limit or wrote none).
+    """
     engine = ctx.engine
     report = ""
     finished = False
@@ -68,9 +81,17 @@ TASK_DESCRIPTION = (
 
 
 def task_tool(spec: AgentSpec) -> ToolSpec:
-    """The ``task`` tool definition for an agent that may spawn ``spec``. Its calls are handled by
-    the agent loop (``prepare_subagent_spawn`` -> ``run_subagent`` -> ``on_subagent_ended``),
-    not by a tool executor: running it directly raises ``ToolError``."""
+    """The ``task`` tool definition for an agent that may spawn ``spec``.
+
+    Its calls are handled by the agent loop (``prepare_subagent_spawn`` -> ``run_subagent`` ->
+    ``on_subagent_ended``), not by a tool executor: running its function raises ``ToolError``.
+
+    Args:
+        spec: the sub-agent definition the tool spawns.
+
+    Returns:
+        The ``ToolSpec`` (parameters ``prompt``, required, and ``description``).
+    """
 
     def not_here(**arguments: Any) -> str:
         raise ToolError("the task tool is handled by the agent loop (it spawns a sub-agent)")

@@ -63,8 +63,15 @@ READ_TOOLS = frozenset({"read", "Read", "open_files"})  # tool calls whose path 
 
 
 class SubagentResult(msgspec.Struct, kw_only=True):
-    """What a sub-agent hands back. ``files_read``: workspace paths (None: taken from the
-    sub-agent's own read calls). ``reason``: OpenClaw's end reasons."""
+    """What a sub-agent hands back (``ContextEngine.on_subagent_ended``).
+
+    Attributes:
+        child_id: the sub-agent's id (``SubagentContext.child_id``).
+        report: its final report.
+        files_read: workspace paths it read (None: taken from the sub-agent's own read calls).
+        reason: why it ended, OpenClaw's end reasons ("completed", "deleted", "swept",
+            "released").
+    """
 
     child_id: str
     report: str

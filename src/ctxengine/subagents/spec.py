@@ -47,17 +47,29 @@ class SpawnError(SubagentError):
 
 
 class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A sub-agent definition.
+    """A sub-agent definition, after Claude Code's agent files.
 
-    ``model``: the model of its calls in ``isolated`` mode (None: the parent's); a ``fork`` always
-    uses the parent's model, whose prompt cache it reads. ``tools``: the tool names it may call
-    (an allowlist; ``()`` allows none). ``max_depth``: the deepest nesting level it may run at
-    (1: spawned by a main agent only; 2: also by a sub-agent of depth 1). ``max_turns``: model
-    calls it may make. ``skills``: workspace-relative paths of skill files preloaded whole into
-    its system prompt (a missing one fails the spawn). ``instruction_files``: the workspace
-    instruction files it sees (absent ones are left out). ``report_max_tokens``: the report that
-    reaches the parent is cut to this (the full text stays in the parent's artifact store).
-    ``mode``: the default spawn mode."""
+    Attributes:
+        name: the agent's name (required).
+        system_prompt: its system prompt in ``isolated`` mode.
+        model: the model of its calls in ``isolated`` mode (None: the parent's); a ``fork`` always
+            uses the parent's model, whose prompt cache it reads.
+        tools: the tool names it may call (an allowlist; ``()`` allows none).
+        max_depth: the deepest nesting level it may run at (1: spawned by a main agent only; 2:
+            also by a sub-agent of depth 1).
+        max_turns: model calls it may make.
+        skills: workspace-relative paths of skill files preloaded whole into its system prompt (a
+            missing one fails the spawn).
+        instruction_files: the workspace instruction files it sees (absent ones are left out;
+            OpenClaw's allowlist ``AGENTS.md``, ``TOOLS.md`` by default).
+        report_max_tokens: the report that reaches the parent is cut to this many tokens (the
+            full text stays in the parent's artifact store).
+        mode: the default spawn mode, "isolated" or "fork".
+
+    Raises:
+        ValueError: at construction, for an empty name or a ``max_depth``, ``max_turns`` or
+            ``report_max_tokens`` under 1.
+    """
 
     name: str
     system_prompt: str = "You are a sub-agent. Do the task you are given and report the result concisely."
@@ -79,7 +91,18 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"agent {self.name!r}: {field} must be at least 1, not {value}")
 
     def with_(self, **changes: object) -> AgentSpec:
-        """A copy with ``changes`` applied (e.g. the cheap model of a provider)."""
+        """A copy with ``changes`` applied (e.g. the cheap model of a provider), validated again.
+
+        Args:
+            **changes: new values by field name.
+
+        Returns:
+            The new definition.
+
+        Raises:
+            TypeError: for a name that is not a field.
+            ValueError: for a value out of range.
+        """
         return msgspec.structs.replace(self, **changes)
 
 
@@ -97,6 +120,16 @@ gpt-4o-mini), never spawns sub-agents, report capped at 2,000 tokens."""
 
 
 def explore_for(provider: str, model: str | None = None) -> AgentSpec:
-    """``EXPLORE`` with ``model``, or the cheap model of ``provider`` (``anthropic`` / ``openai``).
-    Raises ``KeyError`` for another provider without a model."""
+    """Claude Code's Explore agent (``EXPLORE``) for one provider.
+
+    Args:
+        provider: "anthropic" (Haiku) or "openai" (gpt-4o-mini), whose cheap model it takes.
+        model: the model to use instead (None: the provider's cheap model).
+
+    Returns:
+        ``EXPLORE`` with that model.
+
+    Raises:
+        KeyError: for another provider without a model.
+    """
     return EXPLORE.with_(model=model or CHEAP_MODELS[provider])

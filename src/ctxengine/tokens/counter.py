@@ -317,7 +317,15 @@ def _shared_counter(tokenizer: str) -> TokenCounter:
 
 
 def counter_for(model: ModelInfo | None) -> TokenCounter:
-    """The counter for ``model``: exact ``OpenAICounter`` for ``o200k_base`` / ``cl100k_base``
-    models, ``EstimateCounter`` with ``CLAUDE_PROFILE`` for Claude (and when ``model`` is None),
-    ``GENERIC_PROFILE`` for other tokenizers. Counters are stateless and shared."""
+    """The token counter for a model. Counters are stateless and shared.
+
+    Args:
+        model: the model's entry (``Registry.get``), whose ``tokenizer`` picks the counter, or
+            None.
+
+    Returns:
+        An exact ``OpenAICounter`` for ``o200k_base`` / ``cl100k_base`` models, an
+        ``EstimateCounter`` with ``CLAUDE_PROFILE`` for Claude (and when ``model`` is None), with
+        ``GENERIC_PROFILE`` for other tokenizers.
+    """
     return _shared_counter(model.tokenizer if model is not None else "claude")

@@ -100,10 +100,30 @@ def build_tools(
     counter: TokenCounter | None = None,
     read_state: ReadState | None = None,
 ) -> Toolbox:
-    """All tools on ``workspace_root``. Without ``store`` an empty in-memory ``SQLiteStore`` is
-    used (retrieve then finds nothing); ``session`` defaults to ``"default"``. ``window`` (tokens)
-    sets the working-set limits (Letta's table); ``index_path`` the search index file
-    (default ``<root>/.ctxengine/search.sqlite``; ``":memory:"`` keeps it off the disk)."""
+    """All of ctxengine's agent tools, confined to one workspace.
+
+    The tools: read, grep, retrieve, search, the working set's and the bootstrap files'.
+
+    Args:
+        workspace_root: the directory the tools are confined to (or its ``Workspace``).
+        store: where retrieve finds offloaded results (None: an empty in-memory ``SQLiteStore``,
+            so retrieve finds nothing).
+        session: the session's id in ``store`` (None: ``"default"``).
+        window: the model's window, tokens; sets the working-set limits (Letta's table).
+        file_limits: the working set's limits, instead of the window's.
+        index_path: the search index file (None: ``<root>/.ctxengine/search.sqlite``;
+            ``":memory:"`` keeps it off the disk).
+        embedder: enables semantic search, when given.
+        counter: the token counter of the read and retrieve tools' limits.
+        read_state: what was read already, shared with another toolbox (None: a new one).
+
+    Returns:
+        The ``Toolbox``: its executor with every tool registered, the workspace, the store and
+        the working set.
+
+    Raises:
+        ToolError: when ``workspace_root`` is not a directory.
+    """
     ws_root = workspace_root if isinstance(workspace_root, Workspace) else Workspace(workspace_root)
     the_store: SessionStore = store if store is not None else SQLiteStore(":memory:")
     sid = session or DEFAULT_SESSION
