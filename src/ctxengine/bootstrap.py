@@ -127,6 +127,28 @@ def _section(path: str, body: str) -> str:
     return f"## {path}\n\n{body}"
 
 
+def _read(target: Path) -> tuple[bytes, str]:
+    """The first ``MAX_READ_BYTES`` (+1, to tell a longer file) of ``target`` and their text.
+    Raises ``OSError`` when it cannot be read."""
+    with target.open("rb") as fh:
+        raw = fh.read(MAX_READ_BYTES + 1)
+    return raw, raw[:MAX_READ_BYTES].decode("utf-8", errors="replace")
+
+
+def _budget_gone(rel: str, total_chars: int) -> str:
+    return f"{rel}: skipped, total bootstrap budget of {total_chars:,} chars used up"
+
+
+def _missing(name: str, rel: str, remaining: int, total_chars: int, warnings: list[str]) -> BootstrapFile:
+    """A configured file that does not exist: its ``[MISSING]`` marker, or skipped (with a
+    warning) when fewer than ``MIN_REMAINING`` chars of the total budget are left."""
+    if remaining < MIN_REMAINING:
+        warnings.append(_budget_gone(rel, total_chars))
+        return BootstrapFile(name, rel, "skipped", 0, 0, "")
+    marker = f"[MISSING] Expected at: {rel}"
+    return BootstrapFile(name, rel, "missing", 0, len(marker), marker)
+
+
 def load_bootstrap(
     root: str | Path,
     files: Sequence[str] = (),
@@ -175,31 +197,25 @@ def load_bootstrap(
             if not configured:
                 continue
             seen.add(target)
-            marker = f"[MISSING] Expected at: {rel}"
-            if remaining < MIN_REMAINING:
-                warnings.append(f"{rel}: skipped, total bootstrap budget of {total_chars:,} chars used up")
-                out.append(BootstrapFile(name, rel, "skipped", 0, 0, ""))
-                continue
-            remaining -= len(marker)
-            out.append(BootstrapFile(name, rel, "missing", 0, len(marker), marker))
+            missing = _missing(name, rel, remaining, total_chars, warnings)
+            remaining -= missing.chars_shown
+            out.append(missing)
             continue
         seen.add(target)
         try:
-            with target.open("rb") as fh:
-                raw = fh.read(MAX_READ_BYTES + 1)
+            raw, content = _read(target)
         except OSError as exc:
             warnings.append(f"{rel}: cannot read ({exc.strerror or exc})")
             out.append(BootstrapFile(name, rel, "unreadable", 0, 0, ""))
             continue
-        content = raw[:MAX_READ_BYTES].decode("utf-8", errors="replace")
         if remaining < MIN_REMAINING:
-            warnings.append(f"{rel}: skipped, total bootstrap budget of {total_chars:,} chars used up")
+            warnings.append(_budget_gone(rel, total_chars))
             out.append(BootstrapFile(name, rel, "skipped", len(content), 0, ""))
             continue
         cap = min(per_file_chars, remaining)
         shown = cut_head_tail(content, rel, cap, head_ratio)
         if len(shown) > cap:
-            warnings.append(f"{rel}: skipped, total bootstrap budget of {total_chars:,} chars used up")
+            warnings.append(_budget_gone(rel, total_chars))
             out.append(BootstrapFile(name, rel, "skipped", len(content), 0, ""))
             remaining = 0
             continue
