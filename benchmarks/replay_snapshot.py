@@ -12,7 +12,8 @@ transcript under ``default``, ``claude-code``, ``openclaw``, ``pi`` and ``letta`
 ``snapshot`` runs one ``ctxengine replay`` per policy and window (two at a time) over
 ``../shared/data/transcripts`` (or ``--transcripts DIR``) and writes ``POLICY-WINDOW.json``.
 ``compare`` prints ``identical`` or the differing paths per file; exits 0 when every file is
-identical, 1 otherwise.
+identical, 1 otherwise; ``--new-field NAME`` (repeatable) leaves out a field the second snapshot
+added (e.g. ``shell_fallbacks``, added to the tool-limit report with bashlex).
 """
 
 from __future__ import annotations
@@ -67,8 +68,18 @@ def snapshot(transcripts: Path, out: Path, jobs: int) -> int:
     return 1 if failed else 0
 
 
-def compare(before: Path, after: Path) -> int:
-    """Compare every ``POLICY-WINDOW.json`` of two snapshots; 1 when any differs or is missing."""
+def _without(report: object, new: frozenset[str]) -> object:
+    """``report`` without the fields named in ``new`` (at any depth)."""
+    if isinstance(report, dict):
+        return {k: _without(v, new) for k, v in report.items() if k not in new}
+    if isinstance(report, list):
+        return [_without(v, new) for v in report]
+    return report
+
+
+def compare(before: Path, after: Path, new: frozenset[str] = frozenset()) -> int:
+    """Compare every ``POLICY-WINDOW.json`` of two snapshots; 1 when any differs or is missing.
+    ``new``: fields added since ``before`` (left out of ``after``; every other figure must match)."""
     bad = 0
     for policy in POLICIES:
         for window in WINDOWS:
@@ -79,7 +90,7 @@ def compare(before: Path, after: Path) -> int:
                 bad += 1
                 continue
 
-            diffs = differences(json.loads(a.read_text()), json.loads(b.read_text()))
+            diffs = differences(json.loads(a.read_text()), _without(json.loads(b.read_text()), new))
             print(f"{name}: {'identical' if not diffs else f'{len(diffs)} difference(s)'}")
             for d in diffs[:SHOWN]:
                 print("  " + d)
@@ -97,10 +108,11 @@ def main() -> int:
     cmp = sub.add_parser("compare")
     cmp.add_argument("before", type=Path)
     cmp.add_argument("after", type=Path)
+    cmp.add_argument("--new-field", action="append", default=[], help="a field added since BEFORE")
     args = parser.parse_args()
     if args.cmd == "snapshot":
         return snapshot(args.transcripts, args.out, args.jobs)
-    return compare(args.before, args.after)
+    return compare(args.before, args.after, frozenset(args.new_field))
 
 
 if __name__ == "__main__":
