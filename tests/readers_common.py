@@ -54,7 +54,7 @@ def read_damaged(read: Reader, path: Path, lines: list[int], warning: type[Warni
     assert [(m.path, m.line) for m in session.malformed] == [(str(path), n) for n in lines]
     assert len(caught) >= len(lines)
     for n, w in zip(lines, caught, strict=False):
-        assert f"{path}:{n}:" in str(w.message)
+        assert f"{path}:{n}:" in str(w.message), [f"{x.category.__name__}: {x.message}" for x in caught]
     return session
 
 
