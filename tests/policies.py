@@ -10,11 +10,22 @@ written for: ``default`` before issue 8 re-tuned it for content (compaction at 3
 window keeping the newest round, tool results capped at 2% of it, a 12% identifier index, no
 restore by content). Those tests exercise mechanisms; the default's own figures are measured by
 ``ctxengine bench`` (``tests/test_fidelity.py``, ``tests/test_bench.py``).
+
+``off(policy, IdleClear, ...)`` turns layers off the way the tests do most often.
 """
 
 from __future__ import annotations
 
-from ctxengine.policy import DEFAULT, CacheClear, CompactionSettings, Restore, SessionMemory, ToolResultBudget
+from ctxengine.policy import (
+    DEFAULT,
+    CacheClear,
+    CompactionSettings,
+    Policy,
+    Restore,
+    SessionMemory,
+    Settings,
+    ToolResultBudget,
+)
 
 PRE_SKELETON = DEFAULT.with_(
     DEFAULT.settings(CompactionSettings).with_(at_share=0.6),
@@ -47,3 +58,16 @@ LAYER_DEFAULT = PRE_SKELETON.with_(
     PRE_SKELETON.settings(ToolResultBudget).with_(max_chars=20_000, window_share=0.02),
     PRE_SKELETON.settings(Restore).with_(from_history=False, changes=0, error_tokens=0),
 )
+
+
+def off(policy: Policy, *layers: type[Settings]) -> Policy:
+    """``policy`` with each of ``layers`` (records with an ``enabled`` switch) turned off, their
+    other settings as ``policy`` has them; ``CompactionSettings`` (no switch) means compaction
+    mode "none"."""
+    records: list[Settings] = []
+    for kind in layers:
+        record = policy.settings(kind)
+        records.append(
+            record.with_(mode="none") if kind is CompactionSettings else record.with_(enabled=False)
+        )
+    return policy.with_(*records)

@@ -253,7 +253,7 @@ def _replay_json(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
 
 def test_policy_file_is_honoured(tmp_path: Path) -> None:
     toml = tmp_path / "early.toml"
-    toml.write_text('base = "default"\nname = "early20"\ncompact_at_share = 0.2\n', encoding="utf-8")
+    toml.write_text('base = "default"\nname = "early20"\n[compaction]\nat_share = 0.2\n', encoding="utf-8")
     builtin = _replay_json(tmp_path, "builtin")
     early = _replay_json(tmp_path, "early", "--policy-file", str(toml))
     assert builtin["policy"] == "default"
@@ -266,7 +266,7 @@ def test_policy_file_is_honoured(tmp_path: Path) -> None:
 
 def test_policy_file_without_a_name_is_not_reported_as_the_builtin(tmp_path: Path) -> None:
     toml = tmp_path / "p.toml"
-    toml.write_text('base = "default"\ncompact_at_share = 0.3\n', encoding="utf-8")
+    toml.write_text('base = "default"\n[compaction]\nat_share = 0.3\n', encoding="utf-8")
     data = _replay_json(tmp_path, "p", "--policy-file", str(toml))
     assert data["policy"] != "default"
 
@@ -278,8 +278,8 @@ def test_policy_file_without_a_name_is_not_reported_as_the_builtin(tmp_path: Pat
             'base = "default"\ncompact_at_shar = 0.3\n',
             id="unknown-key",
         ),
-        pytest.param('base = "default"\ncompact_at_share = "early"\n', id="wrong-type"),
-        pytest.param('base = "default"\ncompact_at_share = 0.3\n[unclosed\n', id="not-toml"),
+        pytest.param('base = "default"\n[compaction]\nat_share = "early"\n', id="wrong-type"),
+        pytest.param('base = "default"\n[compaction]\nat_share = 0.3\n[unclosed\n', id="not-toml"),
     ],
 )
 def test_bad_policy_file_is_one_line_and_exit_2(body: str, tmp_path: Path) -> None:

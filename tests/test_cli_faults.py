@@ -171,12 +171,12 @@ def test_quiet_without_json_or_plot_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ("tool_result_max_chars = -1", "tool_result_max_chars"),
-        ("tool_result_max_chars = 0", "tool_result_max_chars"),
-        ("keep_recent_tokens = -5000", "keep_recent_tokens"),
-        ("compact_at_share = 1.5", "compact_at_share"),
-        ("idle_gap_s = nan", "idle_gap_s"),
-        ("cache_clear_target = 0.6\ncache_clear_trigger = 0.5", "cache_clear_target"),
+        ("[tool_result_budget]\nmax_chars = -1", "ToolResultBudget.max_chars"),
+        ("[tool_result_budget]\nmax_chars = 0", "ToolResultBudget.max_chars"),
+        ("[compaction]\nkeep_recent_tokens = -5000", "CompactionSettings.keep_recent_tokens"),
+        ("[compaction]\nat_share = 1.5", "CompactionSettings.at_share"),
+        ("[idle_clear]\ngap_s = nan", "IdleClear.gap_s"),
+        ("[cache_clear]\ntarget = 0.6\ntrigger = 0.5", "CacheClear.target"),
     ],
 )
 def test_policy_file_with_an_out_of_range_value_is_refused(body: str, field: str, tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ from ctxengine.compaction import Compaction, CompactionPlan, Compactor, cache_co
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerContext
 from ctxengine.messages import Message, Text
-from ctxengine.policy import Policy, get_policy
+from ctxengine.policy import Policy, SessionMemory, get_policy
 from ctxengine.replay import replay_session
+from policies import off
 
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
 WINDOW = 64_000
@@ -73,7 +74,7 @@ def _replay_with_plans(
     "policy",
     [
         get_policy("default"),
-        get_policy("default").with_(session_memory=False),
+        off(get_policy("default"), SessionMemory),
         get_policy("claude-code"),
         get_policy("openclaw"),
         get_policy("letta"),

@@ -26,9 +26,20 @@ from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
 from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
-from ctxengine.policy import NONE, RECORDED, Policy
+from ctxengine.policy import (
+    NONE,
+    RECORDED,
+    CacheClear,
+    ClearedResults,
+    CompactionSettings,
+    IdleClear,
+    Policy,
+    SessionMemory,
+    ToolResultBudget,
+)
 from ctxengine.store import SQLiteStore, StoreError
 from policies import LAYER_DEFAULT as DEFAULT
+from policies import off
 
 MODEL = "claude-sonnet-4-5"
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
@@ -108,7 +119,11 @@ def test_lifecycle_end_to_end(tmp_path: Path) -> None:
 
 def test_every_ingested_message_is_an_entry_that_survives_reopening(tmp_path: Path) -> None:
     path = tmp_path / "session.db"
-    engine = make_engine(DEFAULT.with_(tool_result_max_chars=5_000), store=SQLiteStore(path), session_id="s")
+    engine = make_engine(
+        DEFAULT.with_(DEFAULT.settings(ToolResultBudget).with_(max_chars=5_000)),
+        store=SQLiteStore(path),
+        session_id="s",
+    )
     engine.bootstrap()
     msgs = conversation(4)
     msgs.append(Message("user", (ToolResult("toolu_3", (Text("dup"),)),), "late"))  # odd, still kept
@@ -178,7 +193,7 @@ def test_after_turn_anchors_the_next_prediction() -> None:
 
 
 def test_a_compaction_resets_the_anchor() -> None:
-    policy = DEFAULT.with_(session_memory=False, cache_clear=False)
+    policy = off(DEFAULT, SessionMemory, CacheClear)
     engine = make_engine(policy)
     engine.bootstrap(fixed_prefix_tokens=2_000)
     for m in conversation(60):  # ~40,000 tokens of content, under the 120,000 threshold
@@ -315,13 +330,11 @@ def pressured_engine(policy: Policy, window: int = 40_000) -> tuple[ContextEngin
 
 
 LAYERS = {
-    "idle_clear": DEFAULT.with_(cache_clear=False, compaction="none"),
-    "cache_clear": DEFAULT.with_(
-        idle_clear=False, compaction="none", cache_clear_trigger=0.3, cache_clear_target=0.1
+    "idle_clear": off(DEFAULT, CacheClear, CompactionSettings),
+    "cache_clear": off(DEFAULT, IdleClear, CompactionSettings).with_(
+        DEFAULT.settings(CacheClear).with_(trigger=0.3, target=0.1)
     ),
-    "overflow_guard": DEFAULT.with_(
-        idle_clear=False, cache_clear=False, compaction="none", tool_result_budget=False
-    ),
+    "overflow_guard": off(DEFAULT, IdleClear, CacheClear, CompactionSettings, ToolResultBudget),
 }
 
 
@@ -357,7 +370,7 @@ def test_a_failing_layer_leaves_the_engine_unchanged(layer: str, monkeypatch: py
 
 
 def test_a_failing_compaction_leaves_the_engine_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
-    policy = DEFAULT.with_(idle_clear=False, cache_clear=False, session_memory=False)
+    policy = off(DEFAULT, IdleClear, CacheClear, SessionMemory)
     control, now = pressured_engine(policy)
     assert "summary_compact" in [e.layer for e in control.assemble(now=now).events]
 
@@ -417,9 +430,9 @@ class FailingStore(SQLiteStore):
 def test_a_store_failure_while_committing_leaves_the_engine_unchanged(what: str) -> None:
     store = FailingStore()
     if what == "replacements":
-        policy = DEFAULT.with_(cache_clear=False, compaction="none")
+        policy = off(DEFAULT, CacheClear, CompactionSettings)
     else:
-        policy = DEFAULT.with_(idle_clear=False, cache_clear=False, session_memory=False)
+        policy = off(DEFAULT, IdleClear, CacheClear, SessionMemory)
     engine = make_engine(policy, 40_000, store=store)
     engine.bootstrap()
     msgs = conversation(30)
@@ -451,8 +464,8 @@ def test_a_store_failure_while_committing_leaves_the_engine_unchanged(what: str)
 def test_a_store_failure_keeps_the_identifier_index_segments_unchanged() -> None:
     """Session-memory compaction with append-only index segments: a failed commit adds no
     segment (the next compaction lists the same identifiers again)."""
-    policy = DEFAULT.with_(
-        idle_clear=False, cache_clear=False, sm_identifier_index=True, sm_index_segments=True
+    policy = off(DEFAULT, IdleClear, CacheClear).with_(
+        DEFAULT.settings(SessionMemory).with_(identifier_index=True, index_segments=True)
     )
     store = FailingStore()
     engine = make_engine(policy, 40_000, store=store)
@@ -529,7 +542,7 @@ def test_the_projection_of_a_valid_session_is_the_same_however_often_it_is_assem
 
 
 def test_ingest_never_changes_the_message_it_is_given() -> None:
-    engine = make_engine(DEFAULT.with_(tool_result_max_chars=1_000))
+    engine = make_engine(DEFAULT.with_(DEFAULT.settings(ToolResultBudget).with_(max_chars=1_000)))
     engine.bootstrap()
     msgs = conversation(5, result_chars=5_000)
     snapshot = [msgspec.to_builtins(m) for m in msgs]
@@ -542,7 +555,7 @@ def test_ingest_never_changes_the_message_it_is_given() -> None:
 
 
 def test_compaction_counter_ids_are_unique_across_compactions() -> None:
-    policy = DEFAULT.with_(session_memory=False, cache_clear=False, idle_clear=False)
+    policy = off(DEFAULT, SessionMemory, CacheClear, IdleClear)
     engine = make_engine(policy, 40_000)
     engine.bootstrap()
     seen: list[str] = []
@@ -570,7 +583,9 @@ def test_real_mimo_recorded_projections_have_no_repeated_message(
 def test_offloading_and_clearing_notify_the_listeners() -> None:
     """Content leaving the context (offload, clear, compaction) resets e.g. the read tool's
     dedup cache, whose 'unchanged since last read' stub would otherwise point at nothing."""
-    engine = make_engine(DEFAULT.with_(tool_result_max_chars=100, compaction="none"))
+    engine = make_engine(
+        off(DEFAULT, CompactionSettings).with_(DEFAULT.settings(ToolResultBudget).with_(max_chars=100))
+    )
     calls: list[str] = []
     engine.compaction_listeners.append(lambda: calls.append("reset"))
     engine.bootstrap()
@@ -679,7 +694,7 @@ def test_a_running_notes_update_is_waited_for_once(monkeypatch: pytest.MonkeyPat
 
 
 def test_blank_compaction_instructions_are_no_focus() -> None:
-    engine = make_engine(DEFAULT.with_(session_memory=False))
+    engine = make_engine(off(DEFAULT, SessionMemory))
     engine.bootstrap()
     for m in conversation(40):
         engine.ingest(m)
@@ -692,7 +707,9 @@ def test_a_clearing_counts_identifiers_still_shown_in_the_tool_calls() -> None:
     """Idle clear without identifier lists in its placeholders: the paths the cleared results
     named are still in the Read calls, so identifier retention counts them; no user request was
     cleared, so the latest request is still verbatim."""
-    policy = DEFAULT.with_(keep_identifiers=False, cache_clear=False, compaction="none")
+    policy = off(DEFAULT, CacheClear, CompactionSettings).with_(
+        DEFAULT.settings(ClearedResults).with_(keep_identifiers=False)
+    )
     engine = make_engine(policy)
     engine.bootstrap()
     t0 = 1_700_000_000.0

@@ -18,7 +18,8 @@ from ctxengine.llm.base import LLMRequest, LLMResponse
 from ctxengine.llm_summary import NINE_SECTIONS
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
-from ctxengine.policy import get_policy
+from ctxengine.policy import SessionMemory, get_policy
+from policies import off
 
 MODEL = "claude-sonnet-4-5"
 T0 = 1_760_000_000.0
@@ -105,7 +106,7 @@ def drive(engine: ContextEngine, msgs: list[Message]) -> list[Any]:
 def make(policy: str = "default", window: int = 32_000, **kw: Any) -> ContextEngine:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WindowWarning)
-        e = ContextEngine(get_policy(policy).with_(**kw.pop("changes", {})), model=MODEL, window=window, **kw)
+        e = ContextEngine(off(get_policy(policy), *kw.pop("off", ())), model=MODEL, window=window, **kw)
     e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
     return e
 
@@ -117,8 +118,8 @@ def whole_in(request: str, messages: list[Message]) -> bool:
 @pytest.mark.parametrize("summarizer", ["notes", "structured"])
 def test_latest_request_whole_after_every_compaction(summarizer: str) -> None:
     request = "Please refactor the parser so quoted fields work: " + words(60, 7)
-    changes = {} if summarizer == "notes" else {"session_memory": False}
-    found = drive(make(changes=changes), session(request))
+    layers = () if summarizer == "notes" else (SessionMemory,)
+    found = drive(make(off=layers), session(request))
     compactions = [f for f in found if f[0] in ("session_memory_compact", "summary_compact")]
     assert len(compactions) >= 2  # the second one no longer sees the request as a user message
     for layer, q, shown in found:
@@ -152,7 +153,7 @@ def test_a_request_too_large_to_fit_keeps_head_and_tail_and_says_partial() -> No
 
 def test_llm_summary_path_quotes_the_request_over_a_stale_next_step() -> None:
     request = "Now switch to the CSV exporter and make it stream rows: " + words(40, 9)
-    e = make(llm=FakeLLM(), changes={"session_memory": False})
+    e = make(llm=FakeLLM(), off=(SessionMemory,))
     found = drive(e, session(request))
     cuts = [f for f in found if f[0] == "summary_compact"]
     assert cuts, [f[0] for f in found]

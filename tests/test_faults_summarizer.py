@@ -19,7 +19,7 @@ from ctxengine.llm_summary import NINE_SECTIONS
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import Registry
 from ctxengine.notes import SECTIONS as NOTES_SECTIONS
-from ctxengine.policy import get_policy
+from ctxengine.policy import SessionMemory, Settings, SummarizerKind, SummarySettings, get_policy
 from ctxengine.tokens.counter import counter_for
 
 MODEL = "claude-sonnet-4-5"
@@ -71,10 +71,24 @@ class StrictLLM:
         )
 
 
-def make_engine(policy: str, window: int, llm: Any, **changes: Any) -> ContextEngine:
+def make_engine(
+    policy: str,
+    window: int,
+    llm: Any,
+    *,
+    session_memory: bool = True,
+    summarizer: SummarizerKind | None = None,
+) -> ContextEngine:
+    """An engine under the policy ``policy``, with session-memory compaction turned off
+    (``session_memory=False``) or another summarizer chosen (``summarizer``)."""
     p = get_policy(policy)
+    changes: list[Settings] = []
+    if not session_memory:
+        changes.append(p.settings(SessionMemory).with_(enabled=False))
+    if summarizer is not None:
+        changes.append(p.settings(SummarySettings).with_(summarizer=summarizer))
     if changes:
-        p = p.with_(**changes)
+        p = p.with_(*changes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         engine = ContextEngine(p, model=MODEL, window=window, llm=llm)

@@ -20,8 +20,16 @@ from ctxengine.formats import load
 from ctxengine.layers.base import artifact_id
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import ModelWindowWarning, WindowWarning
-from ctxengine.policy import get_policy
+from ctxengine.policy import (
+    CacheClear,
+    CompactionSettings,
+    IdleClear,
+    SessionMemory,
+    ToolResultBudget,
+    get_policy,
+)
 from ctxengine.replay import replay_session
+from policies import off
 
 MODEL = "claude-sonnet-4-5"
 POLICIES = ("default", "claude-code", "openclaw", "pi", "letta")
@@ -174,12 +182,8 @@ def _guard_run(
     prefix; returns the engine, each call's guard reasons, and how many calls the guard left
     without the request."""
     if policy_name == "guard-only":
-        policy = get_policy("default").with_(
-            compaction="none",
-            cache_clear=False,
-            idle_clear=False,
-            session_memory=False,
-            tool_result_budget=False,
+        policy = off(
+            get_policy("default"), CompactionSettings, CacheClear, IdleClear, SessionMemory, ToolResultBudget
         )
     else:
         policy = get_policy(policy_name)

@@ -14,9 +14,10 @@ from ctxengine.formats import load
 from ctxengine.layers.importance import W_RECENCY, W_RELEVANCE, W_ROLE, W_TOOL, eviction_order, score_units
 from ctxengine.layers.pairing import find_violations
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.policy import DEFAULT, get_policy
+from ctxengine.policy import DEFAULT, CacheClear, EvictionSettings, ToolResultBudget, get_policy
 from ctxengine.replay import replay_session
 from ctxengine.session_keys import HistoryLimits, SessionKey, SessionKeyError, turns_to_keep
+from policies import off
 
 TAU = OPENAI_CHAT / "tau-bench_gpt-4o_airline_200-trajectories_tool_calls.json"
 
@@ -62,7 +63,9 @@ def _requests(messages: list[Message]) -> list[str]:
 
 
 def _gateway(key: str, limits: HistoryLimits, order: str = "oldest") -> ContextEngine:
-    policy = DEFAULT.with_(name="gateway", history_limits=limits, evict_order=order)
+    policy = DEFAULT.with_(
+        DEFAULT.settings(EvictionSettings).with_(limits=limits, order=order), name="gateway"
+    )
     engine = ContextEngine(policy, model="gpt-4o", session_id=key)
     engine.bootstrap(system="You are a helpful assistant.")
     return engine
@@ -142,7 +145,7 @@ def test_importance_score_is_the_weighted_sum_and_evicts_the_least_first() -> No
 
 def _pressure_engine(order: str) -> ContextEngine:
     # no offloading or clearing first: the rounds reach the threshold whole
-    policy = get_policy(f"evict-{order}").with_(tool_result_budget=False, cache_clear=False)
+    policy = off(get_policy(f"evict-{order}"), ToolResultBudget, CacheClear)
     engine = ContextEngine(policy, model="gpt-4o", window=32_000, session_id="s")
     engine.bootstrap(system="You are a coding agent.")
     engine.ingest(Message("user", (Text("Fix the crash in ledger.py when the anchor is unset."),), "u0"))
@@ -176,7 +179,8 @@ def test_history_limit_batches_raise_prompt_cache_reads_on_a_real_session() -> N
     session = next(s for s in load(TAU) if s.name == "task 9 trial 3")
     figures = {}
     for batch in (True, False):
-        policy = DEFAULT.with_(name=f"limit-{batch}", history_limits=HistoryLimits(unkeyed=4, batch=batch))
+        limited = DEFAULT.settings(EvictionSettings).with_(limits=HistoryLimits(unkeyed=4, batch=batch))
+        policy = DEFAULT.with_(limited, name=f"limit-{batch}")
         session.model = session.model or "gpt-4o"  # SOURCES.md: tau-bench ran gpt-4o
         report = replay_session(session, policy, window=128_000)
         events = [e for c in report.calls for e in c.events if e["layer"] == "history_limit"]

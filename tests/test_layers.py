@@ -25,8 +25,18 @@ from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
 from ctxengine.messages import Image, Message, Session, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
-from ctxengine.policy import Policy
+from ctxengine.policy import (
+    CacheClear,
+    ClearedResults,
+    CompactionSettings,
+    IdleClear,
+    OverflowGuard,
+    Policy,
+    SessionMemory,
+    ToolResultBudget,
+)
 from policies import LAYER_DEFAULT as DEFAULT
+from policies import off
 
 MODEL = "claude-sonnet-4-5"
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
@@ -167,7 +177,7 @@ def test_result_at_the_cap_stays_and_one_char_over_is_offloaded(policy: Policy) 
 
 
 def test_per_message_aggregate_cap_offloads_the_largest_first() -> None:
-    policy = Policy(tool_result_max_chars=100_000, message_results_max_chars=150_000)
+    policy = Policy().with_(ToolResultBudget(max_chars=100_000, message_max_chars=150_000))
     engine = engine_for(policy)
     chat = Chat(engine)
     chat.user("read four files")
@@ -231,7 +241,7 @@ def test_images_are_never_cut_by_the_character_cap() -> None:
 
 
 def test_the_offload_decision_is_frozen_per_call_id() -> None:
-    policy = DEFAULT.with_(idle_gap_s=60.0, idle_keep_recent=1)
+    policy = DEFAULT.with_(DEFAULT.settings(IdleClear).with_(gap_s=60.0, keep_recent=1))
     engine = engine_for(policy)
     chat = Chat(engine)
     chat.user("go")
@@ -306,7 +316,7 @@ def test_idle_gap_up_to_the_threshold_clears_nothing(delta: float) -> None:
 
 @pytest.mark.parametrize(("gap", "keep"), [(3_600.0, 5), (300.0, 2)])
 def test_idle_gap_over_the_threshold_clears_all_but_the_newest(gap: float, keep: int) -> None:
-    policy = DEFAULT.with_(idle_gap_s=gap, idle_keep_recent=keep)
+    policy = DEFAULT.with_(DEFAULT.settings(IdleClear).with_(gap_s=gap, keep_recent=keep))
     engine, chat, ids = idle_session(policy)
     engine.assemble(now=chat.t)
     proj = engine.assemble(now=chat.t + gap + 1)
@@ -325,7 +335,9 @@ def test_idle_gap_over_the_threshold_clears_all_but_the_newest(gap: float, keep:
 
 @pytest.mark.parametrize("keep_identifiers", [True, False])
 def test_idle_placeholders_keep_an_identifiers_line(keep_identifiers: bool) -> None:
-    engine, chat, ids = idle_session(DEFAULT.with_(keep_identifiers=keep_identifiers))
+    engine, chat, ids = idle_session(
+        DEFAULT.with_(DEFAULT.settings(ClearedResults).with_(keep_identifiers=keep_identifiers))
+    )
     engine.assemble(now=chat.t)
     proj = engine.assemble(now=chat.t + 7_200)
     text = result_text(shown(proj, ids[0]))
@@ -342,7 +354,7 @@ def test_idle_placeholders_keep_an_identifiers_line(keep_identifiers: bool) -> N
 
 # ================================================================ cache-aware clear
 
-CACHE_POLICY = DEFAULT.with_(compaction="none", idle_clear=False, session_memory=False)
+CACHE_POLICY = off(DEFAULT, CompactionSettings, IdleClear, SessionMemory)
 CACHE_WINDOW = 40_000  # trigger 20,000, target 14,000, at least 10,000 freed per batch
 
 
@@ -404,7 +416,7 @@ def test_cache_clear_makes_no_batch_smaller_than_the_minimum() -> None:
     assert engine.replacements == {}
 
     # the same pressure with a lower minimum does clear the two oldest
-    low = engine_for(CACHE_POLICY.with_(cache_clear_at_least=500), CACHE_WINDOW)
+    low = engine_for(CACHE_POLICY.with_(CACHE_POLICY.settings(CacheClear).with_(at_least=500)), CACHE_WINDOW)
     for m in chat.messages:
         low.ingest(m)
     (event,) = events_of(low.assemble(), "cache_clear")
@@ -413,9 +425,7 @@ def test_cache_clear_makes_no_batch_smaller_than_the_minimum() -> None:
 
 # ================================================================ summary compaction
 
-SUMMARY_POLICY = DEFAULT.with_(
-    session_memory=False, cache_clear=False, idle_clear=False, tool_result_budget=False
-)
+SUMMARY_POLICY = off(DEFAULT, SessionMemory, CacheClear, IdleClear, ToolResultBudget)
 FIRST_REQUEST = "Please fix the date parser bug in /srv/app/parser/dates.py and then run the test suite."
 
 
@@ -547,7 +557,7 @@ def test_compact_min_gain_prevents_a_second_compaction_right_after() -> None:
         assert i + 1 not in guarded  # ... no second compaction right after
     gaps = [b - a for a, b in itertools.pairwise(guarded)]
     assert all(g >= 3 for g in gaps)  # a compaction must free 10% of the window (4,000) first
-    unguarded, _ = run(SUMMARY_POLICY.with_(compact_min_gain=0.0))
+    unguarded, _ = run(SUMMARY_POLICY.with_(SUMMARY_POLICY.settings(CompactionSettings).with_(min_gain=0.0)))
     assert len(unguarded) > 2 * len(guarded)  # without the minimum it compacts on every call
 
 
@@ -571,7 +581,7 @@ def test_forced_compaction_works_below_the_threshold() -> None:
 
 # ================================================================ overflow guard
 
-OVERFLOW_POLICY = DEFAULT.with_(compaction="none", cache_clear=False, idle_clear=False, session_memory=False)
+OVERFLOW_POLICY = off(DEFAULT, CompactionSettings, CacheClear, IdleClear, SessionMemory)
 SMALL_WINDOW = 20_000
 
 
@@ -702,7 +712,7 @@ def test_real_mimo_offloads_large_results_and_keeps_the_originals(
                     assert r is shown[cid]
 
 
-IDLE_REAL = DEFAULT.with_(compaction="none", session_memory=False, cache_clear=False)
+IDLE_REAL = off(DEFAULT, CompactionSettings, SessionMemory, CacheClear)
 """Idle clear alone: under the whole default, compaction keeps so little that at the gap there
 are hardly results older than the newest 5 left to clear."""
 
@@ -720,7 +730,7 @@ def test_real_mimo_idle_gap_clears_old_results(mimo: Session) -> None:
     assert all(find_violations(p.messages) == [] for p in projections)
 
 
-CACHE_REAL = DEFAULT.with_(compaction="none", session_memory=False)
+CACHE_REAL = off(DEFAULT, CompactionSettings, SessionMemory)
 
 
 @pytest.fixture(scope="module")
@@ -764,7 +774,7 @@ def test_real_sonnet_overflow_guard_keeps_pairs_and_the_newest(sonnet: Session) 
     _engine, projections = drive(sonnet, OVERFLOW_POLICY, SMALL_WINDOW, newest)
     guarded = [p for p in projections if events_of(p, "overflow_guard")]
     assert len(guarded) >= 5  # it drops down to the threshold, so not on every call near the window
-    _, unguarded = drive(sonnet, OVERFLOW_POLICY.with_(overflow_guard=False), SMALL_WINDOW)
+    _, unguarded = drive(sonnet, off(OVERFLOW_POLICY, OverflowGuard), SMALL_WINDOW)
     assert max(p.tokens for p in unguarded) > 3 * SMALL_WINDOW  # the session does not fit at all
     for proj, last in zip(projections, newest, strict=True):
         assert find_violations(proj.messages) == []
@@ -790,7 +800,7 @@ def test_real_mimo_cache_clear_batches_free_at_least_the_minimum_net(
 
 @pytest.mark.parametrize(
     "policy",
-    [SUMMARY_POLICY, DEFAULT.with_(cache_clear=False, idle_clear=False)],
+    [SUMMARY_POLICY, off(DEFAULT, CacheClear, IdleClear)],
     ids=["structured", "session-memory"],
 )
 def test_a_session_of_tool_only_turns_is_compacted_over_the_threshold(policy: Policy) -> None:

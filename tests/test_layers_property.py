@@ -27,52 +27,61 @@ from ctxengine.layers.base import message_with_results
 from ctxengine.layers.pairing import find_violations
 from ctxengine.messages import Message, Usage
 from ctxengine.models import WindowWarning
-from ctxengine.policy import NONE, Policy
+from ctxengine.policy import (
+    NONE,
+    CacheClear,
+    CompactionSettings,
+    IdleClear,
+    OverflowGuard,
+    Policy,
+    SessionMemory,
+    SessionNotes,
+    Settings,
+    ToolResultBudget,
+)
 from policies import LAYER_DEFAULT as DEFAULT
+from policies import off
 from strategies import sessions
 
 MODEL = "claude-sonnet-4-5"
 
 # ``default`` with thresholds small enough that the (small) random sessions trip every layer.
 SMALL = DEFAULT.with_(
+    DEFAULT.settings(CompactionSettings).with_(
+        at_share=0.3, keep_recent_tokens=60, keep_recent_min_messages=1, min_gain=0.0
+    ),
+    DEFAULT.settings(ToolResultBudget).with_(
+        max_chars=12, exempt_tools=(), message_max_chars=20, preview_chars=40, tail_chars=10
+    ),
+    DEFAULT.settings(IdleClear).with_(gap_s=100.0, keep_recent=1),
+    DEFAULT.settings(CacheClear).with_(
+        trigger=0.2, target=0.1, keep_recent=1, at_least=0, min_result_tokens=0
+    ),
+    DEFAULT.settings(OverflowGuard).with_(reserve=2_000),
+    # session notes early, so session-memory compaction has notes to use
+    DEFAULT.settings(SessionNotes).with_(first_tokens=100, every_tokens=50, every_tool_calls=1),
+    DEFAULT.settings(SessionMemory).with_(keep_min_tokens=60, keep_max_tokens=400),
     name="small",
     shares_of_free_window=False,  # shares of the whole window, as the small sessions were sized for
-    compact_at_share=0.3,
-    keep_recent_tokens=60,
-    keep_recent_min_messages=1,
-    compact_min_gain=0.0,
-    tool_result_max_chars=12,
-    budget_exempt_tools=(),
-    message_results_max_chars=20,
-    preview_chars=40,
-    tail_chars=10,
-    idle_gap_s=100.0,
-    idle_keep_recent=1,
-    cache_clear_trigger=0.2,
-    cache_clear_target=0.1,
-    cache_clear_keep_recent=1,
-    cache_clear_at_least=0,
-    cache_clear_min_result_tokens=0,
-    overflow_reserve=2_000,
-    notes_first_tokens=100,  # session notes early, so session-memory compaction has notes to use
-    notes_every_tokens=50,
-    notes_every_tool_calls=1,
-    sm_keep_min_tokens=60,
-    sm_keep_max_tokens=400,
 )
-SMALL_STRUCTURED = SMALL.with_(name="small-structured", session_memory=False)
-_OFF = {
-    "tool_result_budget": False,
-    "idle_clear": False,
-    "cache_clear": False,
-    "compaction": "none",
-    "overflow_guard": False,
-}
+SMALL_STRUCTURED = off(SMALL, SessionMemory).with_(name="small-structured")
+_CASCADE: tuple[type[Settings], ...] = (
+    ToolResultBudget,
+    IdleClear,
+    CacheClear,
+    CompactionSettings,
+    OverflowGuard,
+)
 
 
-def _alone(layer: str) -> Policy:
-    on: dict[str, Any] = {layer: "summary" if layer == "compaction" else True}
-    return SMALL.with_(name=f"only-{layer}", **{**_OFF, **on})
+def _alone(kind: type[Settings]) -> Policy:
+    """``SMALL`` with ``kind``'s layer on and the other layers of ``_CASCADE`` off."""
+    on = SMALL.settings(kind).with_(
+        **({"mode": "summary"} if kind is CompactionSettings else {"enabled": True})
+    )
+    return off(SMALL, *(other for other in _CASCADE if other is not kind)).with_(
+        on, name=f"only-{kind.table}"
+    )
 
 
 POLICIES: list[Policy] = [
@@ -80,11 +89,11 @@ POLICIES: list[Policy] = [
     SMALL_STRUCTURED,
     DEFAULT,
     NONE,
-    _alone("tool_result_budget"),
-    _alone("idle_clear"),
-    _alone("cache_clear"),
-    _alone("compaction"),
-    _alone("overflow_guard"),
+    _alone(ToolResultBudget),
+    _alone(IdleClear),
+    _alone(CacheClear),
+    _alone(CompactionSettings),
+    _alone(OverflowGuard),
 ]
 
 
@@ -219,12 +228,15 @@ def test_the_small_policy_exercises_every_layer() -> None:
 
         run()
 
-    sweep([SMALL, SMALL_STRUCTURED, SMALL.with_(compaction="none")])
+    sweep([SMALL, SMALL_STRUCTURED, off(SMALL, CompactionSettings)])
     sweep(
         [
-            SMALL.with_(compact_at_share=0.05),
-            SMALL_STRUCTURED.with_(compact_at_share=0.05),
-            SMALL.with_(cache_clear_trigger=0.1, cache_clear_target=0.0, compact_at_share=0.3),
+            SMALL.with_(SMALL.settings(CompactionSettings).with_(at_share=0.05)),
+            SMALL_STRUCTURED.with_(SMALL_STRUCTURED.settings(CompactionSettings).with_(at_share=0.05)),
+            SMALL.with_(
+                SMALL.settings(CacheClear).with_(trigger=0.1, target=0.0),
+                SMALL.settings(CompactionSettings).with_(at_share=0.3),
+            ),
         ]
     )
     assert set(seen) >= {

@@ -44,7 +44,7 @@ from ctxengine.llm_summary import (
 from ctxengine.messages import Message
 from ctxengine.models import Registry, WindowWarning
 from ctxengine.notes import serialize
-from ctxengine.policy import get_policy
+from ctxengine.policy import CacheClear, IdleClear, SessionMemory, ToolResultBudget, get_policy
 from ctxengine.summarize import STYLE_SECTIONS
 from ctxengine.tokens.counter import counter_for
 from llm_server import (
@@ -55,7 +55,7 @@ from llm_server import (
     rate_limited,
     server_error,
 )
-from policies import PRE_SKELETON
+from policies import PRE_SKELETON, off
 
 SONNET = CLAUDE_CODE / "cc_sonnet-4.5_long-290-tools_redacted_3cfce0ff.jsonl"
 SESSION_MODEL = "claude-sonnet-4-5"
@@ -66,9 +66,7 @@ THRESHOLD = 24_000  # summary compaction runs above this (0.4 of the window)
 HEAD_TOKENS = 32_000  # content ingested before the first call: over the 24,000-token threshold
 SYSTEM_PROMPT = "You are a coding agent. Work in the user's repository."
 # the LLM summary path (no session notes), nothing else in the way, every result shown as is
-POLICY = PRE_SKELETON.with_(
-    session_memory=False, cache_clear=False, idle_clear=False, tool_result_budget=False
-)
+POLICY = off(PRE_SKELETON, SessionMemory, CacheClear, IdleClear, ToolResultBudget)
 COUNTER = counter_for(Registry.default().get(SESSION_MODEL))
 ANALYSIS = "PRIVATE-DRAFT-7f3a: thinking out loud about the conversation"
 
@@ -635,7 +633,7 @@ def test_prefix_reuse_repeats_the_main_conversations_tools(
         ),
     ]
     server.default = good_summary(latest_user_request(convo))
-    policy = POLICY if preset == "default" else get_policy(preset).with_(session_memory=False)
+    policy = POLICY if preset == "default" else off(get_policy(preset), SessionMemory)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WindowWarning)
         engine = ContextEngine(

@@ -46,7 +46,7 @@ from ctxengine.notes import (
     sections_of,
     serialize,
 )
-from ctxengine.policy import get_policy
+from ctxengine.policy import CompactionSettings, get_policy
 from ctxengine.replay import replay_session
 from ctxengine.tokens.counter import counter_for
 from llm_server import Recorded, ScriptedLLMServer
@@ -448,10 +448,14 @@ def test_llm_updater_failure_keeps_the_notes(sonnet: list[Message]) -> None:
 # Session-memory compaction
 # --------------------------------------------------------------------------------------------
 
+_CC = get_policy("claude-code")
+CC_AT_40 = _CC.with_(_CC.settings(CompactionSettings).with_(at_share=0.4))
+"""Claude Code's policy, compacting at 40% of the window."""
+
 
 def test_session_memory_compaction_uses_the_notes(sonnet: list[Message]) -> None:
     # Claude Code's session-memory compaction (the preset keeps its 10,000-40,000-token tail)
-    engine = make_engine(get_policy("claude-code").with_(compact_at_share=0.4))
+    engine = make_engine(CC_AT_40)
     count = engine.counter.count_message
     for _i, events in drive(engine, sonnet, assemble=True):
         sm = [e for e in events if e.layer == "session_memory_compact"]
@@ -727,7 +731,7 @@ def test_a_compaction_waits_for_the_running_update(
         return real_wait(fs, timeout=timeout)
 
     monkeypatch.setattr(compaction_notes, "wait_for", wait_then_release)
-    policy = get_policy("claude-code").with_(compact_at_share=0.4)
+    policy = CC_AT_40
     with ScriptedLLMServer(default=gate) as server:
         try:
             engine = bg_engine(server, policy)

@@ -28,15 +28,17 @@ from ctxengine.layers.base import LayerEvent
 from ctxengine.llm import AnthropicClient
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.models import WindowWarning
-from ctxengine.policy import Policy
+from ctxengine.policy import CompactionSettings, Policy, Restore, SessionMemory
 from ctxengine.replay import replay_session
 from llm_server import ScriptedLLMServer
-from policies import PRE_SKELETON
+from policies import PRE_SKELETON, off
 
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
 MODEL = "claude-sonnet-4-5"
 # the structured summary, a short kept tail so the synthetic sessions stay small
-POLICY = PRE_SKELETON.with_(session_memory=False, keep_recent_tokens=2_000)
+POLICY = off(PRE_SKELETON, SessionMemory).with_(
+    PRE_SKELETON.settings(CompactionSettings).with_(keep_recent_tokens=2_000)
+)
 
 
 def words(n: int, tag: str = "w") -> str:
@@ -245,7 +247,7 @@ def compact_over_budget(session: Session) -> tuple[list[Path], list[Message], Ca
     for p in paths:
         session.read(p, "(read)")
     session.chat()
-    engine, event = session.compact(POLICY.with_(restore_files=20))
+    engine, event = session.compact(POLICY.with_(POLICY.settings(Restore).with_(files=20)))
     msgs = [m for m in restored(engine) if m.id in file_ids(event)]
     return paths, msgs, engine.counter.count_text
 
@@ -268,7 +270,9 @@ def test_no_restore_when_disabled(session: Session) -> None:
     session.file("CLAUDE.md", "Rules.\n")
     session.read(path)
     session.chat()
-    _, event = session.compact(POLICY.with_(restore_files=0, instruction_files=(), restore_todos=False))
+    _, event = session.compact(
+        POLICY.with_(POLICY.settings(Restore).with_(files=0, instruction_files=(), todos=False))
+    )
     assert event.details["restored"] == [] and event.details["restored_tokens"] == 0
 
 
@@ -305,7 +309,7 @@ def test_instruction_files_total_cap(session: Session) -> None:
     for name in names:
         session.file(name, f"{name} START\n" + "\n".join(words(10, "z") for _ in range(400)))
     session.chat()
-    engine, _ = session.compact(POLICY.with_(instruction_files=names))
+    engine, _ = session.compact(POLICY.with_(POLICY.settings(Restore).with_(instruction_files=names)))
     (msg,) = [m for m in restored(engine) if m.id == "restore:instructions"]
     bodies = msg.text().split("\n\n## ")[1:]
     assert sum(len(b.split("\n\n", 1)[1]) for b in bodies) <= 60_000
@@ -550,7 +554,7 @@ def test_last_changes_and_latest_error_are_restored_by_content() -> None:
     for i in range(20):  # chat after it; the compaction keeps only its newest part
         msgs.append(Message("assistant", (Text(f"thinking about it {i} " * 300),), f"t{i}"))
         msgs.append(Message("user", (Text(f"go on {i}"),), f"g{i}"))
-    engine = ContextEngine(DEFAULT.with_(session_memory=False), model="claude-sonnet-4-5", window=64_000)
+    engine = ContextEngine(off(DEFAULT, SessionMemory), model="claude-sonnet-4-5", window=64_000)
     engine.bootstrap(fixed_prefix_tokens=2_000)
     for m in msgs:
         engine.ingest(m)

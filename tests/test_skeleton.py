@@ -19,7 +19,7 @@ from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
-from ctxengine.policy import get_policy
+from ctxengine.policy import Restore, get_policy
 from ctxengine.shell import shell_read_paths
 from ctxengine.skeleton import extend_segments
 
@@ -131,11 +131,11 @@ def drive(path: Path, window: int) -> list[tuple[list[str], list[Message]]]:
     """Replay-like: assemble before each assistant message; the restored ids and the projection
     at every compaction."""
     session = load(path)[0]
-    policy = get_policy("default").with_(
-        restore_skeleton_tokens=100_000,
-        restore_skeleton_share=0.25,
-        restore_skeleton_block_tokens=4_000,
-        restore_shell_reads=True,
+    default = get_policy("default")
+    policy = default.with_(
+        default.settings(Restore).with_(
+            skeleton_tokens=100_000, skeleton_share=0.25, skeleton_block_tokens=4_000, shell_reads=True
+        )
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WindowWarning)
