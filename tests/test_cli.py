@@ -271,6 +271,21 @@ def test_policy_file_without_a_name_is_not_reported_as_the_builtin(tmp_path: Pat
     assert data["policy"] != "default"
 
 
+def test_an_old_flat_key_in_a_policy_file_still_loads_and_says_where_it_moved(tmp_path: Path) -> None:
+    old = tmp_path / "old.toml"
+    old.write_text('base = "default"\nname = "old"\ncompact_at_share = 0.2\n', encoding="utf-8")
+    new = tmp_path / "new.toml"
+    new.write_text('base = "default"\nname = "old"\n[compaction]\nat_share = 0.2\n', encoding="utf-8")
+    res = run(str(SIDECHAIN), "--policy-file", str(old), "--quiet", "--json", str(tmp_path / "old.json"))
+    assert res.exit_code == 0, res.stderr
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == [f"warning: {old}: compact_at_share is deprecated: use [compaction] at_share"]
+    res = run(str(SIDECHAIN), "--policy-file", str(new), "--quiet", "--json", str(tmp_path / "new.json"))
+    assert res.exit_code == 0 and "warning:" not in res.stderr
+    # the same policy either way: the same report
+    assert read_json(tmp_path / "old.json")["summary"] == read_json(tmp_path / "new.json")["summary"]
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -24,6 +24,7 @@ from ctxengine.cli_common import (
     check_window_option,
     fail,
     finish_llm,
+    load_policy,
     load_registry,
     load_transcripts,
     make_llm,
@@ -153,13 +154,6 @@ POLICY_HELP = (
 )
 
 
-def _load_policy(name: str, policy_file: Path | None) -> Policy:
-    try:
-        return Policy.from_toml(policy_file) if policy_file else get_policy(name)
-    except (KeyError, ValueError) as exc:
-        raise fail(str(exc.args[0]) if exc.args else str(exc)) from None
-
-
 @app.command()
 def replay(
     path: Annotated[
@@ -185,7 +179,7 @@ def replay(
     quiet: Annotated[bool, typer.Option(help="No table (with --json or --plot).")] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
-    pol = _load_policy(policy, policy_file)
+    pol = load_policy(policy, policy_file)
     engines = _check_replay_options(window, json_out, plot_out, quiet, engine)
     client = make_llm(llm, llm_base_url, llm_timeout)
     if path is None:

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ctxengine.formats import link_sidechains, load
 from ctxengine.messages import Session, TranscriptError
 from ctxengine.models import MIN_WINDOW_TOKENS, Registry, WindowTooSmallError, WindowWarning, check_window
+from ctxengine.policy import Policy, get_policy
 
 if TYPE_CHECKING:
     from ctxengine.llm import CallRecord, LLMClient, LLMRequest, LLMResponse
@@ -63,6 +64,36 @@ def fail(message: str) -> typer.Exit:
     """Print ``error: message`` as one line to stderr; return the exit (code 2) to raise."""
     say("error:", message)
     return typer.Exit(2)
+
+
+def load_policy(name: str, policy_file: Path | None) -> Policy:
+    """The policy of ``--policy NAME`` or ``--policy-file P.toml`` for a command.
+
+    An old flat key in the file still loads; its ``DeprecationWarning`` (which Python hides
+    outside ``__main__``) is printed as ``warning: ...`` on stderr, naming the table it belongs in.
+
+    Args:
+        name: a built-in policy or preset name (used when ``policy_file`` is None).
+        policy_file: a TOML policy file (``Policy.from_toml``).
+
+    Returns:
+        The policy.
+
+    Raises:
+        typer.Exit: code 2, after ``error: ...``, for an unknown name or a bad file.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        try:
+            policy = Policy.from_toml(policy_file) if policy_file else get_policy(name)
+        except (KeyError, ValueError) as exc:
+            raise fail(str(exc.args[0]) if exc.args else str(exc)) from None
+    for w in caught:
+        if issubclass(w.category, DeprecationWarning):
+            say("warning:", f"{policy_file}: {w.message}")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return policy
 
 
 def stdout_console() -> Console:

@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ctxengine.cli_common import check_window_option, fail
-from ctxengine.policy import Policy, get_policy
+from ctxengine.cli_common import check_window_option, fail, load_policy
 from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
 
 NEEDS = ("starlette", "uvicorn", "httpx")
@@ -42,10 +41,7 @@ def proxy_command(
     if missing:
         raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
     check_window_option(window)
-    try:
-        pol = Policy.from_toml(policy_file) if policy_file else get_policy(policy)
-    except (KeyError, ValueError) as exc:
-        raise fail(str(exc.args[0]) if exc.args else str(exc)) from None
+    pol = load_policy(policy, policy_file)
     from ctxengine.proxy.app import ProxyConfig
     from ctxengine.proxy.server import serve
 
