@@ -309,3 +309,13 @@ def test_the_engine_itself_sets_no_deprecated_key() -> None:
         report = replay_session(session, get_policy("default"), window=64_000)
     assert report.summary.compactions.get("session_memory_compact", 0) > 0
     assert not report.summary.layer_failures
+
+
+def test_a_layer_reads_its_record_once_per_policy_object() -> None:
+    # ``Settings.of``: the layers' per-call read, made once per (frozen) policy object
+    policy = get_policy("default").for_window(64_000, 20_000)
+    first = IdleClear.of(policy)
+    assert first == policy.settings(IdleClear)
+    assert IdleClear.of(policy) is first
+    other = policy.with_(policy.settings(IdleClear).with_(gap_s=60.0))
+    assert IdleClear.of(other).gap_s == 60.0 and IdleClear.of(policy) is first

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import msgspec
+
+RECORDS_KEPT = 512  # records ``Settings.of`` remembers (policies x kinds), then it starts over
+_RECORDS: dict[tuple[int, type[Settings]], tuple[object, Settings]] = {}
 
 
 def value_problem(value: object, *, at_least_one: bool, share: bool) -> str | None:
@@ -112,6 +115,31 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             ValueError: when a value is out of range.
         """
         return cls(**{attr: getattr(policy, flat) for attr, flat in cls.flat.items()})
+
+    @classmethod
+    def of(cls, policy: object) -> Self:
+        """The record of ``policy``, as ``read``, made once per policy object: a layer calls it at
+        every model call, with the engine's resolved policy (the same object until the window or
+        the policy changes).
+
+        Args:
+            policy: the ``Policy`` (frozen: its record never changes).
+
+        Returns:
+            The record of this class.
+
+        Raises:
+            ValueError: when a value is out of range.
+        """
+        key = (id(policy), cls)
+        hit = _RECORDS.get(key)
+        if hit is not None and hit[0] is policy:
+            return cast(Self, hit[1])
+        record = cls.read(policy)
+        if len(_RECORDS) >= RECORDS_KEPT:
+            _RECORDS.clear()
+        _RECORDS[key] = (policy, record)  # the policy kept alive, so its id is not reused meanwhile
+        return record
 
     @classmethod
     def switchable(cls) -> bool:

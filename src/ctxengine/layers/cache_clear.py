@@ -12,6 +12,7 @@ Settings: ``CacheClear`` and ``ClearedResults`` (``ctxengine.layer_settings``).
 
 from __future__ import annotations
 
+from ctxengine.layer_settings import CacheClear
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements
 from ctxengine.layers.clearing import clear_batch
 
@@ -20,21 +21,14 @@ LAYER = "cache_clear"
 
 def cache_clear(ctx: LayerContext) -> Replacements | None:
     """Clear a batch of old tool results when the context is over the trigger."""
-    p = ctx.policy
-    if not p.cache_clear:
+    s = CacheClear.of(ctx.policy)
+    if not s.enabled:
         return None
-    trigger = int(ctx.window * p.cache_clear_trigger)
+    trigger = int(ctx.window * s.trigger)
     if ctx.predicted <= trigger:
         return None
-    want = ctx.predicted - int(ctx.window * p.cache_clear_target)
-    out, freed = clear_batch(
-        ctx,
-        p.cache_clear_keep_recent,
-        p.cache_clear_min_result_tokens,
-        want,
-        "pressure",
-        p.cache_clear_at_least,
-    )
+    want = ctx.predicted - int(ctx.window * s.target)
+    out, freed = clear_batch(ctx, s.keep_recent, s.min_result_tokens, want, "pressure", s.at_least)
     if not out:
         return None
     return Replacements(

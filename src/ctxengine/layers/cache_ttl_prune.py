@@ -27,6 +27,7 @@ from collections.abc import Iterator
 
 import msgspec
 
+from ctxengine.layer_settings import TtlPrune
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements, result_key, result_text
 from ctxengine.messages import Message, Text, Thinking, ToolCall, ToolResult
 
@@ -73,11 +74,11 @@ def _prunable(ctx: LayerContext, first: int, protected: int) -> Iterator[tuple[M
 
 def cache_ttl_prune(ctx: LayerContext) -> Replacements | None:
     """Soft-trim / hard-clear old tool results after the cache TTL expired (module docstring)."""
-    p = ctx.policy
-    if not p.ttl_prune or ctx.now is None or ctx.last_call is None:
+    s = TtlPrune.of(ctx.policy)
+    if not s.enabled or ctx.now is None or ctx.last_call is None:
         return None
     idle = ctx.now - ctx.last_call
-    if idle <= p.ttl_prune_ttl_s:
+    if idle <= s.ttl_s:
         return None
     view = ctx.view
     seen = 0
@@ -85,7 +86,7 @@ def cache_ttl_prune(ctx: LayerContext) -> Replacements | None:
     for i in range(len(view) - 1, -1, -1):
         if view[i].role == "assistant":
             seen += 1
-            if seen == p.ttl_prune_keep_last_assistants:
+            if seen == s.keep_last_assistants:
                 protected = i
                 break
     if protected is None:
@@ -98,7 +99,7 @@ def cache_ttl_prune(ctx: LayerContext) -> Replacements | None:
         return None
     char_window = ctx.window * CHARS_PER_TOKEN
     total = sum(message_chars(m) for m in view)
-    if total / char_window < p.ttl_prune_soft_ratio:
+    if total / char_window < s.soft_ratio:
         return None
     out: dict[str, ToolResult] = {}
     candidates: list[tuple[str, ToolResult, int]] = []  # key, shown result, its chars
@@ -106,8 +107,8 @@ def cache_ttl_prune(ctx: LayerContext) -> Replacements | None:
     for msg, r in _prunable(ctx, first, protected):
         key = result_key(msg.id, r.call_id)
         n = len(result_text(r))
-        if n > p.ttl_prune_soft_max_chars:
-            trimmed = soft_trimmed(r, p.ttl_prune_head_chars, p.ttl_prune_tail_chars)
+        if n > s.soft_max_chars:
+            trimmed = soft_trimmed(r, s.head_chars, s.tail_chars)
             m = len(result_text(trimmed))
             if m < n:
                 out[key] = trimmed
@@ -117,9 +118,9 @@ def cache_ttl_prune(ctx: LayerContext) -> Replacements | None:
         candidates.append((key, out.get(key, r), n))
     hard = 0
     prunable_chars = sum(n for _, _, n in candidates)
-    if total / char_window >= p.ttl_prune_hard_ratio and prunable_chars >= p.ttl_prune_min_prunable_chars:
+    if total / char_window >= s.hard_ratio and prunable_chars >= s.min_prunable_chars:
         for key, r, n in candidates:
-            if total / char_window < p.ttl_prune_hard_ratio:
+            if total / char_window < s.hard_ratio:
                 break
             if n <= len(PLACEHOLDER):
                 continue
@@ -134,7 +135,7 @@ def cache_ttl_prune(ctx: LayerContext) -> Replacements | None:
         out,
         LayerEvent(
             layer=LAYER,
-            reason=f"cache expired ({idle / 60:.0f} min idle > {p.ttl_prune_ttl_s / 60:.0f} min)",
+            reason=f"cache expired ({idle / 60:.0f} min idle > {s.ttl_s / 60:.0f} min)",
             tokens_before=ctx.predicted,
             tokens_after=ctx.predicted - saved_tokens,  # the engine fills in the measured figure
             details={"soft_trimmed": soft, "hard_cleared": hard, "chars_saved": saved_chars},

@@ -10,6 +10,7 @@ Settings: ``IdleClear`` (``ctxengine.layer_settings``).
 
 from __future__ import annotations
 
+from ctxengine.layer_settings import CacheClear, IdleClear
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements
 from ctxengine.layers.clearing import clear_batch
 
@@ -18,20 +19,21 @@ LAYER = "idle_clear"
 
 def idle_clear(ctx: LayerContext) -> Replacements | None:
     """Clear old tool results when the gap since the last call exceeds ``policy.idle_gap_s``."""
-    p = ctx.policy
-    if not p.idle_clear or ctx.now is None or ctx.last_call is None:
+    s = IdleClear.of(ctx.policy)
+    if not s.enabled or ctx.now is None or ctx.last_call is None:
         return None
     gap = ctx.now - ctx.last_call
-    if gap <= p.idle_gap_s:
+    if gap <= s.gap_s:
         return None
-    out, freed = clear_batch(ctx, p.idle_keep_recent, p.cache_clear_min_result_tokens, None, "idle")
+    min_tokens = CacheClear.of(ctx.policy).min_result_tokens
+    out, freed = clear_batch(ctx, s.keep_recent, min_tokens, None, "idle")
     if not out:
         return None
     return Replacements(
         out,
         LayerEvent(
             layer=LAYER,
-            reason=f"idle {gap / 60:.0f} min > {p.idle_gap_s / 60:.0f} min: cache is cold",
+            reason=f"idle {gap / 60:.0f} min > {s.gap_s / 60:.0f} min: cache is cold",
             tokens_before=ctx.predicted,
             tokens_after=ctx.predicted - freed,
             details={"cleared": len(out), "gap_s": round(gap)},
