@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from ctxengine import identifiers
+from ctxengine.layer_settings import ClearedResults
 from ctxengine.messages import Block, Message, Text, ToolResult
 from ctxengine.policy import Policy
 
@@ -119,14 +120,16 @@ def identifier_line(text: str, limit: int) -> str:
 
 def cleared_result(result: ToolResult, policy: Policy, why: str) -> ToolResult:
     """A one-line placeholder for a cleared tool result (Claude Code's "[Old tool result content
-    cleared]"), plus how to get it back and, with ``policy.keep_identifiers``, its identifiers."""
+    cleared]"), plus how to get it back and, with ``ClearedResults.keep_identifiers``, its
+    identifiers."""
+    c = ClearedResults.of(policy)
     text = result_text(result)
     line = (
         f"[Old tool result content cleared ({why}): {len(text):,} chars; "
         f"retrieve with artifact id {artifact_id(result.call_id)}]"
     )
-    if policy.keep_identifiers:
-        ids = identifier_line(text, policy.identifiers_max)
+    if c.keep_identifiers:
+        ids = identifier_line(text, c.identifiers_max)
         if ids:
             line += "\n" + ids
     return ToolResult(result.call_id, (Text(line),), result.is_error, result.name)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxengine.layer_settings import OverflowGuard
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent, Replacements, artifact_id, result_key
 from ctxengine.layers.pairing import safe_cut_points
 from ctxengine.messages import Message, Text, ToolResult
@@ -48,7 +49,7 @@ def latest_request_index(view: Sequence[Message]) -> int | None:
 
 def guard_limit(ctx: LayerContext) -> int:
     """Tokens the whole request may take: window - ``overflow_reserve``."""
-    return ctx.window - ctx.policy.overflow_reserve
+    return ctx.window - OverflowGuard.of(ctx.policy).reserve
 
 
 def overflow_guard(ctx: LayerContext) -> Cut | None:
@@ -57,7 +58,7 @@ def overflow_guard(ctx: LayerContext) -> Cut | None:
     the limit) where the history allows;
     ``details["fits"]`` says whether the request fits after the cut."""
     p = ctx.policy
-    if not p.overflow_guard:
+    if not OverflowGuard.of(p).enabled:
         return None
     limit = guard_limit(ctx)
     if ctx.predicted <= limit:
@@ -130,8 +131,7 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
     tail (``FIT_TAIL_SHARE`` from the end, at least ``FIT_MIN_CHARS``) until it fits, each
     replaced result naming its artifact id (the engine stores the original). None when the
     request fits or there is no tool result to cut."""
-    p = ctx.policy
-    if not p.overflow_guard:
+    if not OverflowGuard.of(ctx.policy).enabled:
         return None
     limit = guard_limit(ctx)
     over = ctx.predicted - limit
@@ -177,7 +177,7 @@ def unfit_event(ctx: LayerContext, prefix_tokens: int) -> LayerEvent | None:
     """The event that says why a request still does not fit after the guard did what it can
     (``prefix_tokens``: the fixed prefix, system prompt and tools); None when it fits."""
     limit = guard_limit(ctx)
-    if not ctx.policy.overflow_guard or ctx.predicted <= limit:
+    if not OverflowGuard.of(ctx.policy).enabled or ctx.predicted <= limit:
         return None
     newest = max(ctx.tokens, default=0)
     if prefix_tokens > limit:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ctxengine.layer_settings import ClearedResults, OverflowGuard, ToolResultBudget
 from ctxengine.layers.base import (
     LayerEvent,
     Replacements,
@@ -58,12 +59,13 @@ PDF_PAGES_PER_READ = 10  # pages suggested for one page-wise retrieve
 def preview(result: ToolResult, policy: Policy) -> ToolResult:
     """The replacement shown for an offloaded result: size, artifact reference, head (+ tail
     where it matters), identifiers, and how to read more."""
+    b, c = ToolResultBudget.of(policy), ClearedResults.of(policy)
     text = result_text(result)
-    head_chars = policy.preview_chars
+    head_chars = b.preview_chars
     tail = ""
     if TAIL_MATTERS_RE.search(text[-TAIL_PROBE_CHARS:]):
-        head_chars = max(policy.preview_chars - policy.tail_chars, policy.preview_chars // 2)
-        tail = text[-policy.tail_chars :]
+        head_chars = max(b.preview_chars - b.tail_chars, b.preview_chars // 2)
+        tail = text[-b.tail_chars :]
     head = text[:head_chars]
     aid = artifact_id(result.call_id)
     lines = [
@@ -74,8 +76,8 @@ def preview(result: ToolResult, policy: Policy) -> ToolResult:
     ]
     if tail:
         lines += [f"[... {len(text) - len(head) - len(tail):,} chars omitted ...]", tail]
-    if policy.keep_identifiers:
-        ids = identifier_line(text, policy.identifiers_max)
+    if c.keep_identifiers:
+        ids = identifier_line(text, c.identifiers_max)
         if ids:
             lines.append(ids)
     lines.append("</persisted-output>")
@@ -121,7 +123,7 @@ def media_preview(
     when ``keep_text`` or short, else the usual preview) and one ``media_line`` per part."""
     text = result_text(result)
     lines = ["<persisted-output>"]
-    if text and (keep_text or len(text) <= policy.preview_chars):
+    if text and (keep_text or len(text) <= ToolResultBudget.of(policy).preview_chars):
         lines.append(text)
     elif text:
         body = preview(ToolResult(result.call_id, (Text(text),), result.is_error, result.name), policy)
@@ -145,7 +147,8 @@ def budget_message(
     tokens (the engine's counter; without it parts are not budgeted); ``free_window`` (tokens the
     window leaves after the fixed prefix) sizes ``MEDIA_GUARD_SHARE``.
     """
-    exempt = {t.lower() for t in policy.budget_exempt_tools}
+    b = ToolResultBudget.of(policy)
+    exempt = {t.lower() for t in b.exempt_tools}
     part_tokens: dict[str, dict[int, int]] = {}
     if media_tokens is not None:
         for r in msg.tool_results:
@@ -155,25 +158,25 @@ def budget_message(
     media = {cid: sum(t.values()) for cid, t in part_tokens.items()}
     guard = (
         int(free_window * MEDIA_GUARD_SHARE)
-        if policy.overflow_guard and free_window is not None and free_window > 0
+        if OverflowGuard.of(policy).enabled and free_window is not None and free_window > 0
         else None
     )
     forced = {cid for cid, n in media.items() if guard is not None and n > guard}
     chosen: set[str] = set()
     results = [r for r in msg.tool_results if r.name.lower() not in exempt or r.call_id in media]
-    if policy.tool_result_budget:
+    if b.enabled:
         sizes = {
             r.call_id: (0 if r.name.lower() in exempt else result_chars(r))
             + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0)
             for r in results
         }
-        chosen = {cid for cid, n in sizes.items() if n > policy.tool_result_max_chars}
+        chosen = {cid for cid, n in sizes.items() if n > b.max_chars}
         remaining = sum(n for cid, n in sizes.items() if cid not in chosen)
-        if remaining > policy.message_results_max_chars:
+        if remaining > b.message_max_chars:
             for cid, n in sorted(sizes.items(), key=lambda kv: -kv[1]):
-                if remaining <= policy.message_results_max_chars:
+                if remaining <= b.message_max_chars:
                     break
-                if cid not in chosen and n > policy.preview_chars * 2:
+                if cid not in chosen and n > b.preview_chars * 2:
                     chosen.add(cid)
                     remaining -= n
     else:  # only what the guard forces: results with parts
@@ -187,11 +190,9 @@ def budget_message(
         if r.call_id not in chosen:
             continue
         key = result_key(msg.id, r.call_id)
-        own_text = r.name.lower() not in exempt and policy.tool_result_budget
-        text_over = own_text and result_chars(r) > policy.tool_result_max_chars
-        media_over = r.call_id in forced or (
-            MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0) > policy.tool_result_max_chars
-        )
+        own_text = r.name.lower() not in exempt and b.enabled
+        text_over = own_text and result_chars(r) > b.max_chars
+        media_over = r.call_id in forced or (MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0) > b.max_chars)
         if r.call_id in part_tokens and (media_over or not text_over):
             out[key] = media_preview(r, policy, part_tokens[r.call_id], keep_text=not own_text)
         else:  # the text alone is over the cap: its preview keeps the images and documents
