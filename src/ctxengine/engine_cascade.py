@@ -13,6 +13,7 @@ import logging
 
 from ctxengine.compaction import CompactionFailed
 from ctxengine.engine_commit import EngineCommits
+from ctxengine.layer_settings import EvictionSettings
 from ctxengine.layers.base import LayerContext, LayerEvent
 from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
@@ -64,7 +65,7 @@ class EngineCascade(EngineCommits):
     def _evict(self, ctx: LayerContext) -> LayerEvent | None:
         """The user-turn limit of this session's key, then pressure eviction (``layers.history_limit``;
         both off unless the policy sets them): evicted messages leave the projection for good."""
-        limit = ctx.policy.history_limits.limit_for(self.session_id)
+        limit = EvictionSettings.of(ctx.policy).limits.limit_for(self.session_id)
         d = history_limit(ctx, limit) if limit else evict_under_pressure(ctx)
         if d is None:
             return None

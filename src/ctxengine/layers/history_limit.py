@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxengine.audit import latest_user_request, user_request
+from ctxengine.layer_settings import EvictionSettings
 from ctxengine.layers.base import LayerContext, LayerEvent
 from ctxengine.layers.importance import eviction_order
 from ctxengine.layers.pairing import tool_groups
@@ -67,7 +68,7 @@ def user_turns(ctx: LayerContext) -> list[list[int]]:
 
 
 def _order(ctx: LayerContext, units: Sequence[Sequence[int]]) -> list[int]:
-    if ctx.policy.evict_order == "importance":
+    if EvictionSettings.of(ctx.policy).order == "importance":
         msgs = [[ctx.view[i] for i in u] for u in units]
         return eviction_order(msgs, latest_user_request(ctx.view))
     return list(range(len(units)))
@@ -76,7 +77,7 @@ def _order(ctx: LayerContext, units: Sequence[Sequence[int]]) -> list[int]:
 def history_limit(ctx: LayerContext, limit: int) -> Eviction | None:
     """Evict user turns beyond ``limit`` (0: none) in batches (see the module notes)."""
     turns = user_turns(ctx)
-    drop = len(turns) - turns_to_keep(len(turns), limit, batch=ctx.policy.history_limits.batch)
+    drop = len(turns) - turns_to_keep(len(turns), limit, batch=EvictionSettings.of(ctx.policy).limits.batch)
     if limit <= 0 or drop <= 0:
         return None
     candidates = turns[:-1]  # never the latest request
@@ -93,7 +94,7 @@ def history_limit(ctx: LayerContext, limit: int) -> Eviction | None:
             "turns": len(turns),
             "evicted_turns": len(chosen),
             "evicted_messages": len(indices),
-            "order": ctx.policy.evict_order,
+            "order": EvictionSettings.of(ctx.policy).order,
         },
     )
     return Eviction(indices, event)
@@ -102,12 +103,12 @@ def history_limit(ctx: LayerContext, limit: int) -> Eviction | None:
 def evict_under_pressure(ctx: LayerContext) -> Eviction | None:
     """Above the compaction threshold, evict whole rounds down to ``evict_target_share`` of the
     free window (see the module notes); None when under it or nothing may go."""
-    p = ctx.policy
-    threshold = p.compact_threshold(ctx.window, ctx.max_output)
-    if not p.evict_at_pressure or ctx.predicted <= threshold:
+    s = EvictionSettings.of(ctx.policy)
+    threshold = ctx.policy.compact_threshold(ctx.window, ctx.max_output)
+    if not s.at_pressure or ctx.predicted <= threshold:
         return None
     fixed = max(0, ctx.predicted - sum(ctx.tokens))
-    target = fixed + int(p.evict_target_share * (ctx.window - fixed))
+    target = fixed + int(s.target_share * (ctx.window - fixed))
     units = _units(ctx)
     protected = _protected(ctx.view, units)
     candidates = [u for k, u in enumerate(units) if k not in protected]
@@ -131,7 +132,7 @@ def evict_under_pressure(ctx: LayerContext) -> Eviction | None:
             "evicted_rounds": len(chosen),
             "evicted_messages": len(indices),
             "target_tokens": target,
-            "order": p.evict_order,
+            "order": s.order,
         },
     )
     return Eviction(indices, event)
