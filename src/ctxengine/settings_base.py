@@ -118,9 +118,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     @classmethod
     def of(cls, policy: object) -> Self:
-        """The record of ``policy``, as ``read``, made once per policy object: a layer calls it at
-        every model call, with the engine's resolved policy (the same object until the window or
-        the policy changes).
+        """The record of ``policy``, as ``read``, made once per policy object.
+
+        A layer calls it at every model call, with the engine's resolved policy (the same object
+        until the window or the policy changes); the last ``RECORDS_KEPT`` records are kept.
 
         Args:
             policy: the ``Policy`` (frozen: its record never changes).
