@@ -33,6 +33,7 @@ from ctxengine.compaction.restore import FORCED_ROOM, fit, place, skeleton_lead,
 from ctxengine.compaction.session_memory import sm_compaction, sm_policy_changes
 from ctxengine.compaction.styled import StyledSummarizer, make_summarizers, styled_cut
 from ctxengine.compaction.summary import llm_tail_summary, prepend_focus, quote_latest_request
+from ctxengine.compaction_settings import Restore
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.session_memory_compact import session_memory_compact
 from ctxengine.layers.summary_compact import summary_compact
@@ -375,7 +376,7 @@ class Compactor(SessionNotes):
         p = ctx.policy
         kept = list(ctx.view[cut.keep_from :])
         upto = history_cut(ctx, cut.keep_from, len(history))
-        before_cut = history[:upto] if p.restore_from_history else cut.summarized
+        before_cut = history[:upto] if Restore.of(p).from_history else cut.summarized
         lead = self._skeleton_restore(p, history, upto)
         restored = working_set(
             p,
@@ -404,7 +405,7 @@ class Compactor(SessionNotes):
     def _skeleton_restore(self, p: Policy, history: Sequence[Message], upto: int) -> list[Segment]:
         """The transcript skeleton of a compaction (``ctxengine.skeleton``) as append-only segments
         to lead the prefix (kept at ``commit``); none when ``restore_skeleton_tokens`` is 0."""
-        if p.restore_skeleton_tokens <= 0:
+        if Restore.of(p).skeleton_tokens <= 0:
             return []
         new = history[self._skeleton_upto : upto]
         lead = skeleton_lead(p, self._skeleton, new, self.count_text, part=self.compactions + 1)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ctxengine import restore, summarize
+from ctxengine.compaction_settings import Restore
 from ctxengine.layers.base import Cut
 from ctxengine.messages import Message
 from ctxengine.policy import Policy
@@ -35,13 +36,14 @@ def skeleton_lead(
     """The transcript skeleton's segments after this compaction: the earlier ``skeleton`` extended
     by the history ``new`` since it (``restore_skeleton_tokens`` in all, blocks of
     ``restore_skeleton_block_tokens``; ``part`` numbers the new block)."""
+    r = Restore.of(p)
     return list(
         extend_segments(
             skeleton,
             new,
             count,
-            max_tokens=p.restore_skeleton_tokens,
-            block_tokens=p.restore_skeleton_block_tokens,
+            max_tokens=r.skeleton_tokens,
+            block_tokens=r.skeleton_block_tokens,
             part=part,
         )
     )
@@ -75,34 +77,35 @@ def working_set(
     Returns:
         The messages: recent changes, latest error, recent files, instruction files, todos.
     """
+    r = Restore.of(p)
     restored: list[Message] = []
-    if p.restore_changes > 0:
+    if r.changes > 0:
         restored += restore.recent_changes(
             before_cut,
             kept,
             count,
-            max_files=p.restore_changes,
-            change_tokens=p.restore_change_tokens,
-            total_tokens=p.restore_total_tokens,
+            max_files=r.changes,
+            change_tokens=r.change_tokens,
+            total_tokens=r.total_tokens,
             shown=shown,
         )
     used = sum(count(m.text()) for m in restored)
-    if p.restore_error_tokens > 0:
-        restored += restore.latest_error(before_cut, kept, count, max_tokens=p.restore_error_tokens)
-    if p.restore_files > 0:
+    if r.error_tokens > 0:
+        restored += restore.latest_error(before_cut, kept, count, max_tokens=r.error_tokens)
+    if r.files > 0:
         restored += restore.recent_files(
             before_cut,
             kept,
             count,
             workspace=workspace,
             from_transcript=from_transcript,
-            max_files=p.restore_files,
-            file_tokens=p.restore_file_tokens,
-            total_tokens=max(0, p.restore_total_tokens - used),
-            shell_reads=p.restore_shell_reads,
+            max_files=r.files,
+            file_tokens=r.file_tokens,
+            total_tokens=max(0, r.total_tokens - used),
+            shell_reads=r.shell_reads,
         )
-    restored += restore.instruction_files(workspace, p.instruction_files)
-    if p.restore_todos:
+    restored += restore.instruction_files(workspace, r.instruction_files)
+    if r.todos:
         plan = summarize.current_plan(notes_facts) or summarize.current_plan(state)
         restored += restore.todo_message(notes_facts.todos or state.todos, plan)
     return restored
