@@ -33,7 +33,7 @@ from ctxengine.compaction.restore import FORCED_ROOM, fit, place, skeleton_lead,
 from ctxengine.compaction.session_memory import sm_compaction, sm_policy_changes
 from ctxengine.compaction.styled import StyledSummarizer, make_summarizers, styled_cut
 from ctxengine.compaction.summary import llm_tail_summary, prepend_focus, quote_latest_request
-from ctxengine.compaction_settings import Restore
+from ctxengine.compaction_settings import Restore, SessionMemory
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.session_memory_compact import session_memory_compact
 from ctxengine.layers.summary_compact import summary_compact
@@ -141,7 +141,8 @@ class Compactor(SessionNotes):
         costs no extra cache miss. The derived policy is made once per policy."""
         p = ctx.policy
         cold = cold and 0 < p.cold_compact_at_share < p.compact_at_share
-        if p.sm_keep_min_messages is None and p.sm_gain_factor == 1.0 and not cold:
+        s = SessionMemory.of(p)
+        if s.keep_min_messages is None and s.gain_factor == 1.0 and not cold:
             return ctx
         key = (id(p), cold)
         derived = self._derived.get(key)
@@ -213,7 +214,8 @@ class Compactor(SessionNotes):
             self.await_notes()  # a background notes update: the notes are needed now
             # the pre-compaction flush runs only when a session-memory compaction can follow
             # (else every call over the threshold would pay for a notes update)
-            probe_notes = self.notes_text() or ("(notes pending)" if self.policy.session_memory else "")
+            pending = "(notes pending)" if SessionMemory.of(self.policy).enabled else ""
+            probe_notes = self.notes_text() or pending
             probe = session_memory_compact(sm_ctx, probe_notes, self.count_text, force=force)
             if plan.early and probe is not None and not plan.leaves_room(probe.event.tokens_after):
                 # no room under the threshold after it: no flush and no compaction yet (the next

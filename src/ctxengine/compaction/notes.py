@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for
 from typing import TYPE_CHECKING
 
+from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import LayerContext, LayerEvent
 from ctxengine.messages import Message
 from ctxengine.models import ModelInfo
@@ -169,7 +170,7 @@ class SessionNotes:
         """Update the notes when the cadence says so (``after_turn``). In line: returns the
         event. In the background (``background_notes``): starts the update on a worker thread
         and returns None (its event comes from ``settle_notes``); skipped while one runs."""
-        if not self.policy.session_memory or not self.cadence.due(conversation_tokens):
+        if not SessionMemory.of(self.policy).enabled or not self.cadence.due(conversation_tokens):
             return None
         if self.background_notes:
             if self.notes_job is None:
@@ -183,7 +184,11 @@ class SessionNotes:
     def flush_notes(self, history: Sequence[Message]) -> LayerEvent | None:
         """The pre-compaction flush: a last update before history leaves the context (in line,
         after the background update running, if any, is applied)."""
-        if not self.policy.session_memory or not self.await_notes() or self.notes_from >= len(history):
+        if (
+            not SessionMemory.of(self.policy).enabled
+            or not self.await_notes()
+            or self.notes_from >= len(history)
+        ):
             return None
         return self._update_notes(history, "pre-compaction flush")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import LayerContext
 from ctxengine.layers.cut_plans import CutPlan, all_plan, history_start, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
@@ -128,7 +129,7 @@ def plan_compaction(
         skip = SKIP_UNDER_THRESHOLD
     elif not force and breaker_open:
         skip = SKIP_BREAKER_OPEN
-    session_memory = not instructions and p.session_memory
+    session_memory = not instructions and SessionMemory.of(p).enabled
     styled = p.summary_style != "ctxengine" or p.compact_cut != "tail"
     plan = CompactionPlan(
         force=force,
@@ -138,7 +139,7 @@ def plan_compaction(
         skip=skip,
         session_memory=bool(session_memory),
         sm_cut=None,
-        sm_room_limit=threshold - int(p.compact_min_gain * p.sm_gain_factor * ctx.window),
+        sm_room_limit=threshold - int(p.compact_min_gain * SessionMemory.of(p).gain_factor * ctx.window),
         summary_due=force or ctx.predicted > threshold,
         route="styled" if styled else "llm" if llm_summarizer else "structured",
         start=history_start(ctx),

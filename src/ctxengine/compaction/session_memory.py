@@ -18,6 +18,7 @@ import msgspec
 from ctxengine import summarize
 from ctxengine.audit import span_identifiers
 from ctxengine.compaction.records import Compaction, copy_summary_state
+from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import Cut, LayerEvent
 from ctxengine.messages import Message, Text
 from ctxengine.policy import Policy
@@ -29,11 +30,12 @@ def sm_policy_changes(p: Policy, cold: bool) -> dict[str, object]:
     """The changes that make the session-memory path's policy from ``p``: its kept-message
     minimum, its gain (``compact_min_gain`` x ``sm_gain_factor``) and, on a cold cache
     (``cold``), the cold threshold and gain."""
+    s = SessionMemory.of(p)
     changes: dict[str, object] = {}
-    if p.sm_keep_min_messages is not None:
-        changes["keep_recent_min_messages"] = p.sm_keep_min_messages
-    gain = p.compact_min_gain * p.sm_gain_factor
-    if p.sm_gain_factor != 1.0:
+    if s.keep_min_messages is not None:
+        changes["keep_recent_min_messages"] = s.keep_min_messages
+    gain = p.compact_min_gain * s.gain_factor
+    if s.gain_factor != 1.0:
         changes["compact_min_gain"] = gain
     if cold:
         changes["compact_at_share"] = p.cold_compact_at_share
@@ -139,17 +141,18 @@ def sm_compaction(
         The compaction (its structured facts including the span) and the index of the notes
         message in the prefix.
     """
+    s = SessionMemory.of(p)
     state = summarize.update(
         copy_summary_state(summary_state), sm.summarized, user_message_chars=p.summary_user_message_chars
     )
     index = (
         summarize.identifier_index(state, p.index_budget(window), count, limit=p.summary_identifiers_max)
-        if p.sm_identifier_index and not p.sm_index_segments
+        if s.identifier_index and not s.index_segments
         else ""
     )
     done = Compaction(sm, events, state)
     notes_at = 0  # the notes message in the prefix
-    if p.sm_identifier_index and p.sm_index_segments:
+    if s.identifier_index and s.index_segments:
         lead, done.segment_ids = index_segments(
             state,
             sm.summarized,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.summary_compact import choose_cut
 from ctxengine.messages import Message, Text
@@ -34,13 +35,14 @@ def session_memory_cut(ctx: LayerContext, *, force: bool = False) -> tuple[int, 
     is under the threshold (unless ``force``), no safe cut exists, or the span frees less than
     ``compact_min_gain`` of the window (unless ``force``)."""
     p = ctx.policy
+    s = SessionMemory.of(p)
     threshold = p.compact_threshold(ctx.window, ctx.max_output)
-    if not p.session_memory or (not force and ctx.predicted <= threshold):
+    if not s.enabled or (not force and ctx.predicted <= threshold):
         return None
     start = 0
     while start < len(ctx.view) and ctx.src[start] < 0:
         start += 1
-    cut = choose_cut(ctx, start, keep_tokens=p.sm_keep_min_tokens, max_tokens=p.sm_keep_max_tokens)
+    cut = choose_cut(ctx, start, keep_tokens=s.keep_min_tokens, max_tokens=s.keep_max_tokens)
     if cut is None:
         return None
     if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
