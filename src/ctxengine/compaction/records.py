@@ -15,7 +15,7 @@ import msgspec
 
 from ctxengine import summarize
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
-from ctxengine.llm_summary import LLMSummarizer, Spend, SummaryError
+from ctxengine.llm_summary import LLMSummarizer, Spend, SummaryError, SummaryResult
 from ctxengine.messages import Message
 from ctxengine.models import ModelInfo
 
@@ -118,3 +118,20 @@ def add_spend(total: Spend, more: Spend) -> None:
     total.cache_read_tokens += more.cache_read_tokens
     total.output_tokens += more.output_tokens
     total.cost_usd += more.cost_usd
+
+
+def priced_summary(result: SummaryResult, ctx: LayerContext, model: ModelInfo) -> tuple[float, int]:
+    """The summary's cost (USD) and cache-read tokens: when the provider did not report it (or
+    cannot), a reused conversation prefix was just sent, so it is priced as a cache read and only
+    the appended request as input."""
+    s = result.spent
+    cost = s.cost_usd
+    cache_read = s.cache_read_tokens
+    if result.prefix_reused and cache_read == 0:
+        cache_read = min(ctx.predicted, s.input_tokens)
+        cost = model.cost_usd(
+            input_tokens=max(0, s.input_tokens - cache_read),
+            cache_read_tokens=cache_read,
+            output_tokens=s.output_tokens,
+        )
+    return cost, cache_read

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from ctxengine import summarize
 from ctxengine.compaction.audit import audit_details
-from ctxengine.compaction.records import SummaryCall, add_spend, copy_summary_state, failed
+from ctxengine.compaction.records import SummaryCall, add_spend, copy_summary_state, failed, priced_summary
+from ctxengine.compaction.summary import FOCUS_CHARS
 from ctxengine.compaction.summary_input import (
     CHARS_PER_TOKEN,
     FALLBACK_MIN_CHARS,
@@ -26,7 +27,7 @@ from ctxengine.compaction.summary_input import (
 )
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.cut_plans import CutPlan
-from ctxengine.llm_summary import CONTINUATION, LLMSummarizer, Spend, SummaryError, SummaryResult
+from ctxengine.llm_summary import CONTINUATION, LLMSummarizer, Spend, SummaryError
 from ctxengine.messages import Message, Text
 from ctxengine.models import ModelInfo
 from ctxengine.policy import Policy
@@ -158,7 +159,7 @@ def styled_cut(
     )
     event = _styled_event(ctx, plan, text, spent, {**clamp, **details}, call.count, reason=reason)
     if instructions:
-        event.details["instructions"] = instructions[:800]
+        event.details["instructions"] = instructions[:FOCUS_CHARS]
     return Cut(keep_from=plan.cut, prefix=[summary], event=event, summarized=plan.summarized), state
 
 
@@ -317,7 +318,7 @@ def _summarize_main(
         extra_audit_text=call.state.todos,
         stage_window=ctx.window,
     )
-    _price_reused(r, ctx, call.model)
+    r.spent.cost_usd, r.spent.cache_read_tokens = priced_summary(r, ctx, call.model)
     add_spend(spent, r.spent)
     details.update(chunks=r.chunks, stages=r.stages, partial=r.partial, prefix_reused=r.prefix_reused)
     if r.audit is not None:
@@ -325,14 +326,3 @@ def _summarize_main(
     return r.text
 
 
-def _price_reused(r: SummaryResult, ctx: LayerContext, model: ModelInfo) -> None:
-    """A reused conversation prefix the provider did not report as read from cache was just sent:
-    priced as a cache read (``r.spent`` changed in place)."""
-    if r.prefix_reused and r.spent.cache_read_tokens == 0:
-        cache_read = min(ctx.predicted, r.spent.input_tokens)
-        r.spent.cost_usd = model.cost_usd(
-            input_tokens=max(0, r.spent.input_tokens - cache_read),
-            cache_read_tokens=cache_read,
-            output_tokens=r.spent.output_tokens,
-        )
-        r.spent.cache_read_tokens = cache_read

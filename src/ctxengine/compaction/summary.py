@@ -17,11 +17,10 @@ import msgspec
 from ctxengine import summarize
 from ctxengine.compaction.audit import audit_details
 from ctxengine.compaction.plan import CompactionPlan
-from ctxengine.compaction.records import SummaryCall, copy_summary_state, failed
+from ctxengine.compaction.records import SummaryCall, copy_summary_state, failed, priced_summary
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.llm_summary import CONTINUATION, SummaryError, SummaryResult
 from ctxengine.messages import Message, Text
-from ctxengine.models import ModelInfo
 
 FOCUS_CHARS = 800  # the caller's focus kept in the summary and the event
 
@@ -115,23 +114,6 @@ def _summarize(
         raise failed(exc, ctx, exc.spent) from exc
 
 
-def _priced(result: SummaryResult, ctx: LayerContext, model: ModelInfo) -> tuple[float, int]:
-    """The summary's cost (USD) and cache-read tokens: when the provider did not report it (or
-    cannot), a reused conversation prefix was just sent, so it is priced as a cache read and only
-    the appended request as input."""
-    s = result.spent
-    cost = s.cost_usd
-    cache_read = s.cache_read_tokens
-    if result.prefix_reused and cache_read == 0:
-        cache_read = min(ctx.predicted, s.input_tokens)
-        cost = model.cost_usd(
-            input_tokens=max(0, s.input_tokens - cache_read),
-            cache_read_tokens=cache_read,
-            output_tokens=s.output_tokens,
-        )
-    return cost, cache_read
-
-
 def _tail_event(
     ctx: LayerContext,
     result: SummaryResult,
@@ -146,7 +128,7 @@ def _tail_event(
 ) -> LayerEvent:
     """The ``summary_compact`` event of an LLM summary ``text`` that replaces ``removed`` tokens."""
     s = result.spent
-    cost, cache_read = _priced(result, ctx, call.model)
+    cost, cache_read = priced_summary(result, ctx, call.model)
     details: dict[str, object] = {
         "messages_summarized": len(span),
         "summary_tokens": call.count(text),
