@@ -214,8 +214,7 @@ class Compactor(SessionNotes):
             self.await_notes()  # a background notes update: the notes are needed now
             # the pre-compaction flush runs only when a session-memory compaction can follow
             # (else every call over the threshold would pay for a notes update)
-            pending = "(notes pending)" if SessionMemory.of(self.policy).enabled else ""
-            probe_notes = self.notes_text() or pending
+            probe_notes = self.notes_text() or "(notes pending)"  # the plan's path needs session memory on
             probe = session_memory_compact(sm_ctx, probe_notes, self.count_text, force=force)
             if plan.early and probe is not None and not plan.leaves_room(probe.event.tokens_after):
                 # no room under the threshold after it: no flush and no compaction yet (the next
