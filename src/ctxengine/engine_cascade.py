@@ -20,6 +20,7 @@ from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
 from ctxengine.layers.history_limit import evict_under_pressure, history_limit
 from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import fit_results, guard_limit, overflow_guard, unfit_event
+from ctxengine.policy import Policy
 
 log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
 
@@ -63,9 +64,10 @@ class EngineCascade(EngineCommits):
         return self._commit_replacements(d) if d else None
 
     def _evict(self, ctx: LayerContext) -> LayerEvent | None:
-        """The user-turn limit of this session's key, then pressure eviction (``layers.history_limit``;
-        both off unless the policy sets them): evicted messages leave the projection for good."""
-        limit = EvictionSettings.of(ctx.policy).limits.limit_for(self.session_id)
+        """The user-turn limit of this session's key when it has one, else pressure eviction
+        (``layers.history_limit``; both off unless the policy sets them): evicted messages leave
+        the projection for good."""
+        limit = self._turn_limit(ctx.policy)
         d = history_limit(ctx, limit) if limit else evict_under_pressure(ctx)
         if d is None:
             return None
@@ -80,6 +82,15 @@ class EngineCascade(EngineCommits):
         d.event.tokens_before, d.event.tokens_after = before, self._predict()
         self._add_quality(d.event, removed)
         return d.event
+
+    def _turn_limit(self, policy: Policy) -> int:
+        """This session's user-turn limit under ``policy`` (0: none), parsed from the session key
+        once per policy object rather than at every call."""
+        known = self._turn_limits
+        if known is None or known[0] is not policy:
+            limit = EvictionSettings.of(policy).limits.limit_for(self.session_id)
+            known = self._turn_limits = (policy, limit)
+        return known[1]
 
     def _compaction(self, ctx: LayerContext) -> LayerEvent | None:
         if self.policy.compaction != "summary":

@@ -93,6 +93,7 @@ class EngineView:
         self._policies: dict[tuple[int, int], Policy] = {}  # resolved per window (``for_window``)
         self._warned = False  # the context-warning event fired and the context is still above it
         self.evicted: set[int] = set()  # history indices evicted without a summary (``_evict``)
+        self._turn_limits: tuple[Policy, int] | None = None  # (policy, this session's turn limit)
 
     def set_block(self, text: str) -> bool:
         """Show a managed block (e.g. the open-files working set) with the newest user turn.
