@@ -684,10 +684,9 @@ def test_image_size_matches_pillow() -> None:
 
 
 def test_names_kept_after_the_split() -> None:
-    """The package keeps the names imported from the one-module reader (the proxy's too)."""
+    """The package keeps the names imported from the one-module reader."""
     from ctxengine.formats import claude_code, openai_chat
 
     assert claude_code.image_size is image_size
-    assert callable(claude_code._block) and callable(claude_code._usage)
     for name in ("SessionBuilder", "ShapeError", "add_chat_message", "content_text", "openai_usage"):
         assert hasattr(openai_chat, name), name

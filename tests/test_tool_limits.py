@@ -1,4 +1,4 @@
-"""The replay's tool-limits report (``ctxengine.tools.limits``): which recorded calls count as a
+"""The replay's tool-limits report (``ctxengine.tool_limits``): which recorded calls count as a
 read or a grep, and what our read/grep limits would have kept out of their results.
 
 Unit tests of the quote-aware shell splitting (``split_commands``) and of the classification

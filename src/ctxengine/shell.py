@@ -4,7 +4,7 @@ Pure string work below the layers, the restore and the tools: ``split_commands``
 into its commands and pipelines (quote-aware, never raising; the splitter is ``shell_scan``),
 ``first_commands`` yields the first command of each pipeline whose output the caller sees, and
 ``shell_read_paths`` names the files a shell tool call prints with ``cat`` / ``head`` / ``tail`` /
-``sed -n`` / ``nl`` / ``less``. ``tools.limits`` classifies recorded calls with the same
+``sed -n`` / ``nl`` / ``less``. ``tool_limits`` classifies recorded calls with the same
 commands, found by ``bashlex`` first (``shell_parse``).
 """
 

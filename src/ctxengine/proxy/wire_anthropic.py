@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxengine.formats.anthropic_writer import CACHE_CONTROL, MAX_BREAKPOINTS, to_anthropic
-from ctxengine.formats.claude_code import _block, _usage
+from ctxengine.formats.claude_code.blocks import to_block
+from ctxengine.formats.claude_code.usage import anthropic_usage
 from ctxengine.formats.validate import validate_anthropic
 from ctxengine.messages import Block, Message, Text, Usage
 from ctxengine.proxy.sse import SSEReader
@@ -35,7 +36,7 @@ def _blocks(content: Any, where: str) -> tuple[Block, ...]:
     for k, raw in enumerate(content):
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
             raise BadRequest(f"{where}.content.{k}: Input should be an object with a type")
-        block = _block(raw)
+        block = to_block(raw)
         out.append(block if block is not None else Text(json.dumps(raw, ensure_ascii=False)))
     return tuple(out)
 
@@ -115,7 +116,7 @@ class AnthropicWire:
         return validate_anthropic(body)
 
     def usage(self, response: Any) -> Usage | None:
-        return _usage(response.get("usage")) if isinstance(response, dict) else None
+        return anthropic_usage(response.get("usage")) if isinstance(response, dict) else None
 
     def reply(self, response: Any) -> dict[str, Any] | None:
         if not isinstance(response, dict) or not isinstance(response.get("content"), list):
@@ -175,7 +176,7 @@ class AnthropicTap:
 
     @property
     def usage(self) -> Usage | None:
-        return _usage(self._usage) if self._usage else None
+        return anthropic_usage(self._usage) if self._usage else None
 
     @property
     def reply(self) -> dict[str, Any] | None:

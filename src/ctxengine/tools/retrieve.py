@@ -65,12 +65,6 @@ PREVIEW_ITEMS_SCANNED = 50  # array items inspected for types and varying keys
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def load_artifact(store: SessionStore, session: str, aid: str) -> tuple[str, str]:
-    """(id, content) of artifact ``aid`` (``tool-result/`` prefix optional)."""
-    found, content, _ = load_artifact_meta(store, session, aid)
-    return found, content
-
-
 def load_artifact_meta(store: SessionStore, session: str, aid: str) -> tuple[str, str, dict[str, Any]]:
     """(id, content, meta) of artifact ``aid`` (``tool-result/`` prefix optional)."""
     if not isinstance(aid, str) or not aid.strip():

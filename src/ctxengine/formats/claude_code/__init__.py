@@ -93,21 +93,15 @@ from typing import Any
 import msgspec
 
 from ctxengine.formats import bad_line_reason
-from ctxengine.formats.claude_code.blocks import to_block
 from ctxengine.formats.claude_code.builder import MAX_WARNINGS as MAX_WARNINGS
 from ctxengine.formats.claude_code.builder import SYNTHETIC_MODEL as SYNTHETIC_MODEL
 from ctxengine.formats.claude_code.builder import MalformedRecordWarning as MalformedRecordWarning
 from ctxengine.formats.claude_code.records import Builder
 from ctxengine.formats.claude_code.tree import is_main_file, mark_sidechain, sidechain_key
-from ctxengine.formats.claude_code.usage import anthropic_usage
 from ctxengine.media import image_size as image_size
 from ctxengine.messages import Session, TranscriptError
 
 __all__ = ["MalformedRecordWarning", "image_size", "read"]
-
-# the block and usage rules, under the names the Anthropic proxy imports (``proxy.wire_anthropic``)
-_block = to_block
-_usage = anthropic_usage
 
 _decoder = msgspec.json.Decoder()
 
