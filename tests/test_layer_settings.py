@@ -303,7 +303,7 @@ def test_the_engine_itself_sets_no_deprecated_key() -> None:
     from ctxengine.formats import load
     from ctxengine.replay import replay_session
 
-    session = load(next(CLAUDE_CODE.glob("*mimo*2x-autocompact*.jsonl")))[0]
+    session = load(CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl")[0]
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         report = replay_session(session, get_policy("default"), window=64_000)

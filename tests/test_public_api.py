@@ -68,3 +68,14 @@ def test_the_names_work_together_on_a_real_transcript() -> None:
     projection = engine.assemble()
     assert ctxengine.to_openai_chat(projection.messages, model=session.model or "gpt-4o")
     assert isinstance(projection.messages[0], ctxengine.Message)
+
+
+def test_the_replay_and_the_restore_do_not_load_the_tools() -> None:
+    # one-way imports: the tool-limit report, the read/grep limits and the bootstrap loader sit
+    # below both (``tool_limits``, ``tool_budgets``, ``bootstrap``)
+    code = (
+        "import sys, ctxengine.replay, ctxengine.restore, ctxengine.compaction; "
+        "print(sorted(m for m in sys.modules if m.startswith('ctxengine.tools')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

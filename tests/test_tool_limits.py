@@ -346,3 +346,15 @@ def test_the_report_counts_the_shell_commands_bashlex_refused() -> None:
     assert refused.read.results == 1 and refused.read.over_limit == 1
     parsed = tool_limit_report(messages_for(bash("test -f big.csv && cat big.csv"), text), approx)
     assert parsed.shell_fallbacks == 0 and parsed.read.over_limit == 1
+
+
+def test_a_real_session_reports_the_commands_bashlex_refused() -> None:
+    # the SWE-agent pydicom run types shell that bashlex 0.18 cannot parse; the hand splitter
+    # classifies those commands and the report counts them (5: read off the output, not derived)
+    from conftest import SWE_AGENT
+
+    session = load(SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj")[0]
+    report = tool_limit_report(session.messages, counter_for(Registry.default().get("gpt-4")).count_text)
+    assert report.shell_fallbacks == 5
+    # SWE-agent's own commands (open, search_file) are neither a read nor a grep to the report
+    assert report.read.results == report.grep.results == 0
