@@ -86,3 +86,26 @@ def test_plain_command_line_is_parsed() -> None:
         "offset": 100,
         "pattern": "x",
     }
+
+
+def test_fast_start_leaves_heavy_modules_unimported(tmp_path: Path) -> None:
+    """A plain ``tool grep`` in a tree without ignore rules imports neither the command-line
+    framework, the engine, ``importlib.metadata`` (``__version__`` is read on first use) nor
+    ``pathspec`` (loaded when a ``.gitignore`` or an ``include`` pattern needs it)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.py").write_text("NEEDLE = 1\n")
+    probe = (
+        "import sys; sys.argv = ['ctxengine', 'tool', 'grep', '--workspace', sys.argv[1], 'NEEDLE']\n"
+        "from ctxengine.launch import fast_tool\n"
+        "code = fast_tool(sys.argv[1:])\n"
+        "heavy = ['typer', 'ctxengine.cli', 'ctxengine.engine', 'importlib.metadata', 'pathspec']\n"
+        "print(code, [m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True,
+        env={"PYTHONIOENCODING": "utf-8", "PATH": ""},
+    )
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+    assert "a.py:1: NEEDLE = 1" in out.stdout

@@ -33,9 +33,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, Any
 
 from ctxengine.tool_budgets import GREP_MAX_LINE_CHARS, GREP_PAGE_MATCHES
 from ctxengine.tools.base import ToolError, ToolSpec
@@ -56,6 +54,9 @@ from ctxengine.tools.workspace import (
     sniff_decode,
     sniff_file,
 )
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 GREP_MAX_CONTEXT = 20
 GLOB_MAX_PATHS = 1_000
@@ -103,6 +104,8 @@ def path_matcher(pattern: str) -> GitIgnoreSpec:
         pattern = pattern[2:]
     if not pattern:
         raise ToolError("the glob pattern is empty")
+    from pathspec import GitIgnoreSpec  # imported when a pattern needs it (~20 ms)
+
     return GitIgnoreSpec.from_lines(expand_braces(pattern))
 
 

@@ -33,11 +33,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, Literal
 
 from ctxengine.tools.base import ToolError
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 SNIFF_BYTES = 8_192  # a NUL byte in the first 8 KB marks a binary file (git, ripgrep)
 ENCODING_SAMPLE_BYTES = 65_536  # bytes decoded to choose UTF-8 or the legacy fallback
@@ -146,7 +147,7 @@ def is_hidden(name: str) -> bool:
 # Ignore rules
 # ------------------------------------------------------------------------------------------------
 
-_Rules = tuple[tuple[str, GitIgnoreSpec], ...]  # (directory relative to the root, its spec)
+_Rules = tuple[tuple[str, "GitIgnoreSpec"], ...]  # (directory relative to the root, its spec)
 
 
 class IgnoreRules:
@@ -178,7 +179,11 @@ class IgnoreRules:
         if cached is not None and cached[0] == stamp:
             return cached[1]
         lines = [line for text in texts for line in text.splitlines()]
-        spec = GitIgnoreSpec.from_lines(lines) if any(ln.strip() for ln in lines) else None
+        spec = None
+        if any(ln.strip() for ln in lines):
+            from pathspec import GitIgnoreSpec  # imported when a tree has ignore rules (~20 ms)
+
+            spec = GitIgnoreSpec.from_lines(lines)
         self._cache[rel_dir] = (stamp, spec)
         return spec
 
