@@ -179,7 +179,7 @@ class LLMSummarizer(SummaryRequests):
             staged = self._summarize_staged(job, tokens, stage_window)
             if staged is not None:
                 return staged
-        budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
+        budget = self.window - self.max_output - self.overhead
         if sum(tokens) * SAFETY_MARGIN <= budget:
             return self._with_audit(
                 lambda extra: self._request_span(span, previous, instructions, extra, spent),
@@ -225,7 +225,7 @@ class LLMSummarizer(SummaryRequests):
         summarized on its own, then one merge request, audited. None when the span is not split
         (within the budget, or one part): the caller summarizes it in one request or rolling."""
         w = stage_window or self.window
-        max_chunk = int(w * adaptive_chunk_ratio(tokens, w)) - SUMMARIZATION_OVERHEAD_TOKENS
+        max_chunk = int(w * adaptive_chunk_ratio(tokens, w)) - self.overhead
         if sum(tokens) <= max_chunk:
             return None
         parts = split_by_token_share(job.span, tokens, self.stages)
@@ -281,11 +281,11 @@ class LLMSummarizer(SummaryRequests):
     def _chunks(self, span: Sequence[Message], tokens: list[int]) -> list[list[Message]]:
         """``span`` whole when it fits the summarizer, else in chunks on tool-group boundaries
         (window x adaptive ratio - overhead tokens each)."""
-        budget = self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS
+        budget = self.window - self.max_output - self.overhead
         if sum(tokens) * SAFETY_MARGIN <= budget:
             return [list(span)]
         ratio = adaptive_chunk_ratio(tokens, self.window)
-        max_chunk = max(1_000, int(self.window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
+        max_chunk = max(1_000, int(self.window * ratio) - self.overhead)
         return chunk_groups(span, tokens, max_chunk)
 
     def _attempts(self, ask: Callable[[], tuple[str, int]]) -> tuple[str, int]:

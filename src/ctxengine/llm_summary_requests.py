@@ -32,6 +32,23 @@ if TYPE_CHECKING:
 
 PTL_DROP_SHARE = 0.2  # Claude Code: drop 20% of API-round groups when the gap is unknown
 MAX_PTL_RETRIES = 3
+OUTPUT_MAX_SHARE = 0.25  # the summary's output budget: at most this share of the summarizer's window
+OVERHEAD_MAX_SHARE = 0.125  # the prompt's overhead allowance: at most this share of it
+
+
+def output_budget(window: int, max_output: int) -> int:
+    """The summary's output budget (tokens) on a summarizer of ``window`` tokens: ``max_output``,
+    at most ``OUTPUT_MAX_SHARE`` of the window (and at least 256). A policy's budget is set for
+    a 200,000-token summarizer (Claude Code's 20,000); asked of an 8,192-token model it exceeds
+    the whole window, so no input would fit (and input + max_tokens over the window is refused
+    by the provider)."""
+    return max(256, min(max_output, int(window * OUTPUT_MAX_SHARE)))
+
+
+def overhead_budget(window: int) -> int:
+    """Tokens kept for the summary prompt's own text (``SUMMARIZATION_OVERHEAD_TOKENS``, at most
+    ``OVERHEAD_MAX_SHARE`` of a small summarizer's window)."""
+    return min(SUMMARIZATION_OVERHEAD_TOKENS, int(window * OVERHEAD_MAX_SHARE))
 
 
 class SummaryRequests:
@@ -54,7 +71,8 @@ class SummaryRequests:
         self.prompt = prompt  # takes {where} and {extra}: a preset passes its own headings
         self.count = count
         self.window = window
-        self.max_output = max_output
+        self.max_output = output_budget(window, max_output)
+        self.overhead = overhead_budget(window)
         self.required_sections = tuple(required_sections)
 
     def reusable_prefix(
@@ -220,7 +238,7 @@ class SummaryRequests:
         output and the prompt's overhead): a chunk of one message larger than the window (chunks
         never split a tool group) keeps its head and tail, its middle left out behind a marker,
         so no request is sent that the model cannot take."""
-        room = int((self.window - self.max_output - SUMMARIZATION_OVERHEAD_TOKENS) / SAFETY_MARGIN)
+        room = int((self.window - self.max_output - self.overhead) / SAFETY_MARGIN)
         size = self.count(Message(role="user", blocks=(Text(body),), id="summary-size"))
         if size <= room:
             return body
