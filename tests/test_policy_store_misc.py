@@ -175,7 +175,23 @@ def test_ledger_anchors_and_learns_the_scale_from_growth() -> None:
 
     ledger.reset()
     assert not ledger.anchored
+    # the last anchor's offset (40,000 reported for 500 + 11,100 x 1.5) is most of its total:
+    # content the estimate does not see, dropped at the reset
     assert ledger.predict(2_000) == 500 + 3_000  # fixed + estimate x the learned scale
+
+
+def test_ledger_reset_keeps_the_providers_offset() -> None:
+    """The provider counts 3,000 fewer tokens than fixed prefix + estimate: after a reset (a
+    compaction) the prediction keeps that offset instead of jumping by it."""
+    ledger = Ledger(fixed_prefix=20_000)
+    ledger.observe(37_000, 20_000)
+    assert ledger.predict(20_000) == 37_000
+    ledger.reset()
+    assert not ledger.anchored
+    assert ledger.predict(15_000) == 32_000  # was 35,000: 3,000 of "growth" from the reset alone
+    ledger.observe(33_000, 16_000)
+    ledger.reset()
+    assert ledger.predict(16_000) == 33_000
 
 
 def test_ledger_scale_is_the_median_of_recent_ratios() -> None:

@@ -24,6 +24,7 @@ import msgspec
 SCALE_MIN, SCALE_MAX = 0.5, 2.5  # a growth ratio outside this range is not a tokenizer effect
 SCALE_WINDOW = 15  # calls whose growth ratio the scale is the median of
 MIN_GROWTH_FOR_SCALE = 200  # estimated tokens of growth needed before a call teaches the scale
+OFFSET_CARRY_SHARE = 0.25  # an anchor's offset kept across a reset when at most this share of its total
 
 
 class LedgerState(msgspec.Struct):
@@ -33,6 +34,7 @@ class LedgerState(msgspec.Struct):
     anchor_total: int | None = None  # provider-reported total input of the latest call
     anchor_estimate: int = 0  # our content estimate (raw counter tokens) at that call
     scale: float = 1.0  # reported tokens per estimated token (median of recent growth ratios)
+    offset: int = 0  # what the last anchor reported beyond fixed prefix + scaled estimate (tokens)
     ratios: list[float] = msgspec.field(default_factory=list)
 
 
@@ -59,7 +61,7 @@ class Ledger:
         s = self.state
         if s.anchor_total is not None:
             return max(0, round(s.anchor_total + (content_estimate - s.anchor_estimate) * s.scale))
-        return s.fixed_prefix + round(content_estimate * s.scale)
+        return s.fixed_prefix + s.offset + round(content_estimate * s.scale)
 
     def added_since_anchor(self, content_estimate: int) -> int | None:
         """Estimated tokens added since the anchor call (None when not anchored)."""
@@ -83,6 +85,23 @@ class Ledger:
         s.anchor_estimate = content_estimate
 
     def reset(self) -> None:
-        """Forget the anchor (after a compaction): usage from before it no longer applies."""
-        self.state.anchor_total = None
-        self.state.anchor_estimate = 0
+        """Forget the anchor (after a compaction): usage from before it no longer applies.
+
+        What the anchor reported beyond the fixed prefix and the scaled estimate (text the
+        harness adds that the transcript does not show, a fixed prefix counted differently) is
+        kept as ``offset`` when it is at most ``OFFSET_CARRY_SHARE`` of the anchor's total, so
+        the prediction right after a compaction is on the same basis as the one before it: a
+        compaction that removes content is never measured as growth because the basis changed
+        (a 3,000-token offset dropped at the reset made a compaction that freed 2,000 tokens
+        read as 1,000 more). A larger offset is not a difference of basis but content the
+        estimate does not see, which the compaction may have removed: it is dropped, and the
+        prediction falls back to fixed prefix + scaled estimate (pi: usage from before a
+        compaction must not re-trigger it)."""
+        s = self.state
+        s.offset = 0
+        if s.anchor_total is not None:
+            offset = s.anchor_total - s.fixed_prefix - round(s.anchor_estimate * s.scale)
+            if abs(offset) <= OFFSET_CARRY_SHARE * s.anchor_total:
+                s.offset = offset
+        s.anchor_total = None
+        s.anchor_estimate = 0
