@@ -32,10 +32,18 @@ def words(n: int, seed: int) -> str:
     )
 
 
-def session(request: str, rounds: int = 40, result_words: int = 900) -> list[Message]:
+def session(
+    request: str, rounds: int = 40, result_words: int = 900, beside_results: bool = False
+) -> list[Message]:
+    """A request at round 5, then tool rounds. ``beside_results``: the request is typed in the
+    user message that carries round 4's tool result (one user message, as an API request puts
+    a user's words after the tool results)."""
     msgs = [Message("user", (Text("set up the project " + words(30, 1)),), "u0", timestamp=T0)]
     for i in range(rounds):
-        if i == 5:  # the latest request comes early: later compactions summarize it away
+        if i == 5 and beside_results:
+            last = msgs[-1]
+            msgs[-1] = Message("user", (*last.blocks, Text(request)), "u-latest", timestamp=last.timestamp)
+        elif i == 5:  # the latest request comes early: later compactions summarize it away
             msgs.append(Message("user", (Text(request),), "u-latest", timestamp=T0 + i))
         msgs.append(
             Message(
@@ -160,3 +168,20 @@ def test_llm_summary_path_quotes_the_request_over_a_stale_next_step() -> None:
     for _layer, q, shown in cuts:
         assert q["latest_request_verbatim"] is True
         assert whole_in(request, shown)
+
+
+@pytest.mark.parametrize("summarizer", ["notes", "structured"])
+def test_a_request_typed_beside_tool_results_is_the_latest_request(summarizer: str) -> None:
+    """A user message holding tool results and the user's new words: the words are the latest
+    request, quoted after every compaction (they were taken for tool output, and the older
+    request quoted instead while the flag said true)."""
+    request = "Stop deploying. Rename handler_3 to dispatch_3 everywhere and rerun the tests: " + words(
+        1_500, 4
+    )
+    layers = () if summarizer == "notes" else (SessionMemory,)
+    found = drive(make(off=layers), session(request, rounds=60, beside_results=True))
+    compactions = [f for f in found if f[0] in ("session_memory_compact", "summary_compact")]
+    assert len(compactions) >= 2
+    for layer, q, shown in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert any(request in m.text() for m in shown), layer

@@ -121,11 +121,22 @@ def span_identifiers(messages: Sequence[Message]) -> set[str]:
 
 
 def user_request(msg: Message) -> str:
-    """The text of ``msg`` when it is a user-typed request (a user message of the conversation,
-    not tool results, not harness attachments, not blank); else ""."""
-    if msg.role == "user" and msg.origin == "message" and not msg.tool_results:
+    """The user-typed text of ``msg`` (its ``Text`` blocks, stripped) when it is a user message
+    of the conversation (not a harness attachment, not an engine-made message); else "". A
+    message that also carries tool results counts by its text: an API request puts the user's
+    words after the tool results in one user message (the roles must alternate), and a text
+    typed while tools ran is the newest request all the same."""
+    if msg.role == "user" and msg.origin == "message":
         return msg.text().strip()
     return ""
+
+
+def latest_request_index(messages: Sequence[Message]) -> int | None:
+    """Index of the newest user-typed request (``user_request``) in ``messages``; None when none."""
+    for i in range(len(messages) - 1, -1, -1):
+        if user_request(messages[i]):
+            return i
+    return None
 
 
 def latest_user_request(messages: Sequence[Message]) -> str:

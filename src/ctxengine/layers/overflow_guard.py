@@ -21,8 +21,9 @@ Settings: ``OverflowGuard`` (``ctxengine.layer_settings``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import msgspec
 
+from ctxengine.audit import latest_request_index
 from ctxengine.layer_settings import OverflowGuard
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent, Replacements, artifact_id, result_key
 from ctxengine.layers.pairing import safe_cut_points
@@ -37,14 +38,12 @@ FIT_TAIL_SHARE = 0.3  # ... of which this share from its end (errors and totals 
 FIT_MARKER_TOKENS = 64  # what the "[... chars cut ...]" line costs, kept free when cutting
 
 
-def latest_request_index(view: Sequence[Message]) -> int | None:
-    """View index of the latest user-typed request (a user message from the history with text
-    and no tool results), None when there is none."""
-    for i in range(len(view) - 1, -1, -1):
-        m = view[i]
-        if m.role == "user" and m.origin == "message" and not m.tool_results and m.text().strip():
-            return i
-    return None
+def request_only(msg: Message) -> Message:
+    """``msg`` without its tool results: what the guard keeps of a request whose message also
+    answers tool calls it drops (a result without its call breaks the request)."""
+    if not msg.tool_results:
+        return msg
+    return msgspec.structs.replace(msg, blocks=tuple(b for b in msg.blocks if not isinstance(b, ToolResult)))
 
 
 def guard_limit(ctx: LayerContext) -> int:
@@ -120,7 +119,7 @@ def overflow_guard(ctx: LayerContext) -> Cut | None:
             "fits": removed >= must,
         },
     )
-    kept = [view[request]] if keep_request and request is not None else []
+    kept = [request_only(view[request])] if keep_request and request is not None else []
     summarized = [m for i, m in enumerate(view[start:chosen], start) if i != request]
     return Cut(keep_from=chosen, prefix=[*kept_prefix, notice, *kept], event=event, summarized=summarized)
 
