@@ -185,3 +185,67 @@ def test_a_request_typed_beside_tool_results_is_the_latest_request(summarizer: s
     for layer, q, shown in found:
         assert q["latest_request_verbatim"] is True, layer
         assert any(request in m.text() for m in shown), layer
+
+
+@pytest.mark.parametrize("summarizer", ["notes", "structured"])
+def test_a_paste_larger_than_the_room_is_cut_at_once_and_never_overflows(summarizer: str) -> None:
+    """A 60,000-char paste at a 32,000-token window with a 20,000-token fixed prefix: the first
+    compaction summarizes the paste itself (the newest message) and quotes its head and tail
+    ("partial"); no request is over the window and the guard never says it cannot fit. Before,
+    the kept tail had to hold the paste: no compaction freed anything and the guard fired on
+    every call, leaving requests over its limit (or the window)."""
+    paste = "Here is the whole log:\n" + words(9_000, 6)
+    layers = () if summarizer == "notes" else (SessionMemory,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        e = ContextEngine(off(get_policy("default"), *layers), model=MODEL, window=32_000)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+    msgs = session(paste, rounds=30, result_words=300)
+    sent: list[int] = []
+    unfit: list[str] = []
+    flags: list[Any] = []
+    for m in msgs:
+        if m.role == "assistant":
+            p = e.assemble(now=m.timestamp)
+            sent.append(p.tokens)
+            unfit += [ev.reason for ev in p.events if ev.details.get("unfit")]
+            flags += [
+                ev.details["quality"]["latest_request_verbatim"] for ev in p.events if "quality" in ev.details
+            ]
+            e.ingest(m)
+            e.after_turn(Usage(input_tokens=p.tokens, output_tokens=50))
+        else:
+            e.ingest(m)
+    assert max(sent) <= 32_000, sent
+    assert unfit == []
+    assert flags and set(flags) == {"partial"}
+    assert e.retrieve("message:u-latest") == paste
+
+
+def test_a_compaction_is_measured_on_one_basis_when_the_provider_counts_differently() -> None:
+    """The provider counts 3,000 tokens fewer than our fixed prefix + estimate (another
+    tokenizer, a fixed prefix declared too large): every prediction, the one right after a
+    compaction included, is what the provider then reports, and a compaction is measured as
+    freeing what it frees. The ledger dropped that offset at the compaction, so the prediction
+    after it was 3,000 tokens over the provider's count (a small compaction read as growth)."""
+    request = "Implement the following spec exactly.\n" + words(1_400, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        e = ContextEngine(off(get_policy("default"), SessionMemory), model=MODEL, window=64_000)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+    events = []
+    off_by = []
+    for m in session(request, rounds=60, result_words=300):
+        if m.role == "assistant":
+            p = e.assemble(now=m.timestamp)
+            events += [ev for ev in p.events if ev.layer == "summary_compact"]
+            reported = 20_000 + p.content_estimate - 3_000  # what the provider counts
+            off_by.append(p.tokens - reported)
+            e.ingest(m)
+            e.after_turn(Usage(input_tokens=reported, output_tokens=50))
+        else:
+            e.ingest(m)
+    assert events
+    assert all(abs(d) <= 2 for d in off_by[1:]), sorted(set(off_by[1:]))
+    for ev in events:
+        assert ev.tokens_after < ev.tokens_before, (ev.tokens_before, ev.tokens_after)

@@ -21,7 +21,7 @@ from ctxengine.layers.base import LayerContext
 from ctxengine.layers.cut_plans import CutPlan, all_plan, history_start, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
 from ctxengine.layers.session_memory_compact import session_memory_cut
-from ctxengine.layers.summary_compact import summary_cut
+from ctxengine.layers.summary_compact import request_room, summary_cut
 
 SKIP_UNDER_THRESHOLD = "under the threshold"
 SKIP_BREAKER_OPEN = "breaker open"
@@ -186,14 +186,6 @@ def _plan_cuts(
         request=latest_request,
         request_room=request_room(ctx) if latest_request is not None else 0,
     )
-
-
-def request_room(ctx: LayerContext) -> int:
-    """Tokens a quoted request may take: half of what the window leaves after the fixed prefix
-    (system prompt, tool definitions) and the output reserve, at least 200."""
-    p = ctx.policy
-    fixed = max(0, ctx.predicted - sum(ctx.tokens))
-    return max(200, (ctx.window - fixed - min(ctx.max_output, p.compact_reserve_output)) // 2)
 
 
 def styled_cut_plan(ctx: LayerContext, *, force: bool) -> CutPlan | None:

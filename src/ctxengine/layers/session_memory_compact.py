@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
-from ctxengine.layers.summary_compact import choose_cut
+from ctxengine.layers.summary_compact import choose_cut, within_room
 from ctxengine.messages import Message, Text
 
 LAYER = "session_memory_compact"
@@ -43,6 +43,7 @@ def session_memory_cut(ctx: LayerContext, *, force: bool = False) -> tuple[int, 
     while start < len(ctx.view) and ctx.src[start] < 0:
         start += 1
     cut = choose_cut(ctx, start, keep_tokens=s.keep_min_tokens, max_tokens=s.keep_max_tokens)
+    cut = within_room(ctx, start, cut, threshold)
     if cut is None:
         return None
     if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:

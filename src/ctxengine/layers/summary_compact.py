@@ -18,7 +18,9 @@ from collections.abc import Callable
 import msgspec
 
 from ctxengine import summarize
+from ctxengine.audit import latest_request_index, user_request
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
+from ctxengine.layers.overflow_guard import guard_limit
 from ctxengine.layers.pairing import safe_cut_points
 from ctxengine.messages import Message, Text
 
@@ -75,12 +77,74 @@ def summary_cut(ctx: LayerContext, *, force: bool = False) -> tuple[int, int] | 
     start = 0
     while start < len(ctx.view) and ctx.src[start] < 0:
         start += 1  # engine-made prefix (an earlier summary) is folded into the state already
-    cut = choose_cut(ctx, start)
+    cut = within_room(ctx, start, choose_cut(ctx, start), threshold)
     if cut is None:
         return None
-    if sum(ctx.tokens[start:cut]) < p.compact_min_gain * ctx.window and not force:
-        return None  # too little to gain: compacting again right after a compaction loops
+    if not force:
+        cut = with_gain(ctx, start, cut, p.compact_min_gain * ctx.window)
+        if cut is None:
+            return None  # too little to gain: compacting again right after a compaction loops
     return start, cut
+
+
+def request_room(ctx: LayerContext) -> int:
+    """Tokens a quoted request may take: half of what the window leaves after the fixed prefix
+    (system prompt, tool definitions) and the output reserve, at least 200."""
+    p = ctx.policy
+    fixed = max(0, ctx.predicted - sum(ctx.tokens))
+    return max(200, (ctx.window - fixed - min(ctx.max_output, p.compact_reserve_output)) // 2)
+
+
+def with_gain(ctx: LayerContext, start: int, cut: int, min_gain: float) -> int | None:
+    """``cut`` when its span ``[start, cut)`` frees at least ``min_gain`` tokens; None when it
+    does not. When it does only before the latest request it summarizes is quoted back (whole
+    when it fits ``request_room``, else that room: ``compaction.summary.quote_latest_request``),
+    the first later safe cut point that does once the quote is counted, None when none does:
+    a span that is mostly the request, summarized and quoted back whole, grows the context."""
+    if sum(ctx.tokens[start:cut]) < min_gain:
+        return None
+    request = latest_request_index(ctx.view)
+    room = request_room(ctx) if request is not None else 0
+    candidates = [cut, *(c for c in safe_cut_points(ctx.view) if c > cut)]
+    if request is not None and request == len(ctx.view) - 1 and not ctx.view[request].tool_results:
+        candidates.append(len(ctx.view))
+    for c in candidates:
+        requote = min(ctx.tokens[request], room) if request is not None and start <= request < c else 0
+        if sum(ctx.tokens[start:c]) - requote >= min_gain:
+            return c
+    return None
+
+
+def within_room(ctx: LayerContext, start: int, cut: int | None, threshold: int) -> int | None:
+    """``cut`` moved later, when the context is over what the overflow guard allows
+    (``guard_limit``) and the tail the cut keeps fills the whole room the threshold leaves for
+    history (``threshold`` minus the fixed prefix and the engine-made prefix before ``start``),
+    so that no compaction keeping it could bring the context under the threshold: to the first
+    safe cut point whose tail fits half of that room, else the
+    last safe cut point (the newest round alone). The other half is the summary's, the quoted
+    request's and the growth's until the next compaction. At a small window the kept-tail floor
+    and the minimum of kept messages can fill the whole room (20,000 tokens of fixed prefix in a
+    32,000-token window leave 6,000 under the threshold), and a compaction that keeps them frees
+    almost nothing: the context stays over the threshold and the overflow guard takes over. A
+    latest request too large for the room is then summarized, and quoted head and tail
+    (``compaction.summary.quote_latest_request``); the newest message itself when it is that
+    request. ``cut`` None: no cut met the floor; the tail is then the whole history, moved the
+    same way."""
+    if ctx.predicted <= guard_limit(ctx):
+        return cut  # under what the guard allows: a compaction keeping the tail can wait
+    fixed = max(0, ctx.predicted - sum(ctx.tokens))
+    room = max(0, threshold - fixed - sum(ctx.tokens[:start]))
+    half = room // 2
+    at = start if cut is None else cut
+    if sum(ctx.tokens[at:]) <= room:
+        return cut  # room is left under the threshold: the next compaction can free more
+    later = [c for c in safe_cut_points(ctx.view) if c > at]
+    if ctx.view and user_request(ctx.view[-1]) and not ctx.view[-1].tool_results:
+        later.append(len(ctx.view))  # the newest message is the request: it may be summarized
+    fitting = [c for c in later if sum(ctx.tokens[c:]) <= half]
+    if fitting:
+        return fitting[0]
+    return later[-1] if later else cut
 
 
 def summary_compact(
