@@ -133,6 +133,42 @@ def test_a_json_document_with_a_bad_line_names_the_line(tmp_path: Path) -> None:
         load(path)
 
 
+# ------------------------------------------------------------------ 9b. FF/VT lines
+
+
+BLANKISH = {
+    "ff": b"\x0c",
+    "ff-run": b"\x0c\x0c\x0c\x0c",
+    "vt": b"\x0b\x0b",
+    "ff-vt-spaces": b" \x0c\t\x0b ",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BLANKISH))
+@pytest.mark.parametrize("where", ["first", "early", "last"])
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_a_form_feed_or_vertical_tab_line_is_a_bad_record(
+    tmp_path: Path, src: Path, kind: str, where: str
+) -> None:
+    """Only JSON whitespace (space, tab, CR, LF) makes a line blank. A line of form feeds or
+    vertical tabs is not JSON: one malformed record named by line (``bytes.strip()`` made it a
+    blank line, silently skipped and not counted)."""
+    at = {"first": 0, "early": 4, "last": -1}[where]
+    path, lineno = spliced(src, tmp_path / src.name, BLANKISH[kind], at)
+    assert detect(path) == detect(src)
+    with pytest.warns(UserWarning):
+        [s] = load(path)[:1]
+    assert [(m.line, m.path) for m in s.malformed] == [(lineno, str(path))]
+    assert shape(s) == shape(load(src)[0])
+
+
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_json_whitespace_lines_stay_blank(tmp_path: Path, src: Path) -> None:
+    """Lines of spaces, tabs and CRs are blank, not records: nothing malformed."""
+    path, _ = spliced(src, tmp_path / src.name, b" \t \r", 2)
+    assert load(path)[0].malformed == []
+
+
 # ------------------------------------------------------------------ 11. sub-agent records in a main file
 
 T0 = 1_760_000_000.0

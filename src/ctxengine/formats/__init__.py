@@ -16,6 +16,9 @@ from ctxengine.messages import Session, SessionFormat, TranscriptError
 
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
 SNIFF_MAX_BYTES = 1024 * 1024  # read on (up to this) while the only line seen is unreadable
+# The only bytes that make a JSONL line blank: JSON's whitespace. A line of form feeds or
+# vertical tabs (which bytes.strip() removes) is not blank but one bad record.
+JSON_WHITESPACE = b" \t\r\n"
 
 # Named only to say what a binary file is; the verdict itself is made line by line.
 BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -38,6 +41,13 @@ BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
 # C0 control bytes that never occur raw in JSON text (tab, LF, CR and form feed are left alone,
 # and ESC for terminal output pasted into a comment line)
 _CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+def json_line(line: bytes) -> bytes:
+    """``line`` (one line of a JSONL file) without the JSON whitespace around it (space, tab, CR,
+    LF); empty for a blank line. Form feeds and vertical tabs stay: JSON does not allow them, so
+    a line of them is a bad record, not a blank line."""
+    return line.strip(JSON_WHITESPACE)
 
 
 def bad_line_reason(line: bytes) -> str | None:
@@ -85,7 +95,7 @@ def _judge(head: bytes, *, complete: bool) -> tuple[list[str], int, bool]:
     bad = 0
     nul = False
     for line in lines:
-        if not line.strip():
+        if not json_line(line):
             continue
         if bad_line_reason(line) is None:
             good.append(line.decode("utf-8"))
