@@ -133,6 +133,135 @@ def test_a_json_document_with_a_bad_line_names_the_line(tmp_path: Path) -> None:
         load(path)
 
 
+# ------------------------------------------------------------------ 9b. a bad first line, FF/VT lines
+
+
+def bad_first_line(kind: str, src: Path) -> bytes:
+    """A bad line of shape ``kind`` to put before the first record of ``src``."""
+    first = src.read_bytes().split(b"\n", 1)[0]
+    return {
+        "truncated-record": first[:100],  # an append cut short, then the session restarted
+        "open-brace": b"{",
+        "ff-garbage": b"\x0c\x0cgarbage \x0c",
+        "log-line": b"[16:41:33] interrupted",
+        "json-scalar": b"42",
+    }[kind]
+
+
+FIRST_KINDS = ["truncated-record", "open-brace", "ff-garbage", "log-line", "json-scalar"]
+
+
+@pytest.mark.parametrize("kind", FIRST_KINDS)
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_a_bad_first_line_is_one_malformed_record(tmp_path: Path, src: Path, kind: str) -> None:
+    """A first line that is not a record (a truncated record, garbage, a form feed run) does
+    not decide the format: the file is still JSONL, line 1 is one malformed record and every
+    other record loads. Before the fix detection stopped at it and parsed the whole file as one
+    JSON document ("...:1: not valid JSON", or "unknown transcript format"): exit 2."""
+    path, lineno = spliced(src, tmp_path / src.name, bad_first_line(kind, src), 0)
+    assert detect(path) == detect(src)
+    with pytest.warns(UserWarning) as caught:
+        [s] = load(path)[:1]
+    assert [(m.line, m.path) for m in s.malformed] == [(lineno, str(path))]
+    assert shape(s) == shape(load(src)[0])
+    assert any(f"{path}:1:" in str(w.message) for w in caught)
+
+
+def test_a_bad_first_line_before_a_record_longer_than_the_sniff(tmp_path: Path) -> None:
+    """The first record after the bad line may be longer than the 64 KB sniffed for the
+    format: detection reads on to it."""
+    lines = SIDECHAIN.read_bytes().split(b"\n")
+    record = json.loads(lines[0])
+    record["message"]["content"] = "long prompt " * 20_000  # 240 KB
+    lines[0] = json.dumps(record).encode()
+    clean = tmp_path / "clean.jsonl"
+    clean.write_bytes(b"\n".join(lines))
+    path, _ = spliced(clean, tmp_path / "bad.jsonl", lines[0][:100], 0)
+    assert detect(path) == "claude-code"
+    with pytest.warns(UserWarning):
+        [s] = load(path)
+    assert [m.line for m in s.malformed] == [1]
+    assert shape(s) == shape(load(clean)[0])
+
+
+def test_a_pretty_printed_document_is_still_one_document(tmp_path: Path) -> None:
+    """Looking past a first line that is not JSON stops short of documents: a file that parses
+    as one JSON document is read as one, even when one of its lines looks like a JSONL record."""
+    lines = [
+        '{"messages": [',
+        '{"role": "user", "content": "hi"},',
+        '{"type": "user", "role": "assistant", "content": "ok"}',
+        "]}",
+    ]
+    path = tmp_path / "chat.json"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    assert detect(path) == "openai-chat"
+
+
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_line_separators_inside_a_first_record_are_not_line_breaks(tmp_path: Path, src: Path) -> None:
+    """JSONL lines end at LF only: U+2028, U+2029 and U+0085 may stand raw inside a JSON string
+    (``str.splitlines`` split on them and made detection refuse the file)."""
+    lines = src.read_bytes().split(b"\n")
+    record = json.loads(lines[0])
+    record["note"] = "a\u2028b\u2029c\u0085d"
+    lines[0] = json.dumps(record, ensure_ascii=False).encode()
+    path = tmp_path / src.name
+    path.write_bytes(b"\n".join(lines))
+    assert detect(path) == detect(src)
+    s = load(path)[0]
+    assert s.malformed == []
+    assert shape(s) == shape(load(src)[0])
+
+
+BLANKISH = {
+    "ff": b"\x0c",
+    "ff-run": b"\x0c\x0c\x0c\x0c",
+    "vt": b"\x0b\x0b",
+    "ff-vt-spaces": b" \x0c\t\x0b ",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BLANKISH))
+@pytest.mark.parametrize("where", ["first", "early", "last"])
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_a_form_feed_or_vertical_tab_line_is_a_bad_record(
+    tmp_path: Path, src: Path, kind: str, where: str
+) -> None:
+    """Only JSON whitespace (space, tab, CR, LF) makes a line blank. A line of form feeds or
+    vertical tabs is not JSON: one malformed record named by line (``bytes.strip()`` made it a
+    blank line, silently skipped and not counted)."""
+    at = {"first": 0, "early": 4, "last": -1}[where]
+    path, lineno = spliced(src, tmp_path / src.name, BLANKISH[kind], at)
+    assert detect(path) == detect(src)
+    with pytest.warns(UserWarning):
+        [s] = load(path)[:1]
+    assert [(m.line, m.path) for m in s.malformed] == [(lineno, str(path))]
+    assert shape(s) == shape(load(src)[0])
+
+
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_json_whitespace_lines_stay_blank(tmp_path: Path, src: Path) -> None:
+    """Lines of spaces, tabs and CRs are blank, not records: nothing malformed."""
+    path, _ = spliced(src, tmp_path / src.name, b" \t \r", 2)
+    assert load(path)[0].malformed == []
+
+
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_replay_cli_with_a_truncated_first_line(tmp_path: Path, src: Path) -> None:
+    """``ctxengine replay FILE --json OUT`` on a session whose first line is a truncated record:
+    exit 0, ``malformed_records == 1``, a warning naming line 1, every call replayed."""
+    path, _ = spliced(src, tmp_path / src.name, bad_first_line("truncated-record", src), 0)
+    out = tmp_path / "out.json"
+    res = CliRunner().invoke(app, ["replay", str(path), "--json", str(out), "--quiet"])
+    assert res.exit_code == 0, res.stderr
+    rep: Any = json.loads(out.read_text(encoding="utf-8"))
+    rep = rep[0] if isinstance(rep, list) else rep
+    assert rep["summary"]["malformed_records"] == 1
+    assert rep["session"]["calls"] == len(load(src)[0].calls)
+    assert f"{path}:1:" in res.stderr
+
+
 # ------------------------------------------------------------------ 11. sub-agent records in a main file
 
 T0 = 1_760_000_000.0

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from ctxengine.messages import Session, SessionFormat, TranscriptError
 
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
 SNIFF_MAX_BYTES = 1024 * 1024  # read on (up to this) while the only line seen is unreadable
+DETECT_MAX_LINES = 64  # non-blank lines looked at to recognise JSONL past bad lines
+DETECT_MAX_BYTES = 16 * 1024 * 1024  # ... read up to this (a record may be megabytes long)
+# The only bytes that make a JSONL line blank: JSON's whitespace. A line of form feeds or
+# vertical tabs (which bytes.strip() removes) is not blank but one bad record.
+JSON_WHITESPACE = b" \t\r\n"
 
 # Named only to say what a binary file is; the verdict itself is made line by line.
 BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -38,6 +44,13 @@ BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
 # C0 control bytes that never occur raw in JSON text (tab, LF, CR and form feed are left alone,
 # and ESC for terminal output pasted into a comment line)
 _CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+def json_line(line: bytes) -> bytes:
+    """``line`` (one line of a JSONL file) without the JSON whitespace around it (space, tab, CR,
+    LF); empty for a blank line. Form feeds and vertical tabs stay: JSON does not allow them, so
+    a line of them is a bad record, not a blank line."""
+    return line.strip(JSON_WHITESPACE)
 
 
 def bad_line_reason(line: bytes) -> str | None:
@@ -85,7 +98,7 @@ def _judge(head: bytes, *, complete: bool) -> tuple[list[str], int, bool]:
     bad = 0
     nul = False
     for line in lines:
-        if not line.strip():
+        if not json_line(line):
             continue
         if bad_line_reason(line) is None:
             good.append(line.decode("utf-8"))
@@ -154,6 +167,11 @@ CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "co
 def detect(path: Path) -> SessionFormat:
     """Return the format of the transcript at ``path``.
 
+    JSONL (Claude Code, Codex) is recognised by its first record of a known type, even after bad
+    lines (a truncated first record, garbage, NUL bytes): the reader reports each bad line as
+    one malformed record. A file whose first line is not valid JSON is one JSON document only
+    when the whole file parses as one.
+
     Raises ``TranscriptError`` for a missing path, a directory, an empty or binary file, or a
     file in no known format.
     """
@@ -161,32 +179,122 @@ def detect(path: Path) -> SessionFormat:
         raise TranscriptError(f"{path}: no such file")
     if path.is_dir():
         raise TranscriptError(f"{path}: is a directory, not a transcript")
-    text = sniff(path)
-    stripped = text.lstrip()
+    stripped = sniff(path).lstrip()
+    fmt = _detect_by_lines(path)
+    if fmt is not None:
+        return fmt
     if stripped.startswith("["):
         return "openai-chat"
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("//"):
-            continue
-        try:
-            first = json.loads(line)
-        except ValueError:
-            break  # not JSONL: maybe one (pretty-printed) JSON document
-        if isinstance(first, dict):
-            kind = first.get("type")
-            if kind in CODEX_TYPES and "payload" in first:
-                return "codex"
-            if kind in CLAUDE_CODE_TYPES:
-                return "claude-code"
-            return _detect_document(path, first)
-        break
     if stripped.startswith("{"):
         return _detect_document(path, None)
     raise TranscriptError(f"{path}: unknown transcript format")
 
 
+_UNREADABLE = object()  # a line (or file) that is not text or not valid JSON
+
+
+def _head_lines(path: Path) -> Iterator[bytes]:
+    """The first non-blank lines of the file at ``path`` (split on LF only, as the readers do;
+    ``json_line``-stripped; ``//`` comment lines left out): at most ``DETECT_MAX_LINES`` of
+    them, within the first ``DETECT_MAX_BYTES`` (a line cut by that limit is not yielded)."""
+    budget = DETECT_MAX_BYTES
+    seen = 0
+    with path.open("rb") as fh:
+        while seen < DETECT_MAX_LINES and budget > 0:
+            raw = fh.readline(budget)
+            budget -= len(raw)
+            if not raw or (budget <= 0 and not raw.endswith(b"\n")):
+                return
+            line = json_line(raw)
+            if line and not line.startswith(b"//"):
+                seen += 1
+                yield line
+
+
+def _parse_line(line: bytes) -> object:
+    """The JSON value of one line, or ``_UNREADABLE`` (not text: ``bad_line_reason``; not JSON)."""
+    if bad_line_reason(line) is not None:
+        return _UNREADABLE
+    try:
+        return json.loads(line.decode("utf-8"))
+    except ValueError:
+        return _UNREADABLE
+
+
+def _record_format(value: object) -> SessionFormat | None:
+    """The JSONL format of which ``value`` (one parsed line) is a record, or None."""
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("type")
+    if kind in CODEX_TYPES and "payload" in value:
+        return "codex"
+    if kind in CLAUDE_CODE_TYPES:
+        return "claude-code"
+    return None
+
+
+def _whole_document(path: Path) -> object:
+    """The file at ``path`` parsed as one JSON document, or ``_UNREADABLE``."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+        return _UNREADABLE
+
+
+def _detect_by_lines(path: Path) -> SessionFormat | None:
+    """The format told by the file's first non-blank lines (``_head_lines``), or None (left to
+    ``detect``'s fallbacks).
+
+    * A first line that is a Claude Code or Codex record, or a one-line document of a known
+      shape (``_document_format``), decides.
+    * Else the first line that is such a record gives that JSONL format: the lines before it
+      (a truncated record, garbage, NUL bytes, JSON that is no record) are the reader's bad
+      records. Unless the file is one JSON document: when the first line is not valid JSON,
+      opens with ``{`` or ``[`` and the whole file parses, the document decides.
+    * No record: a first line that is a JSON object of no known shape is refused.
+
+    Raises ``TranscriptError`` ("unknown transcript format") as ``_detect_document`` does."""
+    first: object = _UNREADABLE
+    opens_document = False
+    for n, line in enumerate(_head_lines(path)):
+        value = _parse_line(line)
+        fmt = _record_format(value)
+        if n == 0:
+            first, opens_document = value, value is _UNREADABLE and line[:1] in (b"{", b"[")
+            fmt = fmt or (_document_format(value) if isinstance(value, dict) else None)
+            if fmt is not None:
+                return fmt
+        elif fmt is not None:
+            return _document_or(path, fmt) if opens_document else fmt
+    if isinstance(first, dict):
+        return _detect_document(path, first)
+    return None
+
+
+def _document_or(path: Path, fmt: SessionFormat) -> SessionFormat:
+    """The format of the file at ``path`` if it parses as one JSON document (a list: OpenAI
+    chat; an object: ``_detect_document``), else ``fmt``."""
+    doc = _whole_document(path)
+    if isinstance(doc, list):
+        return "openai-chat"
+    return fmt if doc is _UNREADABLE else _detect_document(path, doc)
+
+
+def _document_format(doc: dict[str, object]) -> SessionFormat | None:
+    """The format of a JSON-object document: a SWE-agent trajectory, an OpenAI chat
+    ``{"messages": [...]}``; None for any other object."""
+    if "trajectory" in doc and ("history" in doc or "info" in doc):
+        return "swe-agent"
+    if isinstance(doc.get("messages"), list):
+        return "openai-chat"
+    return None
+
+
 def _detect_document(path: Path, doc: object | None) -> SessionFormat:
+    """The format of the JSON document ``doc`` (None: the whole file at ``path``, parsed here).
+
+    Raises ``TranscriptError`` naming the line when the file is not valid JSON, or "unknown
+    transcript format" for a document of no known shape."""
     if doc is None:
         data = path.read_bytes()
         try:
@@ -196,12 +304,10 @@ def _detect_document(path: Path, doc: object | None) -> SessionFormat:
             raise TranscriptError(f"{path}:{line}: not valid JSON (not UTF-8)") from None
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if isinstance(doc, dict):
-        if "trajectory" in doc and ("history" in doc or "info" in doc):
-            return "swe-agent"
-        if isinstance(doc.get("messages"), list):
-            return "openai-chat"
-    raise TranscriptError(f"{path}: unknown transcript format")
+    fmt = _document_format(doc) if isinstance(doc, dict) else None
+    if fmt is None:
+        raise TranscriptError(f"{path}: unknown transcript format")
+    return fmt
 
 
 def load(path: Path | str) -> list[Session]:

@@ -47,7 +47,8 @@ record of the message); timestamps are the record timestamps in epoch seconds.
 
 Edges: a line that is not text (NUL bytes from an interrupted write, not UTF-8; see
 ``formats.bad_line_reason``), not JSON, or not a ``{type, payload}`` object, is a ``Malformed(path,
-line, error)`` (plus a warning) and the rest loads, wherever the line is; ``//`` comment lines
+line, error)`` (plus a warning) and the rest loads, wherever the line is (a line of form feeds
+is one too: only JSON whitespace makes a line blank, ``formats.json_line``); ``//`` comment lines
 are skipped. A missing, empty or binary file (judged by more than one line), or one without a
 single Codex record, raises ``TranscriptError``.
 """
@@ -60,7 +61,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import bad_line_reason
+from ctxengine.formats import bad_line_reason, json_line
 from ctxengine.formats.chat_common import (
     ShapeError,
     as_int,
@@ -330,7 +331,7 @@ class _Reader:
     def read(self) -> Session:
         data = read_bytes(self.path)
         for n, raw_line in enumerate(data.split(b"\n"), start=1):
-            stripped = raw_line.strip()
+            stripped = json_line(raw_line)
             if not stripped:
                 continue
             if stripped.startswith(b"//"):

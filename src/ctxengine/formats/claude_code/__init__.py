@@ -49,7 +49,8 @@ What it follows
 
 Edges
 -----
-* ``//`` comment lines and blank lines are skipped silently (``meta["comment_lines"]`` counts the
+* ``//`` comment lines and blank lines (JSON whitespace only: ``formats.json_line``; a line of
+  form feeds is a bad record) are skipped silently (``meta["comment_lines"]`` counts the
   former). A line that is not text (NUL bytes from an interrupted write, not UTF-8; see
   ``formats.bad_line_reason``), wherever it is in the file, is one bad record. A line that is
   not JSON or not an object, or a user/assistant record without a usable ``message``, is a
@@ -92,7 +93,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import bad_line_reason
+from ctxengine.formats import bad_line_reason, json_line
 from ctxengine.formats.claude_code.builder import MAX_WARNINGS as MAX_WARNINGS
 from ctxengine.formats.claude_code.builder import SYNTHETIC_MODEL as SYNTHETIC_MODEL
 from ctxengine.formats.claude_code.builder import MalformedRecordWarning as MalformedRecordWarning
@@ -145,7 +146,7 @@ def _records(raw: bytes, builder: Builder) -> list[tuple[int, dict[str, Any]]]:
     counted on ``builder``; unreadable lines are recorded there as malformed."""
     records: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
-        stripped = line.strip()
+        stripped = json_line(line)
         if not stripped:
             continue
         if stripped.startswith(b"//"):
