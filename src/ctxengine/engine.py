@@ -283,7 +283,7 @@ class ContextEngine(EngineSubagents):
             self.failures += 1
             decision = None
         if decision is not None:
-            self.replacements.update(decision.results)
+            self._apply_replacements(decision)
         self._append_view(self._shown(idx, message), idx)
         if decision is not None:
             for listener in self.compaction_listeners:

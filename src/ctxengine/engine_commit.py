@@ -24,6 +24,7 @@ from ctxengine.layers.base import (
     artifact_id,
     part_artifact_id,
     result_text,
+    user_parts,
 )
 from ctxengine.messages import Document, Image, Message, Text, ToolResult
 
@@ -33,15 +34,18 @@ class EngineCommits(EngineView):
     context (see the module docstring)."""
 
     def retrieve(self, artifact: str) -> str:
-        """The original content of an offloaded or cleared tool result, or of a message.
+        """The original content of an offloaded or cleared tool result, image, document or message.
 
         Args:
-            artifact: the artifact id of the result, or ``message:<id>`` for the text of a
-                message of the transcript (a long user request quoted in part after a
+            artifact: the artifact id of the result (``tool-result/<call id>``), of an image or
+                document part of a result (``tool-result/<call id>/part-<k>``) or of a user
+                message (``user-media/<message id>/part-<k>``), or ``message:<id>`` for the text
+                of a message of the transcript (a long user request quoted in part after a
                 compaction).
 
         Returns:
-            The original text.
+            The original text; for an image or document its data as sent (base64 for an image
+            or a PDF; ``retrieve_part`` gives the part whole).
 
         Raises:
             StoreError: when the store has no such artifact.
@@ -82,7 +86,8 @@ class EngineCommits(EngineView):
         """The image or document kept whole as ``artifact``, for a harness to attach again.
 
         Args:
-            artifact: the artifact id, ``tool-result/<call id>/part-<k>``.
+            artifact: the artifact id, ``tool-result/<call id>/part-<k>`` (a tool result's part)
+                or ``user-media/<message id>/part-<k>`` (a user message's).
 
         Returns:
             The ``Image`` or ``Document``.
@@ -92,7 +97,7 @@ class EngineCommits(EngineView):
             ValueError: when the artifact is not an image or document.
         """
         content, meta = self.store.get_artifact(self.session_id, artifact)
-        fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "part")}
+        fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "message_id", "part")}
         kind = fields.get("type")
         if kind not in ("image", "document"):
             raise ValueError(f"artifact {artifact!r} is not an image or a document")
@@ -101,6 +106,7 @@ class EngineCommits(EngineView):
 
     def _store_replacements(self, d: Replacements) -> None:
         """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""
+        self._store_user_parts(d)
         for key in d.results:
             msg_id, call_id = key.split("\x00", 1)
             result = self._find_result_block(msg_id, call_id)
@@ -117,11 +123,42 @@ class EngineCommits(EngineView):
                 meta |= msgspec.to_builtins(part)
                 content = meta.pop("data", "")
                 self.store.put_artifact(self.session_id, part_artifact_id(call_id, k), content, meta)
+        entry: dict[str, Any] = {
+            "layer": d.event.layer,
+            "call_ids": sorted(k.split("\x00", 1)[1] for k in d.results),
+        }
+        if d.parts:
+            entry["user_parts"] = sorted(k.split("\x00", 1)[1] for k in d.parts)
         self.store.append(
-            self.session_id,
-            "clear" if d.event.layer != "tool_result_budget" else "offload",
-            {"layer": d.event.layer, "call_ids": sorted(k.split("\x00", 1)[1] for k in d.results)},
+            self.session_id, "clear" if d.event.layer != "tool_result_budget" else "offload", entry
         )
+
+    def _store_user_parts(self, d: Replacements) -> None:
+        """Write the images and documents of user messages that ``d.parts`` replaces, each whole
+        under its ``user-media/<message id>/part-<k>`` id (meta: layer, message id, part index
+        and the part's fields but its data)."""
+        for key in d.parts:
+            msg_id, aid = key.split("\x00", 1)
+            for k, part in self._find_user_part(msg_id, aid):
+                meta: dict[str, Any] = {"layer": d.event.layer, "message_id": msg_id, "part": k}
+                meta |= msgspec.to_builtins(part)
+                content = meta.pop("data", "")
+                self.store.put_artifact(self.session_id, aid, content, meta)
+
+    def _find_user_part(self, message_id: str, artifact: str) -> list[tuple[int, Image | Document]]:
+        """[(index, part)] of the newest history message ``message_id`` holding user part
+        ``artifact``; [] when none does."""
+        for msg in reversed(self.history):
+            if msg.id == message_id:
+                found = [(k, p) for k, aid, p in user_parts(msg) if aid == artifact]
+                if found:
+                    return found
+        return []
+
+    def _apply_replacements(self, d: Replacements) -> None:
+        """Show ``d``'s replacements from now on (frozen: the same history, the same bytes)."""
+        self.replacements.update(d.results)
+        self.replacements.update(d.parts)
 
     def _commit_replacements(self, d: Replacements) -> LayerEvent:
         before = self._predict()
@@ -131,7 +168,7 @@ class EngineCommits(EngineView):
             for key in d.results
             if (text := self._find_result(*key.split("\x00", 1))) is not None
         ]
-        self.replacements.update(d.results)
+        self._apply_replacements(d)
         self._rebuild()
         for listener in self.compaction_listeners:  # content left the context: re-reads must show it
             listener()

@@ -6,13 +6,17 @@ writer; the engine applies decisions, stores artifacts and records the ``LayerEv
 decision exist:
 - ``Replacements``: tool results to show differently (offloaded preview, cleared placeholder),
   keyed by ``result_key(message id, call id)`` and frozen once made (DESIGN principle 4: same
-  history, same bytes); the message id is part of the key because some agents reuse call ids;
+  history, same bytes); the message id is part of the key because some agents reuse call ids.
+  Images and documents attached to a user message itself (not to a tool result) are replaced
+  the same way, one part at a time, keyed by ``user_part_key`` (their artifact id in the call id's
+  place) and shown as a ``Text`` line after the message's own blocks;
 - ``Cut``: the projection restarts at a view index, behind new prefix messages (a summary, a
   notice). Cut indices are always safe cut points, so pairs are never split.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +25,7 @@ import msgspec
 
 from ctxengine import identifiers
 from ctxengine.layer_settings import ClearedResults
-from ctxengine.messages import Block, Message, Text, ToolResult
+from ctxengine.messages import Block, Document, Image, Message, Text, ToolResult
 from ctxengine.policy import Policy
 
 
@@ -65,10 +69,13 @@ class LayerContext:
 
 @dataclass
 class Replacements:
-    """Tool results to replace (``result_key`` -> new result) and the event that explains it."""
+    """Tool results to replace (``result_key`` -> new result), images and documents of user
+    messages to replace (``user_part_key`` -> the line shown instead) and the event that
+    explains it."""
 
     results: dict[str, ToolResult]
     event: LayerEvent
+    parts: dict[str, Text] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,6 +114,47 @@ def part_artifact_id(call_id: str, part: int) -> str:
     return f"{artifact_id(call_id)}/part-{part}"
 
 
+USER_MEDIA = "user-media"  # the artifact namespace of user messages' images and documents
+
+
+def media_owner(msg: Message) -> str:
+    """The name a user message's images and documents are kept under: its id, or for a message
+    without one ``sha-`` and 12 hex digits of the SHA-256 of its parts' data and urls."""
+    if msg.id:
+        return msg.id
+    digest = hashlib.sha256()
+    for b in msg.blocks:
+        if isinstance(b, Image | Document):
+            digest.update(f"{b.media_type}\x00{b.data}\x00{getattr(b, 'url', '')}\x00".encode())
+    return f"sha-{digest.hexdigest()[:12]}"
+
+
+def user_part_artifact_id(owner: str, part: int) -> str:
+    """The artifact id under which image or document ``part`` (1-based index in the message's
+    blocks) of user message ``owner`` (``media_owner``) is kept."""
+    return f"{USER_MEDIA}/{owner}/part-{part}"
+
+
+def user_parts(msg: Message) -> list[tuple[int, str, Image | Document]]:
+    """(1-based index in ``msg.blocks``, artifact id, part) of the images and documents attached
+    to user message ``msg`` itself (those inside tool results are not listed); [] for a message
+    of another role or without any."""
+    if msg.role != "user" or not any(isinstance(b, Image | Document) for b in msg.blocks):
+        return []
+    owner = media_owner(msg)
+    return [
+        (k, user_part_artifact_id(owner, k), b)
+        for k, b in enumerate(msg.blocks, 1)
+        if isinstance(b, Image | Document)
+    ]
+
+
+def user_part_key(message_id: str, artifact: str) -> str:
+    """The key of one image or document of one user message (``artifact``: its
+    ``user_part_artifact_id``); decisions are frozen under it, beside ``result_key``'s."""
+    return result_key(message_id, artifact)
+
+
 def identifier_line(text: str, limit: int) -> str:
     """A line listing up to ``limit`` identifiers of ``text`` (empty when none)."""
     if limit <= 0:
@@ -135,20 +183,30 @@ def cleared_result(result: ToolResult, policy: Policy, why: str) -> ToolResult:
     return ToolResult(result.call_id, (Text(line),), result.is_error, result.name)
 
 
-def message_with_results(msg: Message, replacements: Mapping[str, ToolResult]) -> Message:
-    """``msg`` with its tool results swapped for their replacements (a new message, or ``msg``
-    itself when nothing applies)."""
+def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | Text]) -> Message:
+    """``msg`` with its tool results swapped for their replacements, and its offloaded images
+    and documents (``user_part_key``) taken out and their lines added after its other blocks, in
+    order (so the user's own text stays one piece). Returns a new message, or ``msg`` itself
+    when nothing applies."""
     if msg.role != "user" or not replacements:
         return msg
     changed = False
     blocks: list[Block] = []
     for b in msg.blocks:
         new = replacements.get(result_key(msg.id, b.call_id)) if isinstance(b, ToolResult) else None
-        if new is not None:
+        if isinstance(new, ToolResult):
             blocks.append(new)
             changed = True
         else:
             blocks.append(b)
+    moved: dict[int, Text] = {}  # block index -> the line shown for it
+    for k, aid, _ in user_parts(msg):
+        line = replacements.get(user_part_key(msg.id, aid))
+        if isinstance(line, Text):
+            moved[k - 1] = line
+    if moved:
+        blocks = [b for i, b in enumerate(blocks) if i not in moved] + list(moved.values())
+        changed = True
     if not changed:
         return msg
     return msgspec.structs.replace(msg, blocks=tuple(blocks))

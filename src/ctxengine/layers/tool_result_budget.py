@@ -19,6 +19,14 @@ limits (``budget_exempt_tools``; Claude Code opts Read out) are left alone (our 
 those. With the budget off (pi) and the overflow guard on, a result whose parts would take more
 than ``MEDIA_GUARD_SHARE`` of the free window is still offloaded: the guard never cuts the newest
 round, so a part that large could never be sent.
+
+Images and documents attached to a user message itself (a PDF or screenshots sent with the request,
+no tool call) get the same budget, part by part: each counts as above against the per-tool cap and,
+with the message's tool results, against the per-message cap; with the overflow guard on, the
+largest go until those kept in the message take at most ``MEDIA_GUARD_SHARE`` of the free window
+(budget on or off). An offloaded part is kept whole as artifact ``user-media/<message id>/part-<k>``
+(``layers.base.user_part_artifact_id``) and shown as its ``media_line`` after the message's own
+blocks; the user's text is never touched.
 Cost: $0. Runs on every ingested message.
 
 Settings: ``ToolResultBudget`` and ``ClearedResults`` (``ctxengine.layer_settings``).
@@ -39,6 +47,8 @@ from ctxengine.layers.base import (
     result_chars,
     result_key,
     result_text,
+    user_part_key,
+    user_parts,
 )
 from ctxengine.messages import Document, Image, Message, Text, ToolResult
 from ctxengine.policy import Policy
@@ -90,9 +100,9 @@ def media_parts(result: ToolResult) -> list[tuple[int, Image | Document]]:
     return [(k, p) for k, p in enumerate(result.content, 1) if isinstance(p, Image | Document)]
 
 
-def media_line(call_id: str, k: int, part: Image | Document, tokens: int) -> str:
-    """The line shown for an offloaded image or document: what it was, its artifact, how to read it."""
-    aid = part_artifact_id(call_id, k)
+def media_line(aid: str, part: Image | Document, tokens: int) -> str:
+    """The line shown for an offloaded image or document kept as artifact ``aid``: what it was
+    (``tokens``: its count), its artifact, how to read it."""
     if isinstance(part, Image):
         size = f", {part.width}x{part.height} px" if part.width and part.height else ""
         return (
@@ -128,9 +138,23 @@ def media_preview(
     elif text:
         body = preview(ToolResult(result.call_id, (Text(text),), result.is_error, result.name), policy)
         lines += result_text(body).split("\n")[1:-1]
-    lines += [media_line(result.call_id, k, p, tokens[k]) for k, p in media_parts(result)]
+    lines += [media_line(part_artifact_id(result.call_id, k), p, tokens[k]) for k, p in media_parts(result)]
     lines.append("</persisted-output>")
     return ToolResult(result.call_id, (Text("\n".join(lines)),), result.is_error, result.name)
+
+
+def guard_user_media(tokens: dict[str, int], chosen: set[str], guard: int) -> set[str]:
+    """The user parts (artifact id -> tokens, in block order) to offload besides ``chosen`` so
+    that those kept take at most ``guard`` tokens: the largest first (ties: the earliest)."""
+    kept = {aid: n for aid, n in tokens.items() if aid not in chosen}
+    total = sum(kept.values())
+    out: set[str] = set()
+    for aid, n in sorted(kept.items(), key=lambda kv: -kv[1]):
+        if total <= guard:
+            break
+        out.add(aid)
+        total -= n
+    return out
 
 
 def budget_message(
@@ -141,7 +165,8 @@ def budget_message(
     media_tokens: MediaCounter | None = None,
     free_window: int | None = None,
 ) -> Replacements | None:
-    """Decide which tool results of a newly arrived ``msg`` to offload (None when none).
+    """Decide which tool results, and which images and documents attached to the user message
+    itself, of a newly arrived ``msg`` to offload (None when none).
 
     ``predicted`` (tokens) only labels the event. ``media_tokens`` counts an image or document in
     tokens (the engine's counter; without it parts are not budgeted); ``free_window`` (tokens the
@@ -156,6 +181,8 @@ def budget_message(
             if parts:
                 part_tokens[r.call_id] = {k: media_tokens(p) for k, p in parts}
     media = {cid: sum(t.values()) for cid, t in part_tokens.items()}
+    user = {aid: (p, media_tokens(p)) for _, aid, p in user_parts(msg)} if media_tokens is not None else {}
+    user_sizes = {aid: MEDIA_CHARS_PER_TOKEN * n for aid, (_, n) in user.items()}
     guard = (
         int(free_window * MEDIA_GUARD_SHARE)
         if OverflowGuard.of(policy).enabled and free_window is not None and free_window > 0
@@ -169,7 +196,7 @@ def budget_message(
             r.call_id: (0 if r.name.lower() in exempt else result_chars(r))
             + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0)
             for r in results
-        }
+        } | user_sizes
         chosen = {cid for cid, n in sizes.items() if n > b.max_chars}
         remaining = sum(n for cid, n in sizes.items() if cid not in chosen)
         if remaining > b.message_max_chars:
@@ -182,7 +209,10 @@ def budget_message(
     else:  # only what the guard forces: results with parts
         results = [r for r in msg.tool_results if r.call_id in forced]
         sizes = {r.call_id: result_chars(r) + MEDIA_CHARS_PER_TOKEN * media[r.call_id] for r in results}
+        sizes |= user_sizes
     chosen |= forced
+    if guard is not None:
+        chosen |= guard_user_media({aid: n for aid, (_, n) in user.items()}, chosen, guard)
     if not chosen:
         return None
     out: dict[str, ToolResult] = {}
@@ -197,17 +227,27 @@ def budget_message(
             out[key] = media_preview(r, policy, part_tokens[r.call_id], keep_text=not own_text)
         else:  # the text alone is over the cap: its preview keeps the images and documents
             out[key] = preview(r, policy)
-    saved_chars = sum(sizes[c] for c in chosen) - sum(result_chars(r) for r in out.values())
-    details: dict[str, object] = {"call_ids": sorted(chosen), "chars_saved": saved_chars}
-    offloaded = sum(len(part_tokens[c]) for c in chosen if c in part_tokens)
+    lines = {aid: Text(media_line(aid, *user[aid])) for aid in user if aid in chosen}
+    calls = chosen - lines.keys()
+    saved_chars = (
+        sum(sizes[c] for c in chosen)
+        - sum(result_chars(r) for r in out.values())
+        - sum(len(t.text) for t in lines.values())
+    )
+    details: dict[str, object] = {"call_ids": sorted(calls), "chars_saved": saved_chars}
+    if lines:
+        details["user_parts"] = list(lines)
+    offloaded = sum(len(part_tokens[c]) for c in calls if c in part_tokens) + len(lines)
     if offloaded:
         details["media_offloaded"] = offloaded
-        details["media_tokens"] = sum(media[c] for c in chosen if c in media)
+        details["media_tokens"] = sum(media[c] for c in calls if c in media) + sum(user[a][1] for a in lines)
+    what = [f"{len(calls)} tool result(s)"] if calls else []
+    what += [f"{len(lines)} user attachment(s)"] if lines else []
     event = LayerEvent(
         layer=LAYER,
-        reason=f"{len(chosen)} tool result(s) over the cap",
+        reason=f"{' and '.join(what)} over the cap",
         tokens_before=predicted,
         tokens_after=predicted,  # the engine fills in the measured figure
         details=details,
     )
-    return Replacements(out, event)
+    return Replacements(out, event, {user_part_key(msg.id, aid): t for aid, t in lines.items()})

@@ -22,7 +22,8 @@ back in pages, with the read tool's rules:
   ``pages``, the text of each page (``pypdf``) under a ``--- page N of T ---`` line, the 25,000-token
   cap and a hint for the next pages. A text document part is paged by lines like any text; an
   image part cannot be returned as text: its description says so (``ContextEngine.retrieve_part``
-  gives it back to a harness).
+  gives it back to a harness). An image or document attached to a user message itself and
+  offloaded the same way is artifact ``user-media/<message id>/part-<k>`` and is read alike.
 
 Ids may be given with or without the ``tool-result/`` prefix.
 """
@@ -78,8 +79,9 @@ def load_artifact_meta(store: SessionStore, session: str, aid: str) -> tuple[str
         except StoreError:
             continue
     raise ToolError(
-        f"no artifact {aid!r} in this session. Artifact ids look like tool-result/<tool call id>, "
-        "as named in the placeholder of an offloaded or cleared tool result."
+        f"no artifact {aid!r} in this session. Artifact ids look like tool-result/<tool call id> "
+        "(or user-media/<message id>/part-<k> for a user's attachment), as named in the placeholder "
+        "of an offloaded or cleared tool result."
     )
 
 
@@ -353,7 +355,8 @@ def retrieve(
 
 RETRIEVE_DESCRIPTION = (
     "Read back a tool result that was offloaded or cleared from the context, by its artifact id "
-    "(tool-result/<call id>, as named in the placeholder). Text is paged like read: numbered lines "
+    "(tool-result/<call id>, or user-media/<message id>/part-<k> for an attachment of the user's, as "
+    "named in the placeholder). Text is paged like read: numbered lines "
     "from `offset` (1-based), `limit` lines (default 2,000). A JSON result without offset/limit "
     "returns its structure (paths, types, array lengths, samples); `query` runs a JMESPath "
     "expression on it (e.g. `items[?status=='failed'].name`). An offloaded PDF is read page-wise "
