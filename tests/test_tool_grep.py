@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -325,3 +327,45 @@ def test_glob_cap_1000(tmp_path: Path) -> None:
         "",
         "[Showing the 1,000 newest of 1,050 matching paths. Narrow the pattern or the path to see the rest.]",
     ]
+
+
+@pytest.mark.parametrize("pattern", ["NEEDLE_7f3a", "NEEDLE_7f3[a-z]"])
+def test_a_search_split_across_two_processes_prints_what_one_process_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
+) -> None:
+    """With a plain literal over enough files, the second half of the files is read and screened
+    in a forked worker (``file_screen.read_files``): the output, its order and the match count
+    are those of a search in this process alone (a regular expression is never split)."""
+    from ctxengine.tools import file_screen
+
+    for d in range(12):
+        sub = tmp_path / f"pkg{d}"
+        sub.mkdir()
+        for i in range(30):
+            body = f"line {i}\n" + ("NEEDLE_7f3a here\n" if (d * 30 + i) % 37 == 0 else "") + "tail\n"
+            (sub / f"m{i}.py").write_text(body)
+    (tmp_path / "pkg11" / "big.log").write_bytes(b"x\n" * 10 + b"NEEDLE_7f3a in a log\n")
+    ws = Workspace(tmp_path)
+    monkeypatch.setattr(file_screen, "PARALLEL_MIN_FILES", 10**9)
+    alone = grep(ws, pattern, context=1)
+    # in a fresh process (one thread: a test runner's threads keep this one from forking)
+    probe = (
+        "import sys\n"
+        "from ctxengine.tools import file_screen\n"
+        "from ctxengine.tools.grep import grep\n"
+        "from ctxengine.tools.workspace import Workspace\n"
+        "file_screen.PARALLEL_MIN_FILES = 10\n"
+        "pool = file_screen._fork_pool()\n"
+        "print('forks' if pool is not None else 'alone')\n"
+        "if pool is not None:\n"
+        "    pool.shutdown()\n"
+        "sys.stdout.write(grep(Workspace(sys.argv[1]), sys.argv[2], context=1))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path), pattern], capture_output=True, text=True, check=True
+    ).stdout
+    mode, _, split = out.partition("\n")
+    if os.name == "posix" and sys.platform != "darwin":
+        assert mode == "forks"
+    assert split == alone
+    assert alone.count("NEEDLE_7f3a") == 11

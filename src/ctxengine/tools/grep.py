@@ -42,7 +42,7 @@ from ctxengine.tools.file_screen import (
     Large,
     Loaded,
     literal_needle,
-    read_ahead,
+    read_files,
     read_screened,
 )
 from ctxengine.tools.workspace import (
@@ -321,7 +321,7 @@ def grep(
             for e in workspace.walk(target)
             if spec is None or spec.match_file(e.rel[len(prefix) :])
         )
-        for rel, fspath, loaded in read_ahead(files, scan.needle):
+        for rel, fspath, loaded in read_files(files, scan.needle):
             scan.file(rel, fspath, loaded)
     where = "the workspace" if path in ("", ".") else path
     if scan.total == 0:
