@@ -203,13 +203,20 @@ def test_offloaded_user_images_are_kept_whole_and_shown_the_same_every_call() ->
     assert "image" in retrieve(e.store, e.session_id, handles[0])
 
 
-def test_a_user_attachment_within_the_budget_is_not_offloaded() -> None:
-    """What is within the policy's caps stays as sent (no decision): a 400x300 screenshot under
-    ``default`` at 64,000 tokens (its cap there: 2% of the window, 5,120 chars = 1,280 tokens);
-    a 1568x1000 screenshot and a 2-page PDF (~6,000 tokens) under ``claude-code`` (50,000 chars)."""
+def test_a_user_attachment_the_window_can_take_is_not_offloaded() -> None:
+    """What the user attaches is what the model is asked to look at: it stays as sent while the
+    window can take it, whatever the per-result cap (a 1568x1000 screenshot, ~1,600 tokens, is
+    over ``default``'s 1,280-token cap at 64,000 tokens, and was offloaded behind a line the
+    model could not look at); a 400x300 screenshot, a 1568x1000 one, three of them and a
+    2-page PDF (~6,000 tokens) under ``default`` and ``claude-code``."""
     counter = user_engine().counter.count_block
     small = Image("image/png", data="iVBORw0KGgo" + "A" * 400, width=400, height=300)
-    for name, parts in (("default", (small,)), ("claude-code", screenshots(1)), ("claude-code", (spec(2),))):
+    cases = [
+        (name, parts)
+        for name in ("default", "claude-code")
+        for parts in ((small,), screenshots(1), screenshots(3), (spec(2),))
+    ]
+    for name, parts in cases:
         policy = get_policy(name).for_window(WINDOW, 2_000)
         msg = Message("user", (Text(ASK), *parts), "u9", timestamp=T0)
         assert budget_message(msg, policy, 0, media_tokens=counter, free_window=WINDOW - 2_000) is None, name

@@ -21,12 +21,13 @@ than ``MEDIA_GUARD_SHARE`` of the free window is still offloaded: the guard neve
 round, so a part that large could never be sent.
 
 Images and documents attached to a user message itself (a PDF or screenshots sent with the request,
-no tool call) get the same budget, part by part: each counts as above against the per-tool cap and,
-with the message's tool results, against the per-message cap; with the overflow guard on, the
-largest go until those kept in the message take at most ``MEDIA_GUARD_SHARE`` of the free window
-(budget on or off). An offloaded part is kept whole as artifact ``user-media/<message id>/part-<k>``
-(``layers.base.user_part_artifact_id``) and shown as its ``media_line`` after the message's own
-blocks; the user's text is never touched.
+no tool call) are what the user asked the model to look at: they are not held to the per-tool or
+per-message cap (a single pasted screenshot is over 2% of a 64,000-token window), only to what the
+window can take: with the overflow guard on, the largest go until those kept in the message take
+at most ``MEDIA_GUARD_SHARE`` of the free window (budget on or off). An offloaded part is kept
+whole as artifact ``user-media/<message id>/part-<k>`` (``layers.base.user_part_artifact_id``)
+and shown as its ``media_line`` after the message's own blocks; the user's text is never
+touched.
 Cost: $0. Runs on every ingested message.
 
 Settings: ``ToolResultBudget`` and ``ClearedResults`` (``ctxengine.layer_settings``).
@@ -189,27 +190,7 @@ def budget_message(
         else None
     )
     forced = {cid for cid, n in media.items() if guard is not None and n > guard}
-    chosen: set[str] = set()
-    results = [r for r in msg.tool_results if r.name.lower() not in exempt or r.call_id in media]
-    if b.enabled:
-        sizes = {
-            r.call_id: (0 if r.name.lower() in exempt else result_chars(r))
-            + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0)
-            for r in results
-        } | user_sizes
-        chosen = {cid for cid, n in sizes.items() if n > b.max_chars}
-        remaining = sum(n for cid, n in sizes.items() if cid not in chosen)
-        if remaining > b.message_max_chars:
-            for cid, n in sorted(sizes.items(), key=lambda kv: -kv[1]):
-                if remaining <= b.message_max_chars:
-                    break
-                if cid not in chosen and n > b.preview_chars * 2:
-                    chosen.add(cid)
-                    remaining -= n
-    else:  # only what the guard forces: results with parts
-        results = [r for r in msg.tool_results if r.call_id in forced]
-        sizes = {r.call_id: result_chars(r) + MEDIA_CHARS_PER_TOKEN * media[r.call_id] for r in results}
-        sizes |= user_sizes
+    results, sizes, chosen = _over_caps(msg, b, exempt, media, forced)
     chosen |= forced
     if guard is not None:
         chosen |= guard_user_media({aid: n for aid, (_, n) in user.items()}, chosen, guard)
@@ -230,24 +211,74 @@ def budget_message(
     lines = {aid: Text(media_line(aid, *user[aid])) for aid in user if aid in chosen}
     calls = chosen - lines.keys()
     saved_chars = (
-        sum(sizes[c] for c in chosen)
+        sum(sizes[c] if c in sizes else user_sizes[c] for c in chosen)
         - sum(result_chars(r) for r in out.values())
         - sum(len(t.text) for t in lines.values())
     )
+    offloaded = sum(len(part_tokens[c]) for c in calls if c in part_tokens) + len(lines)
+    tokens = sum(media[c] for c in calls if c in media) + sum(user[a][1] for a in lines)
+    event = _event(predicted, calls, lines, saved_chars, offloaded, tokens)
+    return Replacements(out, event, {user_part_key(msg.id, aid): t for aid, t in lines.items()})
+
+
+def _over_caps(
+    msg: Message,
+    b: ToolResultBudget,
+    exempt: set[str],
+    media: dict[str, int],
+    forced: set[str],
+) -> tuple[list[ToolResult], dict[str, int], set[str]]:
+    """The tool results of ``msg`` the budget looks at, their sizes (chars; a part counts
+    ``MEDIA_CHARS_PER_TOKEN`` per token) and those over the per-tool cap or, largest first, over
+    the per-message cap. With the budget off, only the results whose parts the guard forces out
+    (``forced``) are looked at, and none is chosen here."""
+    if not b.enabled:
+        results = [r for r in msg.tool_results if r.call_id in forced]
+        return (
+            results,
+            {r.call_id: result_chars(r) + MEDIA_CHARS_PER_TOKEN * media[r.call_id] for r in results},
+            set(),
+        )
+    results = [r for r in msg.tool_results if r.name.lower() not in exempt or r.call_id in media]
+    sizes = {
+        r.call_id: (0 if r.name.lower() in exempt else result_chars(r))
+        + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0)
+        for r in results
+    }
+    chosen = {cid for cid, n in sizes.items() if n > b.max_chars}
+    remaining = sum(n for cid, n in sizes.items() if cid not in chosen)
+    if remaining > b.message_max_chars:
+        for cid, n in sorted(sizes.items(), key=lambda kv: -kv[1]):
+            if remaining <= b.message_max_chars:
+                break
+            if cid not in chosen and n > b.preview_chars * 2:
+                chosen.add(cid)
+                remaining -= n
+    return results, sizes, chosen
+
+
+def _event(
+    predicted: int,
+    calls: set[str],
+    lines: dict[str, Text],
+    saved_chars: int,
+    media_offloaded: int,
+    media_tokens: int,
+) -> LayerEvent:
+    """The budget's event: the tool results (``calls``) and user attachments (``lines``, by
+    artifact id) offloaded, the chars saved and, when any, the images and documents."""
     details: dict[str, object] = {"call_ids": sorted(calls), "chars_saved": saved_chars}
     if lines:
         details["user_parts"] = list(lines)
-    offloaded = sum(len(part_tokens[c]) for c in calls if c in part_tokens) + len(lines)
-    if offloaded:
-        details["media_offloaded"] = offloaded
-        details["media_tokens"] = sum(media[c] for c in calls if c in media) + sum(user[a][1] for a in lines)
+    if media_offloaded:
+        details["media_offloaded"] = media_offloaded
+        details["media_tokens"] = media_tokens
     what = [f"{len(calls)} tool result(s)"] if calls else []
     what += [f"{len(lines)} user attachment(s)"] if lines else []
-    event = LayerEvent(
+    return LayerEvent(
         layer=LAYER,
         reason=f"{' and '.join(what)} over the cap",
         tokens_before=predicted,
         tokens_after=predicted,  # the engine fills in the measured figure
         details=details,
     )
-    return Replacements(out, event, {user_part_key(msg.id, aid): t for aid, t in lines.items()})
