@@ -95,6 +95,16 @@ def request_room(ctx: LayerContext) -> int:
     return max(200, (ctx.window - fixed - min(ctx.max_output, p.compact_reserve_output)) // 2)
 
 
+def too_large_request(ctx: LayerContext) -> bool:
+    """The newest message is the user's request (no tool results beside it) and larger than
+    ``request_room``: it cannot be sent whole, and a compaction may summarize it too (quoted
+    head and tail). Any other newest message is always sent as it is."""
+    if not ctx.view:
+        return False
+    last = ctx.view[-1]
+    return bool(user_request(last)) and not last.tool_results and ctx.tokens[-1] > request_room(ctx)
+
+
 def with_gain(ctx: LayerContext, start: int, cut: int, min_gain: float) -> int | None:
     """``cut`` when its span ``[start, cut)`` frees at least ``min_gain`` tokens; None when it
     does not. When it does only before the latest request it summarizes is quoted back (whole
@@ -106,7 +116,7 @@ def with_gain(ctx: LayerContext, start: int, cut: int, min_gain: float) -> int |
     request = latest_request_index(ctx.view)
     room = request_room(ctx) if request is not None else 0
     candidates = [cut, *(c for c in safe_cut_points(ctx.view) if c > cut)]
-    if request is not None and request == len(ctx.view) - 1 and not ctx.view[request].tool_results:
+    if too_large_request(ctx):
         candidates.append(len(ctx.view))
     for c in candidates:
         requote = min(ctx.tokens[request], room) if request is not None and start <= request < c else 0
@@ -128,8 +138,8 @@ def within_room(ctx: LayerContext, start: int, cut: int | None, threshold: int) 
     almost nothing: the context stays over the threshold and the overflow guard takes over. A
     latest request too large for the room is then summarized, and quoted head and tail
     (``compaction.summary.quote_latest_request``); the newest message itself when it is that
-    request. ``cut`` None: no cut met the floor; the tail is then the whole history, moved the
-    same way."""
+    request (``too_large_request``). ``cut`` None: no cut met the floor; the tail is then the
+    whole history, moved the same way."""
     if ctx.predicted <= guard_limit(ctx):
         return cut  # under what the guard allows: a compaction keeping the tail can wait
     fixed = max(0, ctx.predicted - sum(ctx.tokens))
@@ -139,8 +149,8 @@ def within_room(ctx: LayerContext, start: int, cut: int | None, threshold: int) 
     if sum(ctx.tokens[at:]) <= room:
         return cut  # room is left under the threshold: the next compaction can free more
     later = [c for c in safe_cut_points(ctx.view) if c > at]
-    if ctx.view and user_request(ctx.view[-1]) and not ctx.view[-1].tool_results:
-        later.append(len(ctx.view))  # the newest message is the request: it may be summarized
+    if too_large_request(ctx):
+        later.append(len(ctx.view))  # the newest message is a request too large: summarized too
     fitting = [c for c in later if sum(ctx.tokens[c:]) <= half]
     if fitting:
         return fitting[0]
