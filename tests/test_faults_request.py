@@ -249,3 +249,24 @@ def test_a_compaction_is_measured_on_one_basis_when_the_provider_counts_differen
     assert all(abs(d) <= 2 for d in off_by[1:]), sorted(set(off_by[1:]))
     for ev in events:
         assert ev.tokens_after < ev.tokens_before, (ev.tokens_before, ev.tokens_after)
+
+
+@pytest.mark.parametrize("summarizer", ["notes", "structured"])
+def test_harness_text_in_user_messages_is_not_the_latest_request(summarizer: str) -> None:
+    """Claude Code's interruption marker (a user message of its own) and a <system-reminder>
+    beside tool results are not typed by the user: the request quoted after every compaction
+    stays the one the user typed (the marker was quoted in its place, and the request lost)."""
+    request = "Port the CSV exporter to streaming writes and keep the header order: " + words(1_500, 8)
+    msgs = session(request, rounds=60)
+    at = next(i for i, m in enumerate(msgs) if m.id == "u-latest") + 3
+    interrupted = Text("[Request interrupted by user for tool use]")
+    msgs.insert(at, Message("user", (interrupted,), "u-int", timestamp=T0 + 5.9))
+    last = msgs[at + 2]  # a tool-result message after the marker
+    reminder = Text("<system-reminder>\nThe TodoWrite tool hasn't been used recently.\n</system-reminder>")
+    msgs[at + 2] = Message("user", (*last.blocks, reminder), last.id, timestamp=last.timestamp)
+    found = drive(make(off=() if summarizer == "notes" else (SessionMemory,)), msgs)
+    compactions = [f for f in found if f[0] in ("session_memory_compact", "summary_compact")]
+    assert len(compactions) >= 2
+    for layer, q, shown in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert whole_in(request, shown), layer

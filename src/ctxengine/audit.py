@@ -120,15 +120,41 @@ def span_identifiers(messages: Sequence[Message]) -> set[str]:
     return out
 
 
+# Text a harness puts in a user message that the user did not type: Claude Code's
+# <system-reminder> context, IDE notices, background-task notifications, local command output
+# and caveats, and its interruption markers (the request stays the one the user typed before).
+HARNESS_TAGS = (
+    "system-reminder",
+    "ide_opened_file",
+    "ide_selection",
+    "task-notification",
+    "local-command-stdout",
+    "local-command-stderr",
+    "local-command-caveat",
+)
+_TAGS = "|".join(HARNESS_TAGS)
+_HARNESS_TEXT = re.compile(
+    rf"\s*(?:(?:<({_TAGS})>.*?</\1>\s*)+|\[Request interrupted by user(?: for tool use)?\]\s*)", re.S
+)
+
+
+def harness_text(text: str) -> bool:
+    """Whether ``text`` is only what a harness adds to a user message (``HARNESS_TAGS`` blocks,
+    an interruption marker), none of it typed by the user."""
+    return _HARNESS_TEXT.fullmatch(text) is not None
+
+
 def user_request(msg: Message) -> str:
-    """The user-typed text of ``msg`` (its ``Text`` blocks, stripped) when it is a user message
-    of the conversation (not a harness attachment, not an engine-made message); else "". A
-    message that also carries tool results counts by its text: an API request puts the user's
-    words after the tool results in one user message (the roles must alternate), and a text
-    typed while tools ran is the newest request all the same."""
-    if msg.role == "user" and msg.origin == "message":
-        return msg.text().strip()
-    return ""
+    """The user-typed text of ``msg`` (its ``Text`` blocks, stripped, those a harness added
+    left out: ``harness_text``) when it is a user message of the conversation (not a harness
+    attachment, not an engine-made message); else "". A message that also carries tool results
+    counts by its text: an API request puts the user's words after the tool results in one user
+    message (the roles must alternate), and a text typed while tools ran is the newest request
+    all the same."""
+    if msg.role != "user" or msg.origin != "message":
+        return ""
+    texts = [b.text for b in msg.blocks if isinstance(b, Text)]
+    return "\n".join(t for t in texts if not harness_text(t)).strip()
 
 
 def latest_request_index(messages: Sequence[Message]) -> int | None:
