@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from conftest import CLAUDE_CODE
+from conftest import CLAUDE_CODE, TRANSCRIPTS
 from ctxengine.cli import app
 from ctxengine.formats import load
 
@@ -411,3 +411,40 @@ def test_unknown_model_is_refused_in_one_line(transcripts: Path) -> None:
     assert res.stderr.strip().splitlines() == [
         "error: --model gpt-9000: unknown model (add it with --models FILE.toml)"
     ]
+
+
+def test_a_folder_replayed_in_worker_processes_gives_the_same_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--jobs 2`` replays a folder's sessions in two worker processes (``replay.pool``): the
+    JSON is the one ``--jobs 1`` writes, session for session and in the same order."""
+    from ctxengine.replay import pool
+
+    used: list[int] = []
+    real = pool.replay_many
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        used.append(kw["jobs"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pool, "replay_many", spy)
+    folder = tmp_path / "folder"
+    copy_of(SIDECHAIN, folder / "a.jsonl")
+    copy_of(
+        TRANSCRIPTS / "swe-agent-traj" / "sweagent-1.0_claude-4-sonnet_exit-context_sympy__sympy-13877.traj",
+        folder / "b.traj",
+    )
+    copy_of(SIDECHAIN, folder / "c" / "d.jsonl")
+    outs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}.json"
+        res = run(str(folder), "--window", "64000", "--jobs", jobs, "--quiet", "--json", str(out))
+        assert res.exit_code == 0, res.stderr
+        outs.append(json.loads(out.read_text()))
+    assert used == [2]
+    assert len(outs[0]) == 3 and outs[0] == outs[1]
+
+
+def test_jobs_below_one_is_one_line_and_exit_2() -> None:
+    line = one_error_line(run(str(SIDECHAIN), "--jobs", "0"))
+    assert "--jobs" in line

@@ -177,6 +177,10 @@ def replay(
     llm_base_url: LlmBaseUrlOption = None,
     llm_timeout: LlmTimeoutOption = 120.0,
     quiet: Annotated[bool, typer.Option(help="No table (with --json or --plot).")] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(help="Processes for a folder's sessions (default: one per core; 1 with --llm)."),
+    ] = None,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
     pol = load_policy(policy, policy_file)
@@ -192,7 +196,15 @@ def replay(
     check_model(model, registry)
     sessions = load_transcripts([path], model)
     reports, recorded_reports = _replay_sessions(
-        sessions, pol, window, registry, engine, engines, client, with_recorded=bool(plot_out)
+        sessions,
+        pol,
+        window,
+        registry,
+        engine,
+        engines,
+        client,
+        with_recorded=bool(plot_out),
+        jobs=_jobs(jobs, len(sessions), client),
     )
     _show_reports(
         reports, recorded_reports, pol.name, path, quiet=quiet, json_out=json_out, plot_out=plot_out
@@ -220,6 +232,20 @@ def _check_replay_options(
     return engines
 
 
+def _jobs(jobs: int | None, sessions: int, client: LLMClient | None) -> int:
+    """Worker processes for the replay: ``--jobs`` (at least 1), else one per core
+    (``replay.pool.auto_jobs``); always 1 with a model (one client, breaker and spend per run)."""
+    if jobs is not None and jobs < 1:
+        raise fail(f"--jobs must be at least 1, not {jobs}")
+    if client is not None or sessions < 2:
+        return 1
+    if jobs is not None:
+        return jobs
+    from ctxengine.replay.pool import auto_jobs
+
+    return auto_jobs(sessions)
+
+
 def _replay_sessions(
     sessions: list[Session],
     pol: Policy,
@@ -230,12 +256,18 @@ def _replay_sessions(
     client: LLMClient | None,
     *,
     with_recorded: bool,
+    jobs: int = 1,
 ) -> tuple[list[SessionReport], list[SessionReport] | None]:
-    """Every session replayed under ``pol`` (a progress bar for two or more) and, with
-    ``with_recorded`` (for the plot), under ``recorded`` too. A window too small for a session
-    stops the replay with one ``error:`` line (exit 2) once the bar is gone."""
+    """Every session replayed under ``pol`` (a progress bar for two or more; in ``jobs`` worker
+    processes when more than 1: ``replay.pool``) and, with ``with_recorded`` (for the plot),
+    under ``recorded`` too. A window too small for a session stops the replay with one
+    ``error:`` line (exit 2) once the bar is gone."""
     from ctxengine.replay import replay_session
 
+    if jobs > 1:
+        return _replay_in_pool(
+            sessions, pol, window, registry, engine, with_recorded=with_recorded, jobs=jobs
+        )
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if with_recorded else None
     rec_policy = get_policy("recorded")
@@ -267,6 +299,39 @@ def _replay_sessions(
             progress.advance(task)
     if refused is not None:
         raise window_error(*refused) from None
+    return reports, recorded_reports
+
+
+def _replay_in_pool(
+    sessions: list[Session],
+    pol: Policy,
+    window: int | None,
+    registry: Registry,
+    engine: str,
+    *,
+    with_recorded: bool,
+    jobs: int,
+) -> tuple[list[SessionReport], list[SessionReport] | None]:
+    """``_replay_sessions`` in ``jobs`` worker processes (``replay.pool.replay_many``): the same
+    reports, in the same order."""
+    from ctxengine.replay.pool import replay_many
+
+    reports: list[SessionReport] = []
+    recorded_reports: list[SessionReport] | None = [] if with_recorded else None
+    rec_policy = get_policy("recorded") if with_recorded else None
+    try:
+        with progress_bar() as progress:
+            task = progress.add_task(f"replay ({pol.name}, {jobs} processes)", total=len(sessions))
+            many = replay_many(
+                sessions, pol, jobs=jobs, window=window, registry=registry, engine=engine, recorded=rec_policy
+            )
+            for report, rec in many:
+                reports.append(report)
+                if recorded_reports is not None and rec is not None:
+                    recorded_reports.append(rec)
+                progress.advance(task)
+    except WindowTooSmallError as exc:
+        raise window_error(exc, sessions[len(reports)]) from None
     return reports, recorded_reports
 
 
