@@ -108,15 +108,22 @@ def bench_command(
     ] = None,
     models: common.ModelsOption = None,
     model: common.ModelOption = None,
-    jobs: Annotated[int, typer.Option(help="Processes to replay in (1: this one; ignored with --llm).")] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option(help="Processes to replay in (default: one per core; 1: this one; ignored with --llm)."),
+    ] = None,
 ) -> None:
     """Replay every session under every policy and compare them in one table."""
-    runners = _runners(policies, window, json_out, plot_out, jobs)
+    runners = _runners(policies, window, json_out, plot_out, 1 if jobs is None else jobs)
     client = common.make_llm(llm, llm_base_url, llm_timeout)
     common.require_paths(paths)
     registry = common.load_registry(models)
     common.check_model(model, registry)
     sessions = common.load_transcripts(paths, model)
+    if jobs is None:
+        from ctxengine.replay.pool import auto_jobs
+
+        jobs = auto_jobs(len(sessions))
     started = time.perf_counter()
     try:
         with common.progress_bar() as progress:
