@@ -122,11 +122,11 @@ class GuardedClient:
     consecutive calls that fail for a reason the next call would share (connection, timeout,
     auth, server error, rate limit: not a request's own prompt-too-long or bad request), every
     further call fails at once with ``LLMConnectionError`` instead of waiting for the server
-    again, so an unreachable server costs seconds, not minutes; the callers fall back to the $0
-    summaries and notes as they do on any LLM error. ``ok``, ``failed``, ``skipped`` and
-    ``last_error`` are what ``finish_llm`` reports. Thread-safe (notes may update in the
-    background); everything else (``provider``, ``model``, ``calls``, ``timeout``, ...) is the
-    wrapped client's."""
+    again, so an unreachable server costs seconds, not minutes; the engine reads ``open`` and,
+    while it is, makes the $0 summaries and notes instead of asking
+    (``SessionNotes.llm_declines``). ``ok``, ``failed``, ``skipped`` and ``last_error`` are what
+    ``finish_llm`` reports. Thread-safe (notes may update in the background); everything else
+    (``provider``, ``model``, ``calls``, ``timeout``, ...) is the wrapped client's."""
 
     def __init__(self, inner: LLMClient, spec: str, trip_after: int = BREAKER_FAILURES) -> None:
         self.inner = inner

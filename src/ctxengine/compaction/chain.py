@@ -128,8 +128,10 @@ class Compactor(SessionNotes):
             sm_ctx=sm_ctx,
             force=force,
             instructions=instructions,
-            breaker_open=self.breaker.open,
-            llm_summarizer=self.summarizer is not None,
+            # a model that declines to send is no model: the $0 summary, which the breaker of
+            # failed model summaries does not stop
+            breaker_open=self.breaker.open and not self.llm_declines,
+            llm_summarizer=self.summarizer is not None and not self.llm_declines,
             latest_request=self.latest_request,
         )
         return plan, sm_ctx
@@ -271,8 +273,8 @@ class Compactor(SessionNotes):
     def _call(self) -> SummaryCall:
         """What the summary steps are made with, now."""
         return SummaryCall(
-            summarizer=self.summarizer,
-            turn_summarizer=self.turn_summarizer,
+            summarizer=None if self.llm_declines else self.summarizer,
+            turn_summarizer=None if self.llm_declines else self.turn_summarizer,
             count=self.count_text,
             model=self.model,
             llm_model=self.llm_model,

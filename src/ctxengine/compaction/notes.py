@@ -37,6 +37,7 @@ from ctxengine.notes import (
     _cap,
     _join,
     copy_state,
+    fold,
     parse_sections,
     render_sections,
     sections_of,
@@ -77,6 +78,20 @@ class NotesOutcome:
 
     state: NotesState | None
     event: LayerEvent
+
+
+class _FactsOnlyUpdater:
+    """The $0 notes update standing in for a model that declines to send: the facts folded, the
+    model's last document dropped so the notes render from the (current) facts."""
+
+    def update(self, state: NotesState, new: Sequence[Message]) -> tuple[NotesState, NotesUpdate]:
+        nxt = fold(copy_state(state), new)
+        nxt.text = ""
+        nxt.updates += 1
+        return nxt, NotesUpdate()
+
+
+_FACTS_ONLY = _FactsOnlyUpdater()
 
 
 def run_notes_update(updater: NotesUpdater, job: NotesJob, count_text: Callable[[str], int]) -> NotesOutcome:
@@ -201,12 +216,27 @@ class SessionNotes:
             return None
         return NotesJob(why, new, self.notes, len(history))
 
+    @property
+    def llm_declines(self) -> bool:
+        """The model client declines to send (its run-wide breaker is open: ``GuardedClient``
+        after consecutive connection, timeout, auth, server or rate-limit failures): it is as
+        if there were no model, and the notes and summaries are the $0 ones until it reopens."""
+        return self.llm is not None and bool(getattr(self.llm, "open", False))
+
+    def _current_updater(self) -> NotesUpdater:
+        """The notes updater for an update now: the $0 one while the model declines to send
+        (``DeterministicNotesUpdater``; the LLM updater folds the facts at every update, so they
+        are current, and the notes are rendered from them), else ``self.updater``."""
+        if self.llm_declines:
+            return _FACTS_ONLY
+        return self.updater
+
     def _update_notes(self, history: Sequence[Message], why: str) -> LayerEvent | None:
         """An update in line: computed and applied now."""
         job = self._notes_job(history, why)
         if job is None:
             return None
-        return self._apply_notes(job, run_notes_update(self.updater, job, self.count_text))
+        return self._apply_notes(job, run_notes_update(self._current_updater(), job, self.count_text))
 
     def _apply_notes(self, job: NotesJob, outcome: NotesOutcome) -> LayerEvent:
         """Keep an update's notes (on the caller's thread); a background cadence update also
@@ -228,7 +258,7 @@ class SessionNotes:
         job.notes = copy_state(self.notes)
         job.tokens = conversation_tokens
         job.tool_calls = self.cadence.tool_calls_since
-        updater, count = self.updater, self.count_text
+        updater, count = self._current_updater(), self.count_text
         job.future = _in_thread(lambda: run_notes_update(updater, job, count), "ctxengine-notes")
         self.notes_job = job
 
