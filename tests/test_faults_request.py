@@ -270,3 +270,31 @@ def test_harness_text_in_user_messages_is_not_the_latest_request(summarizer: str
     for layer, q, shown in found:
         assert q["latest_request_verbatim"] is True, layer
         assert whole_in(request, shown), layer
+
+
+def test_a_compaction_never_grows_the_context_when_the_provider_counts_more() -> None:
+    """The provider counts 13% more tokens than the counter (the ledger's scale learns it): what
+    a compaction adds (notes, the quoted request, the skeleton and files it restores) is weighed
+    on that basis against what it removes, and the context after it is smaller. Counted raw, a
+    session-memory compaction that restored a 6,800-token skeleton part into the room it had
+    freed grew the context by 777 tokens."""
+    first = "Here is the first log to keep in mind:\\n" + words(5_000, 11)
+    request = "And here is the second one; compare them line by line: " + words(5_000, 12)
+    msgs = session(request, rounds=30, result_words=300)
+    msgs.insert(1, Message("user", (Text(first),), "u-first", timestamp=T0 + 0.1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        e = ContextEngine(off(get_policy("default")), model=MODEL, window=64_000)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+    events = []
+    for m in msgs:
+        if m.role == "assistant":
+            p = e.assemble(now=m.timestamp)
+            events += [ev for ev in p.events if ev.layer in ("session_memory_compact", "summary_compact")]
+            e.ingest(m)
+            e.after_turn(Usage(input_tokens=20_000 + round(p.content_estimate * 1.13), output_tokens=50))
+        else:
+            e.ingest(m)
+    assert events
+    for ev in events:
+        assert ev.tokens_after < ev.tokens_before, (ev.layer, ev.tokens_before, ev.tokens_after)

@@ -154,6 +154,18 @@ class Compactor(SessionNotes):
             self._derived[key] = derived
         return dataclasses.replace(ctx, policy=derived[1])
 
+    def _counted(self, ctx: LayerContext) -> Callable[[str], int]:
+        """Tokens of a text on the basis of ``ctx``'s figures: the counter's tokens times the
+        ledger's calibration (``ctx.scale``). What a compaction adds (the summary, the quoted
+        request, the restores) is weighed against what it removes (``ctx.tokens``, calibrated):
+        counted raw, with a provider that counts 13% more than the counter, a compaction that
+        restored into the room it freed grew the context."""
+        scale = ctx.scale
+        if scale == 1.0:
+            return self.count_text
+        count = self.count_text
+        return lambda text: round(count(text) * scale)
+
     # ------------------------------------------------------------ the chain
 
     def compact(
@@ -217,7 +229,7 @@ class Compactor(SessionNotes):
             # the pre-compaction flush runs only when a session-memory compaction can follow
             # (else every call over the threshold would pay for a notes update)
             probe_notes = self.notes_text() or "(notes pending)"  # the plan's path needs session memory on
-            probe = session_memory_compact(sm_ctx, probe_notes, self.count_text, force=force)
+            probe = session_memory_compact(sm_ctx, probe_notes, self._counted(ctx), force=force)
             if plan.early and probe is not None and not plan.leaves_room(probe.event.tokens_after):
                 # no room under the threshold after it: no flush and no compaction yet (the next
                 # call would compact again); wait for the reserve threshold, since a summary,
@@ -228,7 +240,7 @@ class Compactor(SessionNotes):
                 if flush is not None:
                     events.append(flush)
             notes = self.notes_within(ctx.policy.notes_max_tokens)
-            sm = session_memory_compact(sm_ctx, notes, self.count_text, force=force, reason=reason)
+            sm = session_memory_compact(sm_ctx, notes, self._counted(ctx), force=force, reason=reason)
             if sm is not None:
                 return self._session_memory(plan, sm, ctx.policy, sm_ctx, history, events)
         if not plan.summary_due:
@@ -266,7 +278,7 @@ class Compactor(SessionNotes):
             identifiers_max=self.policy.summary_identifiers_max,
             compactions=self.compactions,
         )
-        quote_latest_request(sm, ctx, notes_at, plan, self.count_text)
+        quote_latest_request(sm, ctx, notes_at, plan, self._counted(ctx))
         self._finish(sm, ctx, done.state, history, force=plan.force)
         return done
 
@@ -306,7 +318,7 @@ class Compactor(SessionNotes):
         if made is None:
             return None
         cut, state = made
-        quote_latest_request(cut, ctx, 0, plan, self.count_text)  # whichever summarizer ran
+        quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))  # whichever summarizer ran
         self._finish(cut, ctx, state, history, force=plan.force)
         return Compaction(cut, events, state, closes_breaker=True)
 
@@ -321,11 +333,11 @@ class Compactor(SessionNotes):
         instructions: str,
     ) -> Compaction | None:
         """Ours without a model: the structured summary ($0)."""
-        result = summary_compact(ctx, self.summary_state, self.count_text, force=plan.force, reason=reason)
+        result = summary_compact(ctx, self.summary_state, self._counted(ctx), force=plan.force, reason=reason)
         if result is None:
             return None
         cut, state = result
-        quote_latest_request(cut, ctx, 0, plan, self.count_text)
+        quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))
         if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
             prepend_focus(cut, instructions, self.count_text)
         self._finish(cut, ctx, state, history, force=plan.force)
@@ -399,8 +411,9 @@ class Compactor(SessionNotes):
         # restored fits in what it freed (in order; a restore that does not fit is left out and
         # named). A forced one (the user's /compact) restores the working set as asked.
         room = cut.event.tokens_before - 1 - cut.event.tokens_after if not force else FORCED_ROOM
-        lead_tokens, restored, skipped = fit(lead, restored, room, self.count_text)
-        restored_tokens = place(cut, lead, restored, lead_tokens, skipped, self.count_text)
+        counted = self._counted(ctx)
+        lead_tokens, restored, skipped = fit(lead, restored, room, counted)
+        restored_tokens = place(cut, lead, restored, lead_tokens, skipped, counted)
         record_quality(cut, kept)
         cut.event.details["restored"] = [m.id for m, _ in lead] + [m.id for m in restored]
         cut.event.details["restored_tokens"] = restored_tokens

@@ -117,9 +117,11 @@ def fit(
     """Fit the skeleton ``lead`` and the ``restored`` messages in ``room`` tokens: the oldest
     segments give way first (popped from ``lead`` in place), then each restore message fits or is
     skipped, in order. Returns the lead's tokens, the messages that fit and the ids skipped."""
-    while lead and sum(t for _, t in lead) > room:  # the oldest segments give way first
+    sizes = [count(m.text()) for m, _ in lead]  # on ``count``'s basis (the context's calibration)
+    while lead and sum(sizes) > room:  # the oldest segments give way first
         lead.pop(0)  # (the pending segments are this same list)
-    lead_tokens = sum(t for _, t in lead)
+        sizes.pop(0)
+    lead_tokens = sum(sizes)
     room -= lead_tokens
     fitting: list[Message] = []
     skipped: list[str] = []
