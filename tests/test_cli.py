@@ -448,3 +448,28 @@ def test_a_folder_replayed_in_worker_processes_gives_the_same_reports(
 def test_jobs_below_one_is_one_line_and_exit_2() -> None:
     line = one_error_line(run(str(SIDECHAIN), "--jobs", "0"))
     assert "--jobs" in line
+
+
+def test_the_identifiers_only_baseline_runs_as_a_policy(tmp_path: Path) -> None:
+    """``--policy identifiers-only`` runs the baseline engine (as ``bench`` does), and
+    ``replay --help`` names it; it was refused as an unknown policy."""
+    out = tmp_path / "r.json"
+    res = run(
+        str(SIDECHAIN), "--policy", "identifiers-only", "--window", "64000", "--quiet", "--json", str(out)
+    )
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(out.read_text())["summary"]
+    ours = tmp_path / "ours.json"
+    assert run(str(SIDECHAIN), "--window", "64000", "--quiet", "--json", str(ours)).exit_code == 0
+    default = json.loads(ours.read_text())["summary"]
+    # a list of names: high on reference recall, well below ours on content
+    assert summary["reference_recall"] > 0.9 and summary["content_recall"] < default["content_recall"] - 0.3
+    assert "identifiers-only" in " ".join(CliRunner().invoke(app, ["replay", "--help"]).stdout.split())
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc (Linux)")
+def test_an_output_the_early_check_cannot_foresee_is_one_line_and_exit_2() -> None:
+    """``/proc/x.json`` passes the early check (its folder is writable to root) and fails only
+    when written, after the work: one ``error:`` line and exit 2, not a traceback."""
+    line = one_error_line(run(str(SIDECHAIN), "--quiet", "--json", "/proc/x.json"))
+    assert "/proc/x.json" in line

@@ -277,6 +277,7 @@ def test_parse_grade_refuses_anything_else(text: str) -> None:
         (["--judge", "openai:gpt-4o", "--policies", "bogus"], "unknown policy 'bogus'"),
         (["--judge", "openai:gpt-4o", "--max-compactions", "-1"], "--max-compactions"),
         (["--judge", "openai:gpt-4o", "--window", "1000"], "16,000"),
+        (["--judge", "openai:gpt-4o", "--quiet"], "--quiet leaves the table out"),
     ],
 )
 def test_argument_errors_are_one_line_and_exit_2(args: list[str], says: str) -> None:

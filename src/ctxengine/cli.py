@@ -149,8 +149,9 @@ def newest_user_session() -> Path | None:
 
 
 POLICY_HELP = (
-    f"Policy: ours ({', '.join(BUILTIN)}) or a harness preset ({', '.join(presets())}); "
-    "--policy-file for your own."
+    f"Policy: ours ({', '.join(BUILTIN)}), a harness preset ({', '.join(presets())}) or the baseline "
+    "identifiers-only (an engine: the latest request and every identifier seen); --policy-file for "
+    "your own."
 )
 
 
@@ -183,7 +184,8 @@ def replay(
     ] = None,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
-    pol = load_policy(policy, policy_file)
+    baseline = _baseline(policy, policy_file, engine)
+    pol, engine = baseline if baseline is not None else (load_policy(policy, policy_file), engine)
     engines = _check_replay_options(window, json_out, plot_out, quiet, engine)
     client = make_llm(llm, llm_base_url, llm_timeout)
     if path is None:
@@ -210,6 +212,21 @@ def replay(
         reports, recorded_reports, pol.name, path, quiet=quiet, json_out=json_out, plot_out=plot_out
     )
     finish_llm(client)
+
+
+def _baseline(policy: str, policy_file: Path | None, engine: str) -> tuple[Policy, str] | None:
+    """``(its policy, its engine)`` when ``--policy`` names a baseline (``baselines.BASELINES``:
+    an engine of its own, as ``bench`` runs it); None for any other name (a policy, for
+    ``engine``; ``load_policy`` says when it is unknown)."""
+    if policy_file is not None or policy in BUILTIN or policy in presets():
+        return None
+    from ctxengine.baselines import BASELINES, policy_for
+
+    if policy not in BASELINES:
+        return None
+    if engine != "ctxengine":
+        raise fail(f"--policy {policy} is an engine of its own: leave out --engine {engine}")
+    return policy_for(policy), policy
 
 
 def _check_replay_options(
@@ -352,13 +369,18 @@ def _show_reports(
         report.print_table(reports, report.table_title(policy, reports), stdout_console())
     report_layer_failures(sum(r.summary.layer_failures for r in reports), "summary.layer_failures")
     if json_out:
-        report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
+        try:
+            report.write_json(reports, json_out, as_list=path.is_dir() or len(reports) > 1)
+        except OSError as exc:  # what the early check cannot foresee (/proc, a full disk)
+            raise fail(f"--json {json_out}: {exc.strerror or exc}") from None
         say("wrote", str(json_out))
     if plot_out:
         try:
             report.plot(reports, recorded_reports, plot_out)
         except RuntimeError as exc:
             raise fail(str(exc)) from None
+        except OSError as exc:
+            raise fail(f"--plot {plot_out}: {exc.strerror or exc}") from None
         say("wrote", str(plot_out))
 
 

@@ -381,9 +381,13 @@ def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Se
         say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
     callless = [s for s in sessions if not has_model_calls(s)]
     if len(callless) == len(sessions):
-        what = "the transcript records" if len(sessions) == 1 else f"none of {len(sessions)} sessions records"
+        what = (
+            "the transcript records no"
+            if len(sessions) == 1
+            else f"none of {len(sessions)} sessions records an"
+        )
         raise fail(
-            f"{', '.join(map(str, paths))}: no model calls to replay ({what} an assistant turn, "
+            f"{', '.join(map(str, paths))}: no model calls to replay ({what} assistant turn, "
             "only user messages or metadata)"
         )
     if callless:

@@ -169,6 +169,8 @@ def _policies(o: EvalOptions) -> list[Policy]:
     except KeyError as exc:
         raise common.fail(str(exc.args[0])) from None
     common.check_window_option(o.window)
+    if o.quiet and o.json_out is None:
+        raise common.fail("--quiet leaves the table out and nothing else is written: add --json FILE")
     if o.max_compactions < 0:
         raise common.fail(f"--max-compactions must be 0 (all) or more, not {o.max_compactions}")
     if o.judge_window is not None and o.judge_window <= 0:

@@ -76,14 +76,19 @@ def _print_result(result: BenchResult, sessions: int, window: int | None, elapse
 def _write(result: BenchResult, json_out: Path | None, plot_out: Path | None) -> None:
     """``--json`` (every figure) and ``--plot`` (recall against cost), each said when written."""
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=1))
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=1))
+        except OSError as exc:  # what the early check cannot foresee (/proc, a full disk)
+            raise common.fail(f"--json {json_out}: {exc.strerror or exc}") from None
         common.say("wrote", str(json_out))
     if plot_out:
         try:
             plot(result, plot_out)
         except RuntimeError as exc:
             raise common.fail(str(exc)) from None
+        except OSError as exc:
+            raise common.fail(f"--plot {plot_out}: {exc.strerror or exc}") from None
         common.say("wrote", str(plot_out))
 
 
