@@ -298,3 +298,35 @@ def test_a_compaction_never_grows_the_context_when_the_provider_counts_more() ->
     assert events
     for ev in events:
         assert ev.tokens_after < ev.tokens_before, (ev.layer, ev.tokens_before, ev.tokens_after)
+
+
+@pytest.mark.parametrize("summarizer", ["notes", "structured"])
+def test_a_paste_beside_tool_results_is_cut_in_place_at_the_call_it_arrives(summarizer: str) -> None:
+    """A 120,000-char paste typed in the user message that carries a tool result, at a 24,000-token
+    window with a 10,000-token prefix: no compaction can summarize it without parting the tool
+    call from its result, so the guard cuts the request itself in place to its head and tail
+    (the middle retrievable); no request is over the window. Before, the guard said it could
+    not fit and sent 26,000 tokens."""
+    paste = "Here is the whole log:\\n" + words(20_000, 6)
+    layers = () if summarizer == "notes" else (SessionMemory,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        e = ContextEngine(off(get_policy("default"), *layers), model=MODEL, window=24_000)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=10_000)
+    sent: list[int] = []
+    cut_at: list[int] = []
+    for m in session(paste, rounds=12, result_words=300, beside_results=True):
+        if m.role == "assistant":
+            p = e.assemble(now=m.timestamp)
+            sent.append(p.tokens)
+            text = "\\n".join(x.text() for x in p.messages)
+            if any(ev.details.get("request_cut") == "u-latest" for ev in p.events):
+                cut_at.append(len(sent))
+                assert paste[:300] in text and paste[-150:] in text and "'message:u-latest'" in text
+            e.ingest(m)
+            e.after_turn(Usage(input_tokens=p.tokens, output_tokens=50))
+        else:
+            e.ingest(m)
+    assert max(sent) <= 24_000, sent
+    assert cut_at, "the request was never cut"
+    assert e.retrieve("message:u-latest").endswith(paste)

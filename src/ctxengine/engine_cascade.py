@@ -19,7 +19,7 @@ from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
 from ctxengine.layers.history_limit import evict_under_pressure, history_limit
 from ctxengine.layers.idle_clear import idle_clear
-from ctxengine.layers.overflow_guard import fit_results, guard_limit, overflow_guard, unfit_event
+from ctxengine.layers.overflow_guard import fit_request, fit_results, guard_limit, overflow_guard, unfit_event
 from ctxengine.policy import Policy
 
 log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
@@ -119,20 +119,22 @@ class EngineCascade(EngineCommits):
 
     def _overflow(self, ctx: LayerContext) -> LayerEvent | None:
         """The guard: drop the oldest rounds; if the request still does not fit, cut the largest
-        tool results to fit (originals in the artifact store); if even that is not enough, an
-        event says why (``overflow_guard.unfit_event``)."""
+        tool results to fit (originals in the artifact store), then a latest request too large
+        for the window to its head and tail (``overflow_guard.fit_request``); if even that is not
+        enough, an event says why (``overflow_guard.unfit_event``)."""
         if not ctx.policy.overflow_guard or ctx.predicted <= guard_limit(ctx):
             return None  # the request fits: nothing to do (the case at almost every call)
         d = overflow_guard(ctx)
         event = self._commit_cut(d) if d else None
         if event is not None:
             ctx = self._context(ctx.window, ctx.now)
-        fitted = fit_results(ctx)
-        if fitted is not None:
-            if event is not None:
-                self._pending_events.append(event)
-            event = self._commit_replacements(fitted)
-            ctx = self._context(ctx.window, ctx.now)
+        for fit in (fit_results, fit_request):  # the largest tool results, then the request itself
+            fitted = fit(ctx)
+            if fitted is not None:
+                if event is not None:
+                    self._pending_events.append(event)
+                event = self._commit_replacements(fitted)
+                ctx = self._context(ctx.window, ctx.now)
         unfit = unfit_event(ctx, self.ledger.state.fixed_prefix)
         if unfit is not None:
             if event is not None:

@@ -19,6 +19,7 @@ from ctxengine.compaction.audit import audit_details
 from ctxengine.compaction.plan import CompactionPlan
 from ctxengine.compaction.records import SummaryCall, copy_summary_state, failed, priced_summary
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
+from ctxengine.layers.request_fit import partial_request, retrieval_handle
 from ctxengine.llm_summary import CONTINUATION, SummaryError, SummaryResult
 from ctxengine.messages import Message, Text
 
@@ -183,20 +184,18 @@ def quote_latest_request(
         return
     latest, msg_id = plan.request
     head = cut.prefix[at]
-    if latest in head.text() or any(latest in m.text() for m in ctx.view[cut.keep_from :]):
+    kept = [m.text() for m in ctx.view[cut.keep_from :]]
+    if latest in head.text() or any(latest in t for t in kept):
+        return
+    if any(retrieval_handle(msg_id) in t for t in kept):
+        cut.event.details["latest_request_quoted"] = "partial"  # the guard cut it in place already
         return
     room = plan.request_room
     size = count(latest)
     quoted: bool | str = True
     quote = latest
     if size > room:
-        keep = max(400, int(len(latest) * room / size * 0.95))
-        first, last = latest[: keep * 3 // 4], latest[len(latest) - keep // 4 :]
-        omitted = len(latest) - len(first) - len(last)
-        quote = (
-            f"{first}\n[... {omitted:,} characters of the request omitted here; the whole request is "
-            f"message {msg_id} of the transcript, retrievable as 'message:{msg_id}' ...]\n{last}"
-        )
+        quote = partial_request(latest, msg_id, room, size)
         quoted = "partial"
     label = "\n\nThe user's latest request (verbatim):\n"
     text = f"{head.text()}{label}{quote}"

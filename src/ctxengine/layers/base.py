@@ -149,6 +149,15 @@ def user_parts(msg: Message) -> list[tuple[int, str, Image | Document]]:
     ]
 
 
+REQUEST_TEXT = "request-text"  # the key's second part for a user's request cut in place
+
+
+def request_key(message_id: str) -> str:
+    """The key under which the text of user message ``message_id`` is replaced (the overflow
+    guard's cut of a request too large for the window, ``overflow_guard.fit_request``)."""
+    return result_key(message_id, REQUEST_TEXT)
+
+
 def user_part_key(message_id: str, artifact: str) -> str:
     """The key of one image or document of one user message (``artifact``: its
     ``user_part_artifact_id``); decisions are frozen under it, beside ``result_key``'s."""
@@ -184,10 +193,10 @@ def cleared_result(result: ToolResult, policy: Policy, why: str) -> ToolResult:
 
 
 def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | Text]) -> Message:
-    """``msg`` with its tool results swapped for their replacements, and its offloaded images
-    and documents (``user_part_key``) taken out and their lines added after its other blocks, in
-    order (so the user's own text stays one piece). Returns a new message, or ``msg`` itself
-    when nothing applies."""
+    """``msg`` with its tool results swapped for their replacements, its text swapped for a cut
+    request's (``request_key``), and its offloaded images and documents (``user_part_key``)
+    taken out and their lines added after its other blocks, in order (so the user's own text
+    stays one piece). Returns a new message, or ``msg`` itself when nothing applies."""
     if msg.role != "user" or not replacements:
         return msg
     changed = False
@@ -204,6 +213,14 @@ def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | T
         line = replacements.get(user_part_key(msg.id, aid))
         if isinstance(line, Text):
             moved[k - 1] = line
+    cut = replacements.get(request_key(msg.id))
+    texts = [i for i, b in enumerate(blocks) if isinstance(b, Text)]
+    if isinstance(cut, Text) and texts:  # the request cut in place: one text where its texts were
+        blocks = [
+            cut if i == texts[0] else b for i, b in enumerate(blocks) if i == texts[0] or i not in texts[1:]
+        ]
+        moved = {i - sum(1 for t in texts[1:] if t < i): line for i, line in moved.items()}
+        changed = True
     if moved:
         blocks = [b for i, b in enumerate(blocks) if i not in moved] + list(moved.values())
         changed = True

@@ -23,10 +23,19 @@ from __future__ import annotations
 
 import msgspec
 
-from ctxengine.audit import latest_request_index
+from ctxengine.audit import latest_request_index, user_request
 from ctxengine.layer_settings import OverflowGuard
-from ctxengine.layers.base import Cut, LayerContext, LayerEvent, Replacements, artifact_id, result_key
+from ctxengine.layers.base import (
+    Cut,
+    LayerContext,
+    LayerEvent,
+    Replacements,
+    artifact_id,
+    request_key,
+    result_key,
+)
 from ctxengine.layers.pairing import safe_cut_points
+from ctxengine.layers.request_fit import partial_request, request_room, retrieval_handle
 from ctxengine.messages import Message, Text, ToolResult
 
 LAYER = "overflow_guard"
@@ -170,6 +179,38 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
         details={"fitted_results": sorted(k.split("\x00", 1)[1] for k in out)},
     )
     return Replacements(out, event)
+
+
+def fit_request(ctx: LayerContext) -> Replacements | None:
+    """When the request is still over the guard's limit and the latest user request is larger
+    than ``request_room`` (half of what the window leaves after the fixed prefix and the output
+    reserve): the request's text keeps its head and tail within that room, in place, the middle
+    retrievable as ``'message:<id>'`` (``summary_compact.partial_request``), its tool results
+    untouched. A request typed beside tool results, or followed at once by a tool call, cannot
+    be summarized by a compaction without parting a call from its result; cut in place it is sent
+    at the call it arrives, as a compaction would quote it. None when the request fits or there
+    is no such request."""
+    if not OverflowGuard.of(ctx.policy).enabled or ctx.predicted <= guard_limit(ctx):
+        return None
+    at = latest_request_index(ctx.view)
+    if at is None:
+        return None
+    msg = ctx.view[at]
+    text = user_request(msg)
+    room = request_room(ctx)
+    size = round(ctx.count_text(text) * ctx.scale)
+    if not text or size <= room or retrieval_handle(msg.id) in msg.text():
+        return None
+    quote = partial_request(text, msg.id, room, size)
+    event = LayerEvent(
+        layer=LAYER,
+        reason=f"request {ctx.predicted:,} > {guard_limit(ctx):,} tokens: the latest request "
+        f"({size:,} tokens) cut to its head and tail in place",
+        tokens_before=ctx.predicted,
+        tokens_after=ctx.predicted,  # the engine fills in the measured figure
+        details={"request_cut": msg.id, "latest_request_kept": "partial"},
+    )
+    return Replacements({}, event, {request_key(msg.id): Text(quote)})
 
 
 def unfit_event(ctx: LayerContext, prefix_tokens: int) -> LayerEvent | None:

@@ -18,10 +18,11 @@ from collections.abc import Callable
 import msgspec
 
 from ctxengine import summarize
-from ctxengine.audit import latest_request_index, user_request
+from ctxengine.audit import latest_request_index
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.overflow_guard import guard_limit
 from ctxengine.layers.pairing import safe_cut_points
+from ctxengine.layers.request_fit import request_room, too_large_request
 from ctxengine.messages import Message, Text
 
 LAYER = "summary_compact"
@@ -85,24 +86,6 @@ def summary_cut(ctx: LayerContext, *, force: bool = False) -> tuple[int, int] | 
         if cut is None:
             return None  # too little to gain: compacting again right after a compaction loops
     return start, cut
-
-
-def request_room(ctx: LayerContext) -> int:
-    """Tokens a quoted request may take: half of what the window leaves after the fixed prefix
-    (system prompt, tool definitions) and the output reserve, at least 200."""
-    p = ctx.policy
-    fixed = max(0, ctx.predicted - sum(ctx.tokens))
-    return max(200, (ctx.window - fixed - min(ctx.max_output, p.compact_reserve_output)) // 2)
-
-
-def too_large_request(ctx: LayerContext) -> bool:
-    """The newest message is the user's request (no tool results beside it) and larger than
-    ``request_room``: it cannot be sent whole, and a compaction may summarize it too (quoted
-    head and tail). Any other newest message is always sent as it is."""
-    if not ctx.view:
-        return False
-    last = ctx.view[-1]
-    return bool(user_request(last)) and not last.tool_results and ctx.tokens[-1] > request_room(ctx)
 
 
 def with_gain(ctx: LayerContext, start: int, cut: int, min_gain: float) -> int | None:
