@@ -355,10 +355,10 @@ def test_a_search_split_across_two_processes_prints_what_one_process_prints(
         "from ctxengine.tools.grep import grep\n"
         "from ctxengine.tools.workspace import Workspace\n"
         "file_screen.PARALLEL_MIN_FILES = 10\n"
-        "pool = file_screen._fork_pool()\n"
-        "print('forks' if pool is not None else 'alone')\n"
-        "if pool is not None:\n"
-        "    pool.shutdown()\n"
+        "collect = file_screen._fork_screen([], b'x')\n"
+        "print('forks' if collect is not None else 'alone')\n"
+        "if collect is not None:\n"
+        "    collect()\n"
         "sys.stdout.write(grep(Workspace(sys.argv[1]), sys.argv[2], context=1))\n"
     )
     out = subprocess.run(

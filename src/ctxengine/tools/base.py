@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxengine.messages import Text, ToolCall, ToolResult
+if TYPE_CHECKING:
+    from ctxengine.messages import ToolCall, ToolResult
 
 
 class ToolError(Exception):
@@ -68,6 +69,8 @@ class ToolExecutor:
 
     def execute(self, call: ToolCall) -> ToolResult:
         """Run a model's tool call and wrap the outcome (or the refusal) as a ``ToolResult``."""
+        from ctxengine.messages import Text, ToolResult  # here: a one-shot tool never needs them
+
         args = call.input if isinstance(call.input, dict) else {"input": call.input}
         try:
             text = self.run(call.name, args)
