@@ -112,13 +112,19 @@ def test_replay_cli_reports_the_bad_line_and_replays_the_rest(tmp_path: Path) ->
     """``ctxengine replay FILE --json OUT`` on a session with a NUL line near its start: exit 0,
     ``malformed_records == 1``, a warning naming file and line, every call replayed."""
     path, lineno = spliced(SIDECHAIN, tmp_path / "nul.jsonl", b"\x00" * 480, 3)
+    replays_all_but_one_record(tmp_path, path, SIDECHAIN, lineno)
+
+
+def replays_all_but_one_record(tmp_path: Path, path: Path, src: Path, lineno: int) -> None:
+    """``replay PATH --json`` exits 0, counts one malformed record, names it as ``PATH:LINENO:``
+    in a warning, and replays every call of ``src`` (the file before the bad line went in)."""
     out = tmp_path / "out.json"
     res = CliRunner().invoke(app, ["replay", str(path), "--json", str(out), "--quiet"])
     assert res.exit_code == 0, res.stderr
     rep: Any = json.loads(out.read_text(encoding="utf-8"))
     rep = rep[0] if isinstance(rep, list) else rep
     assert rep["summary"]["malformed_records"] == 1
-    assert rep["session"]["calls"] == len(load(SIDECHAIN)[0].calls)
+    assert rep["session"]["calls"] == len(load(src)[0].calls)
     assert f"{path}:{lineno}:" in res.stderr
 
 
@@ -252,14 +258,7 @@ def test_replay_cli_with_a_truncated_first_line(tmp_path: Path, src: Path) -> No
     """``ctxengine replay FILE --json OUT`` on a session whose first line is a truncated record:
     exit 0, ``malformed_records == 1``, a warning naming line 1, every call replayed."""
     path, _ = spliced(src, tmp_path / src.name, bad_first_line("truncated-record", src), 0)
-    out = tmp_path / "out.json"
-    res = CliRunner().invoke(app, ["replay", str(path), "--json", str(out), "--quiet"])
-    assert res.exit_code == 0, res.stderr
-    rep: Any = json.loads(out.read_text(encoding="utf-8"))
-    rep = rep[0] if isinstance(rep, list) else rep
-    assert rep["summary"]["malformed_records"] == 1
-    assert rep["session"]["calls"] == len(load(src)[0].calls)
-    assert f"{path}:1:" in res.stderr
+    replays_all_but_one_record(tmp_path, path, src, 1)
 
 
 # ------------------------------------------------------------------ 11. sub-agent records in a main file

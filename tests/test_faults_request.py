@@ -111,11 +111,13 @@ def drive(engine: ContextEngine, msgs: list[Message]) -> list[Any]:
     return found
 
 
-def make(policy: str = "default", window: int = 32_000, **kw: Any) -> ContextEngine:
+def make(policy: str = "default", window: int = 32_000, fixed: int = 2_000, **kw: Any) -> ContextEngine:
+    """An engine under ``policy`` with the layers ``off=(...)`` turned off, at ``window`` tokens,
+    with a ``fixed``-token prefix (system prompt and tools)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WindowWarning)
         e = ContextEngine(off(get_policy(policy), *kw.pop("off", ())), model=MODEL, window=window, **kw)
-    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=fixed)
     return e
 
 
@@ -196,10 +198,7 @@ def test_a_paste_larger_than_the_room_is_cut_at_once_and_never_overflows(summari
     every call, leaving requests over its limit (or the window)."""
     paste = "Here is the whole log:\n" + words(9_000, 6)
     layers = () if summarizer == "notes" else (SessionMemory,)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WindowWarning)
-        e = ContextEngine(off(get_policy("default"), *layers), model=MODEL, window=32_000)
-    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+    e = make(window=32_000, fixed=20_000, off=layers)
     msgs = session(paste, rounds=30, result_words=300)
     sent: list[int] = []
     unfit: list[str] = []
@@ -229,10 +228,7 @@ def test_a_compaction_is_measured_on_one_basis_when_the_provider_counts_differen
     freeing what it frees. The ledger dropped that offset at the compaction, so the prediction
     after it was 3,000 tokens over the provider's count (a small compaction read as growth)."""
     request = "Implement the following spec exactly.\n" + words(1_400, 3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WindowWarning)
-        e = ContextEngine(off(get_policy("default"), SessionMemory), model=MODEL, window=64_000)
-    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+    e = make(window=64_000, fixed=20_000, off=(SessionMemory,))
     events = []
     off_by = []
     for m in session(request, rounds=60, result_words=300):
@@ -278,14 +274,11 @@ def test_a_compaction_never_grows_the_context_when_the_provider_counts_more() ->
     on that basis against what it removes, and the context after it is smaller. Counted raw, a
     session-memory compaction that restored a 6,800-token skeleton part into the room it had
     freed grew the context by 777 tokens."""
-    first = "Here is the first log to keep in mind:\\n" + words(5_000, 11)
+    first = "Here is the first log to keep in mind:\n" + words(5_000, 11)
     request = "And here is the second one; compare them line by line: " + words(5_000, 12)
     msgs = session(request, rounds=30, result_words=300)
     msgs.insert(1, Message("user", (Text(first),), "u-first", timestamp=T0 + 0.1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WindowWarning)
-        e = ContextEngine(off(get_policy("default")), model=MODEL, window=64_000)
-    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=20_000)
+    e = make(window=64_000, fixed=20_000)
     events = []
     for m in msgs:
         if m.role == "assistant":
@@ -307,19 +300,16 @@ def test_a_paste_beside_tool_results_is_cut_in_place_at_the_call_it_arrives(summ
     call from its result, so the guard cuts the request itself in place to its head and tail
     (the middle retrievable); no request is over the window. Before, the guard said it could
     not fit and sent 26,000 tokens."""
-    paste = "Here is the whole log:\\n" + words(20_000, 6)
+    paste = "Here is the whole log:\n" + words(20_000, 6)
     layers = () if summarizer == "notes" else (SessionMemory,)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WindowWarning)
-        e = ContextEngine(off(get_policy("default"), *layers), model=MODEL, window=24_000)
-    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=10_000)
+    e = make(window=24_000, fixed=10_000, off=layers)
     sent: list[int] = []
     cut_at: list[int] = []
     for m in session(paste, rounds=12, result_words=300, beside_results=True):
         if m.role == "assistant":
             p = e.assemble(now=m.timestamp)
             sent.append(p.tokens)
-            text = "\\n".join(x.text() for x in p.messages)
+            text = "\n".join(x.text() for x in p.messages)
             if any(ev.details.get("request_cut") == "u-latest" for ev in p.events):
                 cut_at.append(len(sent))
                 assert paste[:300] in text and paste[-150:] in text and "'message:u-latest'" in text

@@ -185,7 +185,7 @@ def fit_request(ctx: LayerContext) -> Replacements | None:
     """When the request is still over the guard's limit and the latest user request is larger
     than ``request_room`` (half of what the window leaves after the fixed prefix and the output
     reserve): the request's text keeps its head and tail within that room, in place, the middle
-    retrievable as ``'message:<id>'`` (``summary_compact.partial_request``), its tool results
+    retrievable as ``'message:<id>'`` (``request_fit.partial_request``), its tool results
     untouched. A request typed beside tool results, or followed at once by a tool call, cannot
     be summarized by a compaction without parting a call from its result; cut in place it is sent
     at the call it arrives, as a compaction would quote it. None when the request fits or there
