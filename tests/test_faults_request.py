@@ -310,7 +310,7 @@ def test_a_paste_beside_tool_results_is_cut_in_place_at_the_call_it_arrives(summ
             p = e.assemble(now=m.timestamp)
             sent.append(p.tokens)
             text = "\n".join(x.text() for x in p.messages)
-            if any(ev.details.get("request_cut") == "u-latest" for ev in p.events):
+            if any("u-latest" in ev.details.get("request_cut", ()) for ev in p.events):
                 cut_at.append(len(sent))
                 assert paste[:300] in text and paste[-150:] in text and "'message:u-latest'" in text
             e.ingest(m)
@@ -320,3 +320,32 @@ def test_a_paste_beside_tool_results_is_cut_in_place_at_the_call_it_arrives(summ
     assert max(sent) <= 24_000, sent
     assert cut_at, "the request was never cut"
     assert e.retrieve("message:u-latest").endswith(paste)
+
+
+@pytest.mark.parametrize("policy", ["default", "openclaw", "pi"])
+def test_two_pastes_in_a_row_never_push_a_request_past_the_window(policy: str) -> None:
+    """Two large pastes in a row (no reply between) at 48,000 tokens with a 20,000-token
+    prefix, the first not the latest request: no request goes past the window and the earlier
+    paste stays retrievable (the guard drops it, or cuts it in place when it cannot be dropped:
+    a replay of such a file under openclaw and pi sent 49,354 tokens to the 48,000 window)."""
+    first = "First, the old log:\n" + words(3_700, 21)
+    second = "Now the new log; compare them: " + words(3_700, 22)
+    e = make(policy, window=48_000, fixed=20_000)
+    msgs = [
+        Message("user", (Text("set up the project"),), "u0", timestamp=T0),
+        Message("assistant", (Text("ready"),), "a0", timestamp=T0 + 1, model=MODEL),
+        Message("user", (Text(first),), "u-first", timestamp=T0 + 2),
+        Message("user", (Text(second),), "u-second", timestamp=T0 + 3),
+        Message("assistant", (Text("comparing"),), "a1", timestamp=T0 + 4, model=MODEL),
+    ]
+    sent = []
+    for m in msgs:
+        if m.role == "assistant":
+            p = e.assemble(now=m.timestamp)
+            sent.append(p.tokens)
+            e.ingest(m)
+            e.after_turn(Usage(input_tokens=p.tokens, output_tokens=50))
+        else:
+            e.ingest(m)
+    assert max(sent) <= 48_000, sent
+    assert e.retrieve("message:u-first").endswith(first[-200:])

@@ -182,35 +182,54 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
 
 
 def fit_request(ctx: LayerContext) -> Replacements | None:
-    """When the request is still over the guard's limit and the latest user request is larger
-    than ``request_room`` (half of what the window leaves after the fixed prefix and the output
-    reserve): the request's text keeps its head and tail within that room, in place, the middle
-    retrievable as ``'message:<id>'`` (``request_fit.partial_request``), its tool results
-    untouched. A request typed beside tool results, or followed at once by a tool call, cannot
-    be summarized by a compaction without parting a call from its result; cut in place it is sent
-    at the call it arrives, as a compaction would quote it. None when the request fits or there
-    is no such request."""
-    if not OverflowGuard.of(ctx.policy).enabled or ctx.predicted <= guard_limit(ctx):
+    """When the request is still over the guard's limit: the latest user request, when it is
+    larger than ``request_room`` (half of what the window leaves after the fixed prefix and the
+    output reserve), keeps its head and tail within that room, in place, the middle retrievable
+    as ``'message:<id>'`` (``request_fit.partial_request``); then, while still over, the largest
+    earlier user messages of the view (pastes the guard cannot drop: they are in the newest
+    round) are cut the same way to what the limit leaves. Tool results beside them are left as
+    they are. A request typed beside tool results, or followed at once by a tool call, cannot be
+    summarized by a compaction without parting a call from its result; cut in place it is sent at
+    the call it arrives, as a compaction would quote it. None when nothing is cut."""
+    limit = guard_limit(ctx)
+    if not OverflowGuard.of(ctx.policy).enabled or ctx.predicted <= limit:
         return None
     at = latest_request_index(ctx.view)
-    if at is None:
+    over = ctx.predicted - limit
+    texts: dict[str, Text] = {}
+    for k in _user_texts(ctx, at):
+        msg = ctx.view[k]
+        text = user_request(msg)
+        size = round(ctx.count_text(text) * ctx.scale)
+        room = request_room(ctx) if k == at else max(0, size - over - FIT_MARKER_TOKENS)
+        if k != at and over <= 0:
+            break
+        if size <= room or retrieval_handle(msg.id) in msg.text():
+            continue
+        cut = partial_request(text, msg.id, room, size, "request" if k == at else "message")
+        texts[request_key(msg.id)] = Text(cut)
+        over -= size - round(ctx.count_text(cut) * ctx.scale)
+    if not texts:
         return None
-    msg = ctx.view[at]
-    text = user_request(msg)
-    room = request_room(ctx)
-    size = round(ctx.count_text(text) * ctx.scale)
-    if not text or size <= room or retrieval_handle(msg.id) in msg.text():
-        return None
-    quote = partial_request(text, msg.id, room, size)
+    cut_ids = [k.split("\x00", 1)[0] for k in texts]
     event = LayerEvent(
         layer=LAYER,
-        reason=f"request {ctx.predicted:,} > {guard_limit(ctx):,} tokens: the latest request "
-        f"({size:,} tokens) cut to its head and tail in place",
+        reason=f"request {ctx.predicted:,} > {limit:,} tokens: {len(texts)} user message(s) cut to "
+        "their head and tail in place",
         tokens_before=ctx.predicted,
         tokens_after=ctx.predicted,  # the engine fills in the measured figure
-        details={"request_cut": msg.id, "latest_request_kept": "partial"},
+        details={"request_cut": cut_ids}
+        | ({"latest_request_kept": "partial"} if at is not None and ctx.view[at].id in cut_ids else {}),
     )
-    return Replacements({}, event, {request_key(msg.id): Text(quote)})
+    return Replacements({}, event, texts)
+
+
+def _user_texts(ctx: LayerContext, latest: int | None) -> list[int]:
+    """View indices of the user messages with user-typed text: the latest request first, then
+    the others, largest first (``FIT_MIN_CHARS`` at least)."""
+    rest = [k for k, m in enumerate(ctx.view) if k != latest and len(user_request(m)) > FIT_MIN_CHARS]
+    rest.sort(key=lambda k: -ctx.tokens[k])
+    return ([latest] if latest is not None else []) + rest
 
 
 def unfit_event(ctx: LayerContext, prefix_tokens: int) -> LayerEvent | None:

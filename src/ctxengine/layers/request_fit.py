@@ -21,15 +21,16 @@ def request_room(ctx: LayerContext) -> int:
     return max(200, (ctx.window - fixed - min(ctx.max_output, p.compact_reserve_output)) // 2)
 
 
-def partial_request(text: str, message_id: str, room: int, size: int) -> str:
+def partial_request(text: str, message_id: str, room: int, size: int, what: str = "request") -> str:
     """A request of ``size`` tokens too large for ``room`` tokens: its head (3/4) and tail (1/4)
     verbatim within the room, the middle named as retrievable (``'message:<id>'``, which
-    ``ContextEngine.retrieve`` serves from the history)."""
+    ``ContextEngine.retrieve`` serves from the history). ``what`` names it in the marker (an
+    earlier user message cut by the guard is a "message")."""
     keep = max(400, int(len(text) * room / size * 0.95))
     first, last = text[: keep * 3 // 4], text[len(text) - keep // 4 :]
     omitted = len(text) - len(first) - len(last)
     return (
-        f"{first}\n[... {omitted:,} characters of the request omitted here; the whole request is "
+        f"{first}\n[... {omitted:,} characters of the {what} omitted here; the whole {what} is "
         f"message {message_id} of the transcript, retrievable as {retrieval_handle(message_id)} ...]\n{last}"
     )
 
