@@ -473,3 +473,25 @@ def test_an_output_the_early_check_cannot_foresee_is_one_line_and_exit_2() -> No
     when written, after the work: one ``error:`` line and exit 2, not a traceback."""
     line = one_error_line(run(str(SIDECHAIN), "--quiet", "--json", "/proc/x.json"))
     assert "/proc/x.json" in line
+
+
+def test_a_window_too_small_in_a_worker_process_is_the_same_one_line_error(tmp_path: Path) -> None:
+    """``--jobs 2`` on a folder where one session's fixed prefix is larger than the window: the
+    worker's error comes back whole (it was unpicklable: the pool broke with a traceback), the
+    same ``error:`` line and exit 2 as in one process."""
+    import pickle
+
+    from ctxengine.models import WindowTooSmallError
+    from ctxengine.replay.records import PrefixTooLargeError
+
+    for err in (WindowTooSmallError(9_000), PrefixTooLargeError("a.jsonl", 16_000, 24_530)):
+        again = pickle.loads(pickle.dumps(err))
+        assert type(again) is type(err) and str(again) == str(err)
+    folder = tmp_path / "folder"
+    copy_of(SIDECHAIN, folder / "a.jsonl")
+    copy_of(MIMO_DB3, folder / "b.jsonl")
+    results = [run(str(folder), "--window", "16000", "--jobs", j) for j in ("1", "2")]
+    assert [r.exit_code for r in results] == [2, 2]
+    errors = [[ln for ln in r.stderr.splitlines() if ln.startswith("error:")] for r in results]
+    assert errors[0] == errors[1] and len(errors[0]) == 1 and "fixed prefix" in errors[0][0]
+    assert "Traceback" not in results[1].stderr

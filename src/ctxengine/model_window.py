@@ -27,6 +27,10 @@ class WindowTooSmallError(ValueError):
         )
         self.tokens = tokens
 
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        """Pickled by its arguments (a worker process hands it back to the parent whole)."""
+        return (type(self), (self.tokens,))
+
 
 class WindowWarning(UserWarning):
     """Warning category for a context window below ``WARN_WINDOW_TOKENS`` (32,000 tokens)."""

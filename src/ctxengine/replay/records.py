@@ -52,6 +52,11 @@ class PrefixTooLargeError(WindowTooSmallError):
         )
         self.tokens = window
         self.prefix = prefix
+        self.source = source
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, int]]:  # type: ignore[override]
+        """Pickled by its arguments (a worker process hands it back to the parent whole)."""
+        return (type(self), (self.source, self.tokens, self.prefix))
 
 
 class CallRecord(msgspec.Struct, kw_only=True):
