@@ -349,3 +349,18 @@ def test_two_pastes_in_a_row_never_push_a_request_past_the_window(policy: str) -
             e.ingest(m)
     assert max(sent) <= 48_000, sent
     assert e.retrieve("message:u-first").endswith(first[-200:])
+
+
+def test_a_request_cut_in_place_keeps_what_the_harness_added_beside_it() -> None:
+    """The guard's cut of a request replaces the user's words only: a <system-reminder> block
+    beside them (and the tool result) stays as it was; it was dropped with the cut."""
+    from ctxengine.layers.base import message_with_results, request_key
+
+    reminder = Text("<system-reminder>\nthe user opened foo.py\n</system-reminder>")
+    msg = Message(
+        "user",
+        (ToolResult("c1", (Text("ok"),)), reminder, Text("the long paste " + words(50, 3))),
+        "u2",
+    )
+    shown = message_with_results(msg, {request_key("u2"): Text("head [... cut ...] tail")})
+    assert shown.blocks == (msg.blocks[0], reminder, Text("head [... cut ...] tail"))

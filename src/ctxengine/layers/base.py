@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from ctxengine import identifiers
+from ctxengine.audit import harness_text
 from ctxengine.layer_settings import ClearedResults
 from ctxengine.messages import Block, Document, Image, Message, Text, ToolResult
 from ctxengine.policy import Policy
@@ -193,10 +194,11 @@ def cleared_result(result: ToolResult, policy: Policy, why: str) -> ToolResult:
 
 
 def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | Text]) -> Message:
-    """``msg`` with its tool results swapped for their replacements, its text swapped for a cut
-    request's (``request_key``), and its offloaded images and documents (``user_part_key``)
-    taken out and their lines added after its other blocks, in order (so the user's own text
-    stays one piece). Returns a new message, or ``msg`` itself when nothing applies."""
+    """``msg`` with its tool results swapped for their replacements, its user-typed text swapped
+    for a cut request's (``request_key``; what a harness added, ``audit.harness_text``, stays),
+    and its offloaded images and documents (``user_part_key``) taken out and their lines added
+    after its other blocks, in order (so the user's own text stays one piece). Returns a new
+    message, or ``msg`` itself when nothing applies."""
     if msg.role != "user" or not replacements:
         return msg
     changed = False
@@ -214,7 +216,7 @@ def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | T
         if isinstance(line, Text):
             moved[k - 1] = line
     cut = replacements.get(request_key(msg.id))
-    texts = [i for i, b in enumerate(blocks) if isinstance(b, Text)]
+    texts = [i for i, b in enumerate(blocks) if isinstance(b, Text) and not harness_text(b.text)]
     if isinstance(cut, Text) and texts:  # the request cut in place: one text where its texts were
         blocks = [
             cut if i == texts[0] else b for i, b in enumerate(blocks) if i == texts[0] or i not in texts[1:]
