@@ -269,7 +269,9 @@ def test_block_wise_search_equals_whole_file(
     (tmp_path / "big.txt").write_text("\n".join(lines))  # > 64 KB, no final newline
     ws = Workspace(tmp_path)
     whole = [grep(ws, "match", context=c, offset=o) for c in (0, 3) for o in (0, 10)]
-    monkeypatch.setattr(grep_module, "BLOCK_BYTES", block)
+    from ctxengine.tools import grep_scan
+
+    monkeypatch.setattr(grep_scan, "BLOCK_BYTES", block)
     assert [grep(ws, "match", context=c, offset=o) for c in (0, 3) for o in (0, 10)] == whole
     assert "big.txt:29910: line 29910 match" in whole[0]
     assert whole[1].startswith("big.txt:7976: line 7976 match")  # matches 1-3, then 997 * k
@@ -369,3 +371,31 @@ def test_a_search_split_across_two_processes_prints_what_one_process_prints(
         assert mode == "forks"
     assert split == alone
     assert alone.count("NEEDLE_7f3a") == 11
+
+
+def test_a_file_that_cannot_be_read_is_named_and_the_search_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the search cannot read (permission denied) is named after the matches, as
+    ``grep -r`` names it and goes on; the whole search used to end in a traceback. Naming that
+    file alone is a refusal (``ToolError``), as for any path."""
+    from ctxengine.tools import file_screen
+
+    (tmp_path / "a.py").write_text("NEEDLE one\n")
+    (tmp_path / "bad.py").write_text("NEEDLE hidden\n")
+    (tmp_path / "z.py").write_text("NEEDLE two\n")
+    real = file_screen.read_screened
+
+    def denied(path: str, needle: bytes | None) -> file_screen.Loaded:
+        if path.endswith("bad.py"):
+            return PermissionError(13, "Permission denied")
+        return real(path, needle)
+
+    monkeypatch.setattr(file_screen, "read_screened", denied)
+    monkeypatch.setattr(grep_module, "read_screened", denied)
+    ws = Workspace(tmp_path)
+    out = grep(ws, "NEEDLE")
+    assert "a.py:1: NEEDLE one" in out and "z.py:1: NEEDLE two" in out
+    assert out.endswith("[1 file(s) could not be read: bad.py (Permission denied)]")
+    with pytest.raises(ToolError, match=r"cannot read bad\.py: Permission denied"):
+        grep(ws, "NEEDLE", path="bad.py")

@@ -30,28 +30,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.tool_budgets import GREP_MAX_LINE_CHARS, GREP_PAGE_MATCHES
 from ctxengine.tools.base import ToolError, ToolSpec
 from ctxengine.tools.file_screen import (
-    BLOCK_BYTES,
-    Large,
-    Loaded,
     literal_needle,
     read_files,
     read_screened,
 )
+from ctxengine.tools.grep_scan import LineScan
 from ctxengine.tools.workspace import (
-    ENCODING_SAMPLE_BYTES,
-    Sniff,
     Workspace,
-    decode,
-    sniff,
-    sniff_decode,
     sniff_file,
 )
 
@@ -109,11 +98,6 @@ def path_matcher(pattern: str) -> GitIgnoreSpec:
     return GitIgnoreSpec.from_lines(expand_braces(pattern))
 
 
-def cut_line(text: str, limit: int = GREP_MAX_LINE_CHARS) -> str:
-    """``text`` cut at ``limit`` characters with ``... [line truncated, N chars]``."""
-    return text if len(text) <= limit else f"{text[:limit]}... [line truncated, {len(text):,} chars]"
-
-
 def _arg(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -148,134 +132,6 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
     return value
 
 
-# ------------------------------------------------------------------------------------------------
-# Scanning
-# ------------------------------------------------------------------------------------------------
-
-
-def _blocks(path: str | Path, loaded: Loaded) -> Iterator[str | Sniff]:
-    """The file's sniff result, then its decoded text in blocks that end at a newline, from what
-    ``read_screened`` gave (nothing when it screened the file out)."""
-    if isinstance(loaded, OSError):
-        raise loaded
-    if loaded is None:
-        return
-    if not isinstance(loaded, Large):
-        info, text = sniff_decode(loaded)
-        yield info
-        if text:
-            yield text
-        return
-    with open(path, "rb") as f:
-        sample = f.read(ENCODING_SAMPLE_BYTES)
-        info = sniff(sample, complete=False)
-        yield info
-        if info.kind != "text":
-            return
-        pending = sample
-        while True:
-            chunk = f.read(BLOCK_BYTES)
-            if not chunk:
-                if pending:
-                    yield decode(pending, info)
-                return
-            pending += chunk
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                yield decode(pending[:cut], info)
-                pending = pending[cut:]
-
-
-class _Scan:
-    """Counts every matching line; renders the ones in ``[lo, hi)`` with their context."""
-
-    def __init__(
-        self,
-        rx: re.Pattern[str],
-        prefilter: re.Pattern[str] | None,
-        context: int,
-        lo: int,
-        needle: bytes | None = None,
-    ) -> None:
-        self.rx = rx
-        self.prefilter = prefilter
-        self.needle = needle
-        self.context = context
-        self.lo = lo
-        self.hi = lo + GREP_PAGE_MATCHES
-        self.total = 0
-        self.files = 0
-        self.out: list[str] = []
-        self._last: tuple[str, int] | None = None  # last emitted (file, line)
-
-    def _emit(self, rel: str, no: int, text: str, match: bool) -> None:
-        if self.context and self.out and self._last != (rel, no - 1):
-            self.out.append("--")
-        sep = ":" if match else "-"
-        self.out.append(f"{rel}{sep}{no}{sep} {cut_line(text)}")
-        self._last = (rel, no)
-
-    def file(self, rel: str, path: str | Path, loaded: Loaded) -> None:
-        blocks = _blocks(path, loaded)
-        info = next(blocks, None)
-        if not isinstance(info, Sniff) or info.kind != "text":
-            return
-        rx, ctx = self.rx, self.context
-        before: deque[tuple[int, str]] = deque(maxlen=ctx or 1)
-        after = 0
-        lineno = 0
-        emitted = 0  # last line number emitted from this file
-        found = self.total
-        for block in blocks:
-            assert isinstance(block, str)
-            if "\r" in block:  # a line's \r\n or final \r is not part of the line
-                block = block.replace("\r\n", "\n").removesuffix("\r")
-            if self.total >= self.hi and after == 0:  # page full: only count
-                if self.prefilter is None or self.prefilter.search(block):
-                    rest = block.removesuffix("\n").split("\n")
-                    self.total += sum(1 for ln in rest if rx.search(ln.removesuffix("\r")))
-                continue
-            if after == 0 and self.prefilter is not None and not self.prefilter.search(block):
-                n = block.count("\n") + (0 if block.endswith("\n") else 1)
-                if ctx:
-                    tail = block.removesuffix("\n").rsplit("\n", ctx)[-ctx:]
-                    before.extend((lineno + n - len(tail) + 1 + k, t) for k, t in enumerate(tail))
-                lineno += n
-                continue
-            lines = block.split("\n")
-            if block.endswith("\n"):
-                lines.pop()
-            for raw in lines:
-                lineno += 1
-                line = raw[:-1] if raw.endswith("\r") else raw
-                if rx.search(line):
-                    idx = self.total
-                    self.total += 1
-                    if self.lo <= idx < self.hi:
-                        for no, text in before:
-                            if no > emitted:
-                                self._emit(rel, no, text.removesuffix("\r"), False)
-                        before.clear()
-                        self._emit(rel, lineno, line, True)
-                        emitted = lineno
-                        after = ctx
-                        continue
-                    if after:
-                        self._emit(rel, lineno, line, True)
-                        emitted = lineno
-                        after -= 1
-                        continue
-                elif after:
-                    self._emit(rel, lineno, line, False)
-                    emitted = lineno
-                    after -= 1
-                    continue
-                if ctx:
-                    before.append((lineno, line))
-        if self.total > found:
-            self.files += 1
-
-
 def grep(
     workspace: Workspace,
     pattern: str,
@@ -306,12 +162,16 @@ def grep(
     target = workspace.resolve(path)
     if not target.exists():
         raise ToolError(f"path not found: {path!r}")
-    scan = _Scan(rx, prefilter, context, offset, literal_needle(pattern, case_insensitive))
+    scan = LineScan(rx, prefilter, context, offset, literal_needle(pattern, case_insensitive))
+    unread: list[str] = []  # files that could not be read: named after the matches, as grep does
     if target.is_file():
-        info = sniff_file(target)
-        if info.kind != "text":
-            return f"{workspace.rel(target)} is a {info.label} file; it was not searched."
-        scan.file(workspace.rel(target), target, read_screened(str(target), scan.needle))
+        try:
+            info = sniff_file(target)
+            if info.kind != "text":
+                return f"{workspace.rel(target)} is a {info.label} file; it was not searched."
+            scan.file(workspace.rel(target), target, read_screened(str(target), scan.needle))
+        except OSError as exc:
+            raise ToolError(f"cannot read {workspace.rel(target)}: {exc.strerror or exc}") from None
     else:
         start_rel = workspace.rel(target)
         prefix = "" if start_rel == "." else start_rel + "/"
@@ -322,11 +182,14 @@ def grep(
             if spec is None or spec.match_file(e.rel[len(prefix) :])
         )
         for rel, fspath, loaded in read_files(files, scan.needle):
-            scan.file(rel, fspath, loaded)
+            try:
+                scan.file(rel, fspath, loaded)
+            except OSError as exc:
+                unread.append(f"{rel} ({exc.strerror or exc})")
     where = "the workspace" if path in ("", ".") else path
     if scan.total == 0:
         inc = f" (files matching {include!r})" if include else ""
-        return f"No matches for {pattern!r} in {where}{inc}."
+        return f"No matches for {pattern!r} in {where}{inc}.{unread_note(unread)}"
     if offset >= scan.total:
         raise ToolError(
             f"offset={offset} is past the last match: there are {scan.total:,} matches "
@@ -340,7 +203,15 @@ def grep(
         lines.append(f"\n[{shown} of {scan.total:,} matches shown{span}. Next page: {nxt}]")
     elif offset:
         lines.append(f"\n[{shown} of {scan.total:,} matches shown{span}; this is the last page.]")
-    return "\n".join(lines)
+    return "\n".join(lines) + unread_note(unread)
+
+
+def unread_note(unread: list[str]) -> str:
+    """The line naming the files a search could not read (the first 5), or ""."""
+    if not unread:
+        return ""
+    more = f" and {len(unread) - 5:,} more" if len(unread) > 5 else ""
+    return f"\n[{len(unread):,} file(s) could not be read: {', '.join(unread[:5])}{more}]"
 
 
 def glob(workspace: Workspace, pattern: str, path: str = ".") -> str:
