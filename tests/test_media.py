@@ -220,3 +220,32 @@ def test_a_user_attachment_the_window_can_take_is_not_offloaded() -> None:
         policy = get_policy(name).for_window(WINDOW, 2_000)
         msg = Message("user", (Text(ASK), *parts), "u9", timestamp=T0)
         assert budget_message(msg, policy, 0, media_tokens=counter, free_window=WINDOW - 2_000) is None, name
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw"])
+def test_attachments_of_a_summarized_message_stay_retrievable(policy: str) -> None:
+    """An image and a PDF attached to a user message that a compaction then summarizes: the
+    summary keeps the words, and each attachment is kept whole and named with its handle after
+    the summary (they vanished with no handle), retrievable as it was sent."""
+    e = ContextEngine(get_policy(policy), model="claude-sonnet-4-5", window=WINDOW)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    shot = screenshots(1)[0]
+    pdf = spec(2, "ATT")
+    e.ingest(Message("user", (Text("Look at these and fix the layout."), shot, pdf), "u1", timestamp=T0))
+    e.ingest(Message("assistant", (Text("Looking."),), "a1", timestamp=T0 + 1))
+    for k in range(40):  # enough later conversation for an automatic compaction
+        e.ingest(
+            Message("user", (Text(f"next step {k}: " + "word " * 900),), f"u{k + 2}", timestamp=T0 + 2 + k)
+        )
+        e.ingest(Message("assistant", (Text(f"done {k}"),), f"a{k + 2}", timestamp=T0 + 2.5 + k))
+        p = e.assemble(now=T0 + 2.7 + k)
+        if any(ev.layer.endswith("compact") for ev in p.events):
+            break
+    else:
+        raise AssertionError("no compaction")
+    shown = "\n".join(m.text() for m in p.messages)
+    assert all(m.id != "u1" for m in p.messages)  # the message itself was summarized
+    handles = re.findall(r"artifact (user-media/\S+)", shown)
+    assert len(handles) == 2, shown[-800:]
+    assert {type(e.retrieve_part(h)) for h in handles} == {Image, Document}
+    assert shot in [e.retrieve_part(h) for h in handles]

@@ -140,10 +140,39 @@ class EngineCommits(EngineView):
         for key in d.parts:
             msg_id, aid = key.split("\x00", 1)
             for k, part in self._find_user_part(msg_id, aid):
-                meta: dict[str, Any] = {"layer": d.event.layer, "message_id": msg_id, "part": k}
-                meta |= msgspec.to_builtins(part)
-                content = meta.pop("data", "")
-                self.store.put_artifact(self.session_id, aid, content, meta)
+                self._put_user_part(aid, msg_id, k, part, d.event.layer)
+
+    def _put_user_part(self, aid: str, msg_id: str, k: int, part: Image | Document, layer: str) -> None:
+        """Keep image or document ``k`` of user message ``msg_id`` whole as artifact ``aid``
+        (meta: layer, message id, part index and the part's fields but its data)."""
+        meta: dict[str, Any] = {"layer": layer, "message_id": msg_id, "part": k}
+        meta |= msgspec.to_builtins(part)
+        content = meta.pop("data", "")
+        self.store.put_artifact(self.session_id, aid, content, meta)
+
+    def _keep_summarized_media(self, cut: Cut) -> None:
+        """The images and documents a user attached to the messages ``cut`` summarizes: a
+        summary keeps their words, not them, so each is kept whole as its artifact
+        (``user-media/<message id>/part-<k>``) and named, with how to get it back, in one message
+        after the cut's prefix (they were left out with no handle)."""
+        lines: list[str] = []
+        for m in cut.summarized:
+            for k, aid, part in user_parts(m):
+                self._put_user_part(aid, m.id, k, part, cut.event.layer)
+                kind = "image" if isinstance(part, Image) else "document"
+                title = f' "{part.title}"' if isinstance(part, Document) and part.title else ""
+                lines.append(
+                    f"- {kind}{title} ({part.media_type or 'unknown type'}) of message {m.id}: artifact {aid}"
+                )
+        if lines:
+            text = (
+                "Attachments of the summarized messages, kept whole (read one with retrieve(id=...)):\n"
+                + "\n".join(lines)
+            )
+            cut.prefix.append(
+                Message(role="user", blocks=(Text(text),), id="summarized-media", origin="restore")
+            )
+            cut.event.details["media_kept"] = len(lines)
 
     def _find_user_part(self, message_id: str, artifact: str) -> list[tuple[int, Image | Document]]:
         """[(index, part)] of the newest history message ``message_id`` holding user part
@@ -212,6 +241,7 @@ class EngineCommits(EngineView):
 
     def _commit_cut(self, cut: Cut) -> LayerEvent:
         before = self._predict()
+        self._keep_summarized_media(cut)
         src = self._src[cut.keep_from] if cut.keep_from < len(self._src) else len(self.history)
         if src < 0:
             src = next((s for s in self._src[cut.keep_from :] if s >= 0), len(self.history))
