@@ -25,6 +25,7 @@ import msgspec
 
 from ctxengine import summarize
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.summary_state import _cut as cut_text
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient
@@ -173,7 +174,7 @@ def sections_of(state: NotesState) -> dict[str, str]:
         current += "\n\nTodo list:\n" + f.todos
     plan = summarize.current_plan(f)
     if plan:  # the latest ExitPlanMode plan, tracked with the todos (summarize.update)
-        plan = summarize._cut(plan, NOTES_PLAN_CHARS)
+        plan = cut_text(plan, NOTES_PLAN_CHARS)
         current += "\n\nCurrent plan (latest plan from ExitPlanMode):\n" + plan
     files = ""
     if f.files_modified:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ctxengine.identifiers import normalize_path
 from ctxengine.layers.base import result_text
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.summarize import READ_TOOLS, _tool_paths
+from ctxengine.summary_state import READ_TOOLS, _tool_paths
 
 RESTORE_MAX_FILES = 5
 RESTORE_FILE_TOKENS = 5_000

@@ -26,7 +26,7 @@ harness delivers it.
 The parts, one job each: ``summary_state`` (``SummaryState`` and ``update``, which folds a span
 into it), ``summary_render`` (ctxengine's own format within a token budget), ``summary_formats``
 (the presets' headings, limits and prompts) and ``summary_styles`` (rendering in a preset's
-format). This module re-exports their names, so ``ctxengine.summarize.X`` keeps working.
+format). This module re-exports the names its callers use.
 """
 
 from __future__ import annotations
@@ -34,105 +34,44 @@ from __future__ import annotations
 from ctxengine.summary_formats import (
     CC_CONTINUE,
     CC_RESUME,
-    CONSTRAINT_RE,
-    LETTA_ALL_SECTIONS,
-    LETTA_CLIP_CHARS,
     LETTA_SECTIONS,
-    NOT_EXTRACTED,
-    OPENCLAW_FAILURE_CHARS,
     OPENCLAW_HEADINGS,
-    OPENCLAW_IDENTIFIER_MESSAGES,
-    OPENCLAW_MAX_FAILURES,
-    OPENCLAW_MAX_IDENTIFIERS,
-    OPENCLAW_RECENT_TURNS,
-    OPENCLAW_TURN_CHARS,
     PI_INTRO,
     PI_SECTIONS,
     STYLE_PROMPTS,
     STYLE_SECTIONS,
     StyleInput,
 )
-from ctxengine.summary_render import (
-    identifier_index,
-    render,
-)
+from ctxengine.summary_render import identifier_index, render
 from ctxengine.summary_state import (
-    APPROVED_PLAN_RE,
-    CURRENT_WORK_CHARS,
-    ERROR_LINE_CHARS,
-    ERROR_RE,
-    MAX_ERRORS,
-    PATCH_FILE_RE,
-    PATH_KEYS,
     PLAN_APPROVED,
-    PLAN_CHARS,
-    PLAN_FILE_RE,
     PLAN_PROPOSED,
-    PLAN_TOOLS,
     READ_TOOLS,
-    TODO_TOOLS,
-    WRITE_TOOLS,
     SummaryState,
     current_plan,
     update,
 )
-from ctxengine.summary_state import _cut as _cut  # (notes)
-from ctxengine.summary_state import _tool_paths as _tool_paths  # (restore)
-from ctxengine.summary_styles import (
-    MAX_LEVEL,
-    letta_wrap,
-    ordered_identifiers,
-    recent_turns,
-    render_style,
-    style_envelope,
-    tool_failures,
-)
+from ctxengine.summary_styles import ordered_identifiers, render_style, style_envelope
 
 __all__ = [
-    "APPROVED_PLAN_RE",
     "CC_CONTINUE",
     "CC_RESUME",
-    "CONSTRAINT_RE",
-    "CURRENT_WORK_CHARS",
-    "ERROR_LINE_CHARS",
-    "ERROR_RE",
-    "LETTA_ALL_SECTIONS",
-    "LETTA_CLIP_CHARS",
     "LETTA_SECTIONS",
-    "MAX_ERRORS",
-    "MAX_LEVEL",
-    "NOT_EXTRACTED",
-    "OPENCLAW_FAILURE_CHARS",
     "OPENCLAW_HEADINGS",
-    "OPENCLAW_IDENTIFIER_MESSAGES",
-    "OPENCLAW_MAX_FAILURES",
-    "OPENCLAW_MAX_IDENTIFIERS",
-    "OPENCLAW_RECENT_TURNS",
-    "OPENCLAW_TURN_CHARS",
-    "PATCH_FILE_RE",
-    "PATH_KEYS",
     "PI_INTRO",
     "PI_SECTIONS",
     "PLAN_APPROVED",
-    "PLAN_CHARS",
-    "PLAN_FILE_RE",
     "PLAN_PROPOSED",
-    "PLAN_TOOLS",
     "READ_TOOLS",
     "STYLE_PROMPTS",
     "STYLE_SECTIONS",
-    "TODO_TOOLS",
-    "WRITE_TOOLS",
     "StyleInput",
     "SummaryState",
     "current_plan",
     "identifier_index",
-    "letta_wrap",
     "ordered_identifiers",
-    "recent_turns",
     "render",
     "render_style",
     "style_envelope",
-    "tool_failures",
     "update",
 ]
