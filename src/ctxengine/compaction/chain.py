@@ -333,13 +333,14 @@ class Compactor(SessionNotes):
         instructions: str,
     ) -> Compaction | None:
         """Ours without a model: the structured summary ($0)."""
-        result = summary_compact(ctx, self.summary_state, self._counted(ctx), force=plan.force, reason=reason)
+        counted = self._counted(ctx)
+        result = summary_compact(ctx, self.summary_state, counted, force=plan.force, reason=reason)
         if result is None:
             return None
         cut, state = result
-        quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))
+        quote_latest_request(cut, ctx, 0, plan, counted)
         if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
-            prepend_focus(cut, instructions, self.count_text)
+            prepend_focus(cut, instructions, counted)
         self._finish(cut, ctx, state, history, force=plan.force)
         return Compaction(cut, events, state)
 

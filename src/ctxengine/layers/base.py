@@ -71,8 +71,8 @@ class LayerContext:
 @dataclass
 class Replacements:
     """Tool results to replace (``result_key`` -> new result), images and documents of user
-    messages to replace (``user_part_key`` -> the line shown instead) and the event that
-    explains it."""
+    messages to replace (``user_part_key`` -> the line shown instead) or a user's text cut in
+    place (``request_key`` -> the text shown instead), and the event that explains it."""
 
     results: dict[str, ToolResult]
     event: LayerEvent
@@ -216,13 +216,16 @@ def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | T
         if isinstance(line, Text):
             moved[k - 1] = line
     cut = replacements.get(request_key(msg.id))
-    texts = [i for i, b in enumerate(blocks) if isinstance(b, Text) and not harness_text(b.text)]
-    if isinstance(cut, Text) and texts:  # the request cut in place: one text where its texts were
-        blocks = [
-            cut if i == texts[0] else b for i, b in enumerate(blocks) if i == texts[0] or i not in texts[1:]
-        ]
-        moved = {i - sum(1 for t in texts[1:] if t < i): line for i, line in moved.items()}
-        changed = True
+    if isinstance(cut, Text):  # the request cut in place: one text where the user's texts were
+        texts = [i for i, b in enumerate(blocks) if isinstance(b, Text) and not harness_text(b.text)]
+        if texts:
+            blocks = [
+                cut if i == texts[0] else b
+                for i, b in enumerate(blocks)
+                if i == texts[0] or i not in texts[1:]
+            ]
+            moved = {i - sum(1 for t in texts[1:] if t < i): line for i, line in moved.items()}
+            changed = True
     if moved:
         blocks = [b for i, b in enumerate(blocks) if i not in moved] + list(moved.values())
         changed = True

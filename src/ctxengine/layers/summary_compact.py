@@ -13,7 +13,8 @@ Settings: ``CompactionSettings`` and ``SummarySettings`` (``ctxengine.compaction
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 
 import msgspec
 
@@ -97,13 +98,17 @@ def with_gain(ctx: LayerContext, start: int, cut: int, min_gain: float) -> int |
     if sum(ctx.tokens[start:cut]) < min_gain:
         return None
     request = latest_request_index(ctx.view)
-    room = request_room(ctx) if request is not None else 0
-    candidates = [cut, *(c for c in safe_cut_points(ctx.view) if c > cut)]
-    if too_large_request(ctx):
-        candidates.append(len(ctx.view))
-    for c in candidates:
-        requote = min(ctx.tokens[request], room) if request is not None and start <= request < c else 0
-        if sum(ctx.tokens[start:c]) - requote >= min_gain:
+    if request is None or not start <= request < cut:
+        return cut  # nothing summarized is quoted back
+    room = request_room(ctx)
+
+    def later() -> Iterator[int]:
+        yield from (c for c in safe_cut_points(ctx.view) if c > cut)
+        if too_large_request(ctx):
+            yield len(ctx.view)
+
+    for c in itertools.chain((cut,), later()):
+        if sum(ctx.tokens[start:c]) - min(ctx.tokens[request], room) >= min_gain:
             return c
     return None
 
