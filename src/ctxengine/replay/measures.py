@@ -39,20 +39,23 @@ class _Ids:
         self._used: dict[int, tuple[Message, frozenset[str]]] = {}
 
     def of(self, msg: Message) -> frozenset[str]:
-        hit = self._seen.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
-        ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=True)))
-        self._seen[id(msg)] = (msg, ids)
-        return ids
+        """The identifiers ``msg`` shows (thinking included), cached per message object."""
+        return _cached(self._seen, msg, include_thinking=True)
 
     def used(self, msg: Message) -> frozenset[str]:
-        hit = self._used.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
-        ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=False)))
-        self._used[id(msg)] = (msg, ids)
-        return ids
+        """The identifiers ``msg`` uses (its output: thinking left out), cached per message."""
+        return _cached(self._used, msg, include_thinking=False)
+
+
+def _cached(
+    cache: dict[int, tuple[Message, frozenset[str]]], msg: Message, *, include_thinking: bool
+) -> frozenset[str]:
+    hit = cache.get(id(msg))
+    if hit is not None and hit[0] is msg:
+        return hit[1]
+    ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=include_thinking)))
+    cache[id(msg)] = (msg, ids)
+    return ids
 
 
 def _texts(msg: Message, *, include_thinking: bool) -> Iterable[str]:
