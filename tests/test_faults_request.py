@@ -364,3 +364,34 @@ def test_a_request_cut_in_place_keeps_what_the_harness_added_beside_it() -> None
     )
     shown = message_with_results(msg, {request_key("u2"): Text("head [... cut ...] tail")})
     assert shown.blocks == (msg.blocks[0], reminder, Text("head [... cut ...] tail"))
+
+
+def test_the_guard_cuts_an_earlier_paste_it_cannot_drop_after_the_request() -> None:
+    """``fit_request`` on a view it cannot drop from (two user pastes and nothing else: no safe
+    cut point between them): the latest request fits its room and stays whole; the earlier paste
+    is cut to what the limit leaves, its head and tail kept and its middle named as
+    ``'message:<id>'``."""
+    from ctxengine.layers.base import LayerContext, request_key
+    from ctxengine.layers.overflow_guard import fit_request, guard_limit
+
+    first = "the old log " + words(15_000, 31)
+    second = "compare with this one " + words(1_000, 32)
+    view = [Message("user", (Text(first),), "u-first"), Message("user", (Text(second),), "u-second")]
+    tokens = [len(first) // 4, len(second) // 4]
+    policy = get_policy("openclaw").for_window(48_000, 20_000)
+    ctx = LayerContext(
+        view=view,
+        tokens=tokens,
+        src=[0, 1],
+        predicted=20_000 + sum(tokens),
+        window=48_000,
+        max_output=8_000,
+        policy=policy,
+        count_text=lambda t: len(t) // 4,
+    )
+    assert ctx.predicted > guard_limit(ctx)
+    fitted = fit_request(ctx)
+    assert fitted is not None and list(fitted.parts) == [request_key("u-first")]
+    cut = fitted.parts[request_key("u-first")].text
+    assert cut.startswith(first[:200]) and cut.endswith(first[-100:]) and "'message:u-first'" in cut
+    assert ctx.predicted - (len(first) - len(cut)) // 4 <= guard_limit(ctx)
