@@ -395,3 +395,18 @@ def test_the_guard_cuts_an_earlier_paste_it_cannot_drop_after_the_request() -> N
     cut = fitted.parts[request_key("u-first")].text
     assert cut.startswith(first[:200]) and cut.endswith(first[-100:]) and "'message:u-first'" in cut
     assert ctx.predicted - (len(first) - len(cut)) // 4 <= guard_limit(ctx)
+
+
+def test_no_harness_text_of_the_real_claude_code_sessions_is_a_request() -> None:
+    """On the shared Claude Code sessions: their interruption markers, IDE notices, task
+    notifications and local command output (user messages the harness wrote) are never taken for
+    the user's request, and the user's typed requests still are."""
+    from conftest import CLAUDE_CODE
+    from ctxengine.audit import harness_text, user_request
+    from ctxengine.formats import load
+
+    messages = [m for f in sorted(CLAUDE_CODE.glob("*.jsonl")) for s in load(f) for m in s.messages]
+    harness = [m for m in messages if m.role == "user" and m.text().strip() and harness_text(m.text())]
+    assert sum("[Request interrupted" in m.text() for m in harness) >= 10  # the corpus has 12
+    assert all(user_request(m) == "" for m in harness)
+    assert sum(1 for m in messages if user_request(m)) > 50
