@@ -13,6 +13,7 @@ none for a single session.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -24,6 +25,7 @@ from ctxengine.replay.driver import replay_session
 if TYPE_CHECKING:
     from ctxengine.messages import Session
     from ctxengine.models import Registry
+    from ctxengine.plugins import EngineRegistry
     from ctxengine.policy import Policy
     from ctxengine.replay.records import SessionReport
 
@@ -51,10 +53,7 @@ def _replay_one(
 ) -> Outcome | WindowTooSmallError:
     """One session under ``policy`` and, when given, ``recorded`` (for the plot), in a worker; a
     window too small for it is returned, not raised (the caller raises it in order)."""
-    from ctxengine.plugins import EngineRegistry
-
-    engines = EngineRegistry()
-    engines.load_entry_points()
+    engines = _engines()
     try:
         report = replay_session(
             session, policy, window=window, registry=registry, engine_id=engine, engines=engines
@@ -69,6 +68,16 @@ def _replay_one(
             else replay_session(session, recorded, window=window, registry=registry, validate=False)
         )
     return report, rec
+
+
+@functools.lru_cache(maxsize=1)
+def _engines() -> EngineRegistry:
+    """The engines (core and entry-point plugins), loaded once per worker process."""
+    from ctxengine.plugins import EngineRegistry
+
+    engines = EngineRegistry()
+    engines.load_entry_points()
+    return engines
 
 
 def replay_many(
