@@ -18,6 +18,7 @@ import msgspec
 from ctxengine.audit import quality
 from ctxengine.engine_view import EngineView
 from ctxengine.layers.base import (
+    REQUEST_TEXT,
     Cut,
     LayerEvent,
     Replacements,
@@ -127,8 +128,11 @@ class EngineCommits(EngineView):
             "layer": d.event.layer,
             "call_ids": sorted(k.split("\x00", 1)[1] for k in d.results),
         }
-        if d.parts:
-            entry["user_parts"] = sorted(k.split("\x00", 1)[1] for k in d.parts)
+        keys = [k.split("\x00", 1) for k in d.parts]
+        if media := sorted(aid for _, aid in keys if aid != REQUEST_TEXT):
+            entry["user_parts"] = media
+        if cut := sorted(msg_id for msg_id, aid in keys if aid == REQUEST_TEXT):
+            entry["request_cut"] = cut  # the user's text cut in place (the guard's fit_request)
         self.store.append(
             self.session_id, "clear" if d.event.layer != "tool_result_budget" else "offload", entry
         )
@@ -139,6 +143,8 @@ class EngineCommits(EngineView):
         and the part's fields but its data)."""
         for key in d.parts:
             msg_id, aid = key.split("\x00", 1)
+            if aid == REQUEST_TEXT:
+                continue  # a text cut in place: the whole of it stays in the history
             for k, part in self._find_user_part(msg_id, aid):
                 self._put_user_part(aid, msg_id, k, part, d.event.layer)
 
