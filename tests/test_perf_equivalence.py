@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import SystemMessages
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.pairing_cache import RepairCache
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.messages import CACHE_ANCHOR, Message, Text, ToolCall, ToolResult
 from ctxengine.tokens.counter import CLAUDE_PROFILE, EstimateCounter, OpenAICounter, classify_text
 from ctxengine.tokens.memo import TextMemo
 from strategies import sessions
@@ -195,20 +196,31 @@ def test_grep_byte_screen_finds_what_the_regex_finds(tmp_path: Path) -> None:
 
 
 def _breakpoints_from_the_encoding(messages: list[Message], mode: SystemMessages) -> list[int]:
-    """The former ``breakpoint_indices``: the whole request encoded, then read."""
-    encoded, last_src, _ = aw._encode(messages, "", mode)
-    return [
+    """The former ``breakpoint_indices``: the whole request encoded, then read (the cache
+    anchor's message listed when the encoding found a block of it to mark)."""
+    anchor = aw._cache_anchor(messages)
+    encoded, last_src, _, anchor_block = aw._encode(messages, "", mode, anchor)
+    marks = [
         last_src[k]
         for k in aw._message_breakpoints(encoded)
         if last_src[k] >= 0 and any(b["type"] not in aw._NO_CACHE_TYPES for b in encoded[k]["content"])
     ]
+    return sorted({*marks, anchor}) if anchor_block is not None else marks
 
 
 @PROPS
-@given(sessions(corrupt=None, max_turns=8), st.sampled_from(["hoist", "inline"]), st.integers(0, 40))
+@given(
+    sessions(corrupt=None, max_turns=8),
+    st.sampled_from(["hoist", "inline"]),
+    st.integers(0, 40),
+    st.integers(-1, 40),
+)
 def test_breakpoints_from_shapes_equal_breakpoints_from_the_encoding(
-    msgs: list[Message], mode: SystemMessages, cut: int
+    msgs: list[Message], mode: SystemMessages, cut: int, anchor: int
 ) -> None:
+    if 0 <= anchor < len(msgs):  # a message marked as the end of a stable stretch (the skeleton)
+        msgs = list(msgs)
+        msgs[anchor] = msgspec.structs.replace(msgs[anchor], meta={**msgs[anchor].meta, CACHE_ANCHOR: True})
     for view in (msgs, msgs[cut:], msgs[: len(msgs) - cut]):  # projections share message objects
         assert aw.breakpoint_indices(view, system_messages=mode) == _breakpoints_from_the_encoding(view, mode)
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 import itertools
 import warnings
 from pathlib import Path
+from typing import Any
 
-from conftest import CODEX
+import pytest
+
+from conftest import CLAUDE_CODE, CODEX
 from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
@@ -205,3 +208,29 @@ def test_a_change_already_in_the_skeleton_is_not_restored_twice() -> None:
     )
     assert [m.id for m in both] == ["restore-change:src/parse.py"]
     assert deduped == []
+
+
+def test_real_anthropic_session_reads_the_skeleton_from_the_cache_at_the_next_compaction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the recorded Sonnet session at 64,000 tokens, default's compactions carry the skeleton
+    segments; the breakpoint at their end (``CACHE_ANCHOR``) lets each next compaction read them
+    instead of writing them again: fewer cache writes, the same context."""
+    from ctxengine.formats import anthropic_writer
+    from ctxengine.replay import replay_session
+
+    session = load(CLAUDE_CODE / "cc_sonnet-4.5_long-290-tools_redacted_3cfce0ff.jsonl")[0]
+    with_anchor = replay_session(session, get_policy("default"), window=64_000)
+    monkeypatch.setattr(anthropic_writer, "_cache_anchor", lambda messages: -1)
+    without = replay_session(session, get_policy("default"), window=64_000)
+
+    def at_compactions(r: Any, field: str) -> int:
+        return sum(
+            getattr(c, field) for c in r.calls if any(e["layer"].endswith("_compact") for e in c.events)
+        )
+
+    assert [c.sent_tokens for c in with_anchor.calls] == [c.sent_tokens for c in without.calls]
+    assert at_compactions(with_anchor, "cache_read_tokens") > at_compactions(without, "cache_read_tokens")
+    writes = [sum(c.cache_write_tokens for c in r.calls) for r in (with_anchor, without)]
+    assert writes[0] < writes[1]
+    assert with_anchor.summary.cost_usd < without.summary.cost_usd

@@ -19,7 +19,7 @@ from ctxengine.formats.anthropic_writer import (
 )
 from ctxengine.formats.openai_writer import MEDIA_NOTE, to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
-from ctxengine.messages import Document, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages import CACHE_ANCHOR, Document, Image, Message, Text, Thinking, ToolCall, ToolResult
 
 CC = {"type": "ephemeral"}
 
@@ -201,6 +201,28 @@ def test_anthropic_cache_breakpoints_where_claude_code_puts_them() -> None:
     assert (
         strip_cache(body)["messages"] == to_anthropic(SESSION, model="m", cache_breakpoints=False)["messages"]
     )
+
+
+def test_anthropic_breakpoint_at_the_end_of_the_cache_anchor() -> None:
+    """The transcript skeleton leads the prefix after a compaction and stays the same up to the
+    next one; a breakpoint at its end lets that compaction read it from the cache. The system's
+    breakpoint caches the tools too, so the tools' own gives way: never more than 4."""
+    seg = Message("user", (Text("[skeleton part 1]"),), "restore-skeleton:1", origin="restore")
+    seg = Message(seg.role, seg.blocks, seg.id, origin="restore", meta={CACHE_ANCHOR: True})
+    summary = Message("user", (Text("[summary]"),), "summary", origin="summary")
+    msgs = [seg, summary, asst("a1", Text("next")), user("u2", Text("go on"))]
+    msgs += [asst("a2", Text("ok")), user("u3", Text("more"))]
+    tools = [{"name": "Read", "input_schema": {}}]
+    body = to_anthropic(msgs, system="sys", model="m", tools=tools)
+    first = body["messages"][0]["content"]  # the segment and the summary, merged in one user message
+    assert first[0]["cache_control"] == CC and "cache_control" not in first[1]
+    assert "cache_control" not in body["tools"][-1] and body["system"][-1]["cache_control"] == CC
+    assert validate_anthropic(body) == []  # 4 breakpoints: system, anchor, u2, u3
+    assert breakpoint_indices(msgs) == [0, 3, 5]
+    no_system = to_anthropic(msgs, model="m", tools=tools)
+    assert no_system["tools"][-1]["cache_control"] == CC and validate_anthropic(no_system) == []
+    plain = to_anthropic([summary, *msgs[2:]], system="sys", model="m", tools=tools)
+    assert plain["tools"][-1]["cache_control"] == CC  # no anchor: as before
 
 
 def test_anthropic_breakpoints_never_exceed_four_and_skip_thinking() -> None:

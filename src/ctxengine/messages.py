@@ -161,6 +161,13 @@ class Usage(msgspec.Struct, frozen=True):
         return self.total_input == 0 and self.output_tokens == 0
 
 
+CACHE_ANCHOR = "cache_anchor"
+"""``Message.meta`` key: the message ends a stretch that stays the same from request to request
+(the transcript skeleton's segments, ``ctxengine.skeleton``). The Anthropic writer puts a prompt-cache
+breakpoint at the end of the last such message, so the next compaction reads the stretch from the
+cache instead of writing it again."""
+
+
 class Message(msgspec.Struct):
     """One message of a conversation.
 
@@ -178,7 +185,7 @@ class Message(msgspec.Struct):
             does not record it).
         model: the model that answered.
         compaction: the index of the recorded compaction this message belongs to, if any.
-        meta: format-specific extras (e.g. ``attachment_type``, ``sidechain``).
+        meta: format-specific extras (e.g. ``attachment_type``, ``sidechain``; ``CACHE_ANCHOR``).
     """
 
     role: Role

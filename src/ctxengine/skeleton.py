@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ctxengine.messages import Message, Text, ToolCall
+from ctxengine.messages import CACHE_ANCHOR, Message, Text, ToolCall
 
 SEGMENT_HEADER = (
     "[Restored after compaction, part {part}] Your own messages and tool calls from before the "
@@ -105,7 +105,8 @@ def extend_segments(
     """The skeleton as append-only segments, for the prompt cache: ``segments`` (what earlier
     compactions made, oldest first, kept as the same objects:
     a prefix-caching provider serves them from its cache;
-    Anthropic's explicit cache only where a breakpoint ends) plus one new segment for ``span`` (the
+    Anthropic's explicit cache where a breakpoint ends: each segment is marked ``CACHE_ANCHOR``, and
+    the writer puts one at the end of the last) plus one new segment for ``span`` (the
     messages that left the context since the last segment). When fewer than ``MIN_NEW_SHARE`` of
     ``max_tokens`` is left for the new segment, the oldest segments are dropped in one batch until
     ``max_tokens x (1 - MIN_NEW_SHARE x 2)`` or less is kept (one cache miss now, then appends again);
@@ -129,7 +130,13 @@ def extend_segments(
     if not chosen:
         return tuple(kept)
     body = header + "\n\n".join(chosen)
-    msg = Message(role="user", blocks=(Text(body),), id=f"restore-skeleton:{part}", origin="restore")
+    msg = Message(
+        role="user",
+        blocks=(Text(body),),
+        id=f"restore-skeleton:{part}",
+        origin="restore",
+        meta={CACHE_ANCHOR: True},
+    )
     return (*kept, (msg, count(body)))
 
 

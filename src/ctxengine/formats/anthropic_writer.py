@@ -34,7 +34,10 @@ follows the API's rules (``formats.validate.validate_anthropic`` checks them):
 - prompt-cache breakpoints (``cache_control: {"type": "ephemeral"}``) where Claude Code puts them:
   the last system block, the last tool definition, the last block of the final message and of the
   second-to-last user message (which is where the previous request's final breakpoint sat, so the
-  whole previous prefix is read from the cache). At most 4, the API's limit. ``breakpoint_indices``
+  whole previous prefix is read from the cache), and ours: the end of the last user message
+  marked ``CACHE_ANCHOR`` (the transcript skeleton after a compaction, the same from one
+  compaction to the next), where the tools' breakpoint gives way when the system has one (the
+  system's caches the tools too). At most 4, the API's limit. ``breakpoint_indices``
   tells the cache model which neutral messages those message breakpoints end at.
 
 Tool blocks a role cannot carry are encoded as they are (a tool call in a user message stays a
@@ -49,7 +52,17 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ctxengine.messages import Document, Image, Message, ResultPart, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages import (
+    CACHE_ANCHOR,
+    Document,
+    Image,
+    Message,
+    ResultPart,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+)
 from ctxengine.tool_turns import aborted_unanswered, is_aborted
 
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
@@ -97,7 +110,7 @@ def to_anthropic(
     Returns:
         The body, ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
     """
-    encoded, _, system_texts = _encode(messages, system, system_messages)
+    encoded, _, system_texts, anchor = _encode(messages, system, system_messages, _cache_anchor(messages))
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": encoded}
     system_blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_texts]
     if system_blocks:
@@ -106,7 +119,9 @@ def to_anthropic(
         body["system"] = system_blocks
     if tools:
         body["tools"] = list(tools)
-        if cache_breakpoints:
+        # the system breakpoint caches the tools too (tools come first in the cached prefix): with
+        # a cache anchor to mark as well, the tools' own breakpoint gives way (4 at most)
+        if cache_breakpoints and not (anchor is not None and system_blocks):
             body["tools"][-1] = {**tools[-1], "cache_control": dict(CACHE_CONTROL)}
     if cache_breakpoints:
         for k in _message_breakpoints(encoded):
@@ -115,7 +130,17 @@ def to_anthropic(
                 if block["type"] not in _NO_CACHE_TYPES:
                     block["cache_control"] = dict(CACHE_CONTROL)
                     break
+        if anchor is not None:
+            anchor["cache_control"] = dict(CACHE_CONTROL)
     return body
+
+
+def _cache_anchor(messages: Sequence[Message]) -> int:
+    """Index of the last message marked ``CACHE_ANCHOR`` (-1: none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].meta.get(CACHE_ANCHOR):
+            return i
+    return -1
 
 
 def breakpoint_indices(
@@ -123,8 +148,9 @@ def breakpoint_indices(
 ) -> list[int]:
     """Indices into ``messages`` of the messages whose end is a cache breakpoint in
     ``to_anthropic(messages, ...)``: the cached prefix reaches through that message (for a merged
-    provider message, through the last neutral message merged into it). Ascending, at most 2 (the
-    system and tools breakpoints are not messages). A breakpoint on the leading placeholder, or on
+    provider message, through the last neutral message merged into it). Ascending, at most 3 (the
+    final message, the second-to-last user message and the cache anchor; the system and tools
+    breakpoints are not messages). A breakpoint on the leading placeholder, or on
     a message that has no block able to carry one, is not listed.
 
     Works from each message's *shape* (the role it is encoded under, or none, and whether a
@@ -149,7 +175,12 @@ def breakpoint_indices(
         roles.insert(0, "user")
         last_src.insert(0, -1)
         cacheable.insert(0, True)
-    return [last_src[k] for k in _breakpoints_by_role(roles) if last_src[k] >= 0 and cacheable[k]]
+    marks = [last_src[k] for k in _breakpoints_by_role(roles) if last_src[k] >= 0 and cacheable[k]]
+    anchor = _cache_anchor(messages)
+    user_anchor = anchor >= 0 and messages[anchor].role == "user"
+    if user_anchor and anchor not in marks and _shape(messages[anchor], skip, system_messages)[1]:
+        marks = sorted([*marks, anchor])
+    return marks
 
 
 _SHAPES: dict[tuple[int, str], tuple[Message, str | None, bool]] = {}  # by id(message), mode
@@ -198,10 +229,12 @@ def _breakpoints_by_role(roles: list[str]) -> list[int]:
 
 
 def _encode(
-    messages: Sequence[Message], system: str, system_messages: SystemMessages
-) -> tuple[list[dict[str, Any]], list[int], list[str]]:
+    messages: Sequence[Message], system: str, system_messages: SystemMessages, anchor: int = -1
+) -> tuple[list[dict[str, Any]], list[int], list[str], dict[str, Any] | None]:
     """Encoded messages, for each the index of the last neutral message merged into it (-1 for
-    the placeholder), and the system texts."""
+    the placeholder), the system texts, and the block that ends message ``anchor`` (the last one
+    able to carry a breakpoint; None when there is none)."""
+    anchor_block: dict[str, Any] | None = None
     skip = aborted_unanswered(messages)
     system_texts = [system] if system.strip() else []
     encoded: list[dict[str, Any]] = []
@@ -219,6 +252,8 @@ def _encode(
             content = [{"type": "text", "text": SYSTEM_REMINDER.format(text=text)}]
         else:
             content = _blocks(m, skip)
+            if i == anchor and role == "user":
+                anchor_block = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
         if not content:
             continue
         if encoded and encoded[-1]["role"] == role:
@@ -237,7 +272,7 @@ def _encode(
         text = LEADING_PLACEHOLDER if encoded else EMPTY_CONVERSATION
         encoded.insert(0, {"role": "user", "content": [{"type": "text", "text": text}]})
         last_src.insert(0, -1)
-    return encoded, last_src, system_texts
+    return encoded, last_src, system_texts, anchor_block
 
 
 def _blocks(m: Message, skip: set[str]) -> list[dict[str, Any]]:
