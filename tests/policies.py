@@ -40,6 +40,7 @@ PRE_SKELETON = DEFAULT.with_(
     DEFAULT.settings(CacheClear).with_(trigger=0.5, target=0.35),
     DEFAULT.settings(Restore).with_(
         files=5,
+        skeleton_user_tokens=0,
         total_share=0.26,
         change_share=0.05,
         shell_reads=False,

@@ -492,12 +492,15 @@ def test_default_replay_session_memory_before_summary(path: Path) -> None:
     report = replay_session(session, DEFAULT, window=200_000)
     s = report.summary
     assert s.compactions.get("session_memory_compact", 0) >= 2
-    assert "summary_compact" not in s.compactions
+    # the structured summary only where the notes could not free enough (once at most here)
+    assert s.compactions.get("summary_compact", 0) <= 1
     assert s.notes_updates > 0
     # every compaction of the default policy cost $0 and is counted as such
     assert s.compactions_free == sum(s.compactions.values())
     assert s.llm_calls == 0 and s.llm_cost_usd == 0
     events = [e for c in report.calls for e in c.events]
+    compacting = [e["layer"] for e in events if e["layer"] in ("session_memory_compact", "summary_compact")]
+    assert compacting[0] == "session_memory_compact"
     sm = [e for e in events if e["layer"] == "session_memory_compact"]
     assert all(e["llm_cost_usd"] == 0 for e in sm)
     # each is preceded, at its call, by the pre-compaction flush of the notes

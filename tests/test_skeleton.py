@@ -210,6 +210,57 @@ def test_a_change_already_in_the_skeleton_is_not_restored_twice() -> None:
     assert deduped == []
 
 
+def test_skeleton_leaves_out_harness_notices_replaced_text_descriptions_and_todos() -> None:
+    """What the agent never re-uses: a harness's notices in a user message, the text an edit
+    replaced (gone from the file once the edit ran), a shell command's description, the todo list
+    (restored whole after the summary). The new text, the path and the command stay."""
+    msgs = [
+        Message("user", (Text("<system-reminder>file a.py was read</system-reminder>"),), "u0"),
+        Message("user", (Text("[Request interrupted by user]"),), "u1"),
+        Message("user", (Text("Rename the parser's helper."),), "u2"),
+        Message(
+            "assistant",
+            (
+                ToolCall("c1", "Bash", {"command": "pytest -q tests/", "description": "Run the test suite"}),
+                ToolCall("c2", "TodoWrite", {"todos": [{"content": "rename helper", "status": "pending"}]}),
+                ToolCall(
+                    "c3",
+                    "MultiEdit",
+                    {
+                        "file_path": "src/parse.py",
+                        "edits": [{"old_string": "def helper_old(x):", "new_string": "def helper_new(x):"}],
+                    },
+                ),
+            ),
+            "a1",
+        ),
+    ]
+    [msg] = skeleton(msgs, max_tokens=2_000, block_tokens=500)
+    text = msg.text()
+    assert "Rename the parser's helper." in text
+    assert "system-reminder" not in text and "interrupted" not in text
+    assert "command: pytest -q tests/" in text and "Run the test suite" not in text
+    assert "rename helper" not in text and "TodoWrite" not in text  # nothing left of it: no entry
+    assert "file_path: src/parse.py" in text and "def helper_new(x):" in text
+    assert "helper_old" not in text
+
+
+def test_skeleton_cuts_an_earlier_user_message_to_its_head_and_keeps_the_agents_blocks() -> None:
+    paste = "Here is the spec: " + "lorem ipsum dolor " * 400
+    write = "x = 1\n" * 300
+    msgs = [
+        Message("user", (Text(paste),), "u0"),
+        Message("assistant", (ToolCall("c1", "Write", {"file_path": "a.py", "content": write}),), "a1"),
+    ]
+    segs = extend_segments((), msgs, count, max_tokens=5_000, block_tokens=1_000, part=1, user_tokens=100)
+    text = segs[0][0].text()
+    assert "Here is the spec: lorem ipsum" in text and paste not in text  # its head, marked cut
+    assert text.index("[... cut]") < text.index("[tool call Write]")
+    assert write.strip() in text  # the agent's own block is not held to the user cap
+    whole = extend_segments((), msgs, count, max_tokens=5_000, block_tokens=1_000, part=1)
+    assert count(whole[0][0].text()) > count(text)  # 0: the block cap alone
+
+
 def test_real_anthropic_session_reads_the_skeleton_from_the_cache_at_the_next_compaction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -335,7 +335,9 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
         skeleton_tokens: ours: the transcript skeleton (``ctxengine.skeleton``): the user's and
             the agent's own words from before the cut, newest first within this many tokens
             (0: off), as append-only segments that lead the prefix ...
-        skeleton_block_tokens: ... each block at most this many tokens.
+        skeleton_block_tokens: ... each block at most this many tokens ...
+        skeleton_user_tokens: ... and each earlier user message at most this many (its head; the
+            latest request is quoted whole apart from it; 0: the block cap alone).
         instruction_files: the names of the instruction files re-attached.
         file_share: caps ``file_tokens``, a share of the window.
         total_share: caps ``total_tokens``, a share of the window.
@@ -356,6 +358,7 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
         "shell_reads": "restore_shell_reads",
         "skeleton_tokens": "restore_skeleton_tokens",
         "skeleton_block_tokens": "restore_skeleton_block_tokens",
+        "skeleton_user_tokens": "restore_skeleton_user_tokens",
         "instruction_files": "instruction_files",
         "file_share": "restore_file_share",
         "total_share": "restore_total_share",
@@ -377,6 +380,7 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
     shell_reads: bool = False
     skeleton_tokens: int = 0
     skeleton_block_tokens: int = 1_000
+    skeleton_user_tokens: int = 0
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
     file_share: float = 0.0
     total_share: float = 0.0

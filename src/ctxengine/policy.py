@@ -106,6 +106,7 @@ DEFAULT = Policy.compose(
         skeleton_tokens=100_000,
         skeleton_share=0.25,
         skeleton_block_tokens=4_000,
+        skeleton_user_tokens=300,
     ),
     name="default",
     shares_of_free_window=True,

@@ -175,6 +175,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_shell_reads: bool = False
     restore_skeleton_tokens: int = 0
     restore_skeleton_block_tokens: int = 1_000
+    restore_skeleton_user_tokens: int = 0
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 
     # OverflowGuard (last resort before a call that cannot fit)

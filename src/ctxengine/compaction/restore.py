@@ -35,7 +35,8 @@ def skeleton_lead(
 ) -> list[Segment]:
     """The transcript skeleton's segments after this compaction: the earlier ``skeleton`` extended
     by the history ``new`` since it (``restore_skeleton_tokens`` in all, blocks of
-    ``restore_skeleton_block_tokens``; ``part`` numbers the new block)."""
+    ``restore_skeleton_block_tokens``, user messages ``restore_skeleton_user_tokens``; ``part``
+    numbers the new block)."""
     r = Restore.of(p)
     return list(
         extend_segments(
@@ -44,6 +45,7 @@ def skeleton_lead(
             count,
             max_tokens=r.skeleton_tokens,
             block_tokens=r.skeleton_block_tokens,
+            user_tokens=r.skeleton_user_tokens,
             part=part,
         )
     )
