@@ -129,7 +129,7 @@ def whole_in(request: str, messages: list[Message]) -> bool:
 def test_latest_request_whole_after_every_compaction(summarizer: str) -> None:
     request = "Please refactor the parser so quoted fields work: " + words(60, 7)
     layers = () if summarizer == "notes" else (SessionMemory,)
-    found = drive(make(off=layers), session(request))
+    found = drive(make(off=layers), session(request, rounds=80))
     compactions = [f for f in found if f[0] in ("session_memory_compact", "summary_compact")]
     assert len(compactions) >= 2  # the second one no longer sees the request as a user message
     for layer, q, shown in found:

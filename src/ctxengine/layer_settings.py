@@ -41,6 +41,8 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
         tail_chars: tail kept when the tail looks important (errors, summaries), chars.
         window_share: OpenClaw's cap, floor(window x share) x 4 chars; a share of the window
             (0: no share cap).
+        preview_share: ours: caps ``preview_chars`` the same way, at floor(window x share) x 4
+            chars (0: no share cap); a 2 KB preview is a large part of a small window.
     """
 
     table: ClassVar[str] = "tool_result_budget"
@@ -52,9 +54,10 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
         "exempt_tools": "budget_exempt_tools",
         "tail_chars": "tail_chars",
         "window_share": "tool_result_window_share",
+        "preview_share": "preview_share",
     }
     at_least_one: ClassVar[frozenset[str]] = frozenset({"max_chars", "message_max_chars"})
-    shares: ClassVar[frozenset[str]] = frozenset({"window_share"})
+    shares: ClassVar[frozenset[str]] = frozenset({"window_share", "preview_share"})
 
     enabled: bool = True
     max_chars: int = 50_000
@@ -63,6 +66,7 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
     exempt_tools: tuple[str, ...] = ("read",)
     tail_chars: int = 600
     window_share: float = 0.0
+    preview_share: float = 0.0
 
 
 class ClearedResults(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -84,6 +84,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     budget_exempt_tools: tuple[str, ...] = ("read",)
     tail_chars: int = 600
     tool_result_window_share: float = 0.0
+    preview_share: float = 0.0
 
     # IdleClear (time-based microcompact; Claude Code: gap 60 min, keep 5)
     idle_clear: bool = True
@@ -305,7 +306,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         Each absolute size is capped at its share of the window (``keep_recent_share`` ->
         ``keep_recent_tokens``, ``sm_keep_*_share``, ``restore_*_share``;
         ``tool_result_window_share`` caps ``tool_result_max_chars`` at floor(window x share) x 4
-        chars, OpenClaw's formula), and its reserves are derived for a small window
+        chars, OpenClaw's formula, and ``preview_share`` caps ``preview_chars`` alike), and its
+        reserves are derived for a small window
         (``_derived_reserves``). Layers see the resolved policy.
 
         With ``shares_of_free_window``, every share (sizes, the compaction and clearing
@@ -355,6 +357,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         if self.tool_result_window_share > 0:
             cap = int(free * self.tool_result_window_share) * 4
             changes["tool_result_max_chars"] = min(self.tool_result_max_chars, cap)
+        if self.preview_share > 0:
+            changes["preview_chars"] = min(self.preview_chars, int(free * self.preview_share) * 4)
         changes.update(self._derived_reserves(window, fixed, changes))
         return msgspec.structs.replace(self, **changes) if changes else self
 
@@ -396,7 +400,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             ("restore_skeleton_tokens", RESTORE_MAX_SHARE),
         ):
             out[name] = min(self._resolved(changes, name), max(1, int(free * share)))
-        preview = min(self.preview_chars, self._resolved(changes, "tool_result_max_chars"))
+        preview = min(
+            self._resolved(changes, "preview_chars"), self._resolved(changes, "tool_result_max_chars")
+        )
         out["preview_chars"] = preview
         out["tail_chars"] = min(self.tail_chars, preview // 2)
         return {k: v for k, v in out.items() if v != getattr(self, k)}
