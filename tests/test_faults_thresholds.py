@@ -165,6 +165,26 @@ def test_a_compaction_never_leaves_the_context_larger_than_before(tmp_path: Path
             assert e.tokens_after < e.tokens_before, (policy, e.reason, e.details.get("restored"))
 
 
+
+def test_a_compaction_never_leaves_the_context_over_its_threshold() -> None:
+    """What a compaction restores fits under the compaction threshold as well as under what it
+    freed: on the recorded Sonnet session at 64,000 tokens a restore filled the whole room it
+    freed (51,356 -> 46,317 over a 44,758 threshold) and the next compactions came two calls
+    apart. Checked against the (warm) threshold every compaction event names."""
+    import re
+
+    from conftest import CLAUDE_CODE
+
+    session = load(CLAUDE_CODE / "cc_sonnet-4.5_long-290-tools_redacted_3cfce0ff.jsonl")[0]
+    report = replay_session(session, get_policy("default"), window=64_000)
+    made = [e for c in report.calls for e in c.events if e["layer"].endswith("_compact")]
+    assert len(made) >= 5
+    named = [m for e in made for m in re.findall(r"threshold ([\d,]+)", e["reason"])]
+    threshold = max(int(m.replace(",", "")) for m in named)
+    over = [(e["tokens_before"], e["tokens_after"]) for e in made if e["tokens_after"] > threshold]
+    assert over == []
+    assert any(e["details"].get("restored") for e in made)  # the working set still comes back
+
 def test_a_window_above_the_models_own_window_warns() -> None:
     with pytest.warns(ModelWindowWarning, match="128,000"):
         ContextEngine(get_policy("default"), model="gpt-4o", window=200_000)

@@ -279,7 +279,7 @@ class Compactor(SessionNotes):
             compactions=self.compactions,
         )
         quote_latest_request(sm, ctx, notes_at, plan, self._counted(ctx))
-        self._finish(sm, ctx, done.state, history, force=plan.force)
+        self._finish(sm, ctx, done.state, history, plan)
         return done
 
     def _call(self) -> SummaryCall:
@@ -319,7 +319,7 @@ class Compactor(SessionNotes):
             return None
         cut, state = made
         quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))  # whichever summarizer ran
-        self._finish(cut, ctx, state, history, force=plan.force)
+        self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state, closes_breaker=True)
 
     def _structured(
@@ -341,7 +341,7 @@ class Compactor(SessionNotes):
         quote_latest_request(cut, ctx, 0, plan, counted)
         if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
             prepend_focus(cut, instructions, counted)
-        self._finish(cut, ctx, state, history, force=plan.force)
+        self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state)
 
     def _styled(
@@ -373,7 +373,7 @@ class Compactor(SessionNotes):
         except CompactionFailed as exc:
             self.breaker.record_failure(exc, events, ctx.policy.breaker_failures)
             raise
-        self._finish(cut, ctx, state, history, force=plan.force)
+        self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state, closes_breaker=True)
 
     # ------------------------------------------------------------ restore and audit
@@ -384,11 +384,12 @@ class Compactor(SessionNotes):
         ctx: LayerContext,
         state: summarize.SummaryState,
         history: Sequence[Message],
-        *,
-        force: bool,
+        plan: CompactionPlan,
     ) -> None:
         """Add the restore messages and the quality figures to a cut (``history``: the whole
-        session, for ``restore_from_history``; ``force``: the user asked for this compaction)."""
+        session, for ``restore_from_history``; ``plan``: its threshold, and whether the user asked
+        for this compaction)."""
+        force = plan.force
         p = ctx.policy
         kept = list(ctx.view[cut.keep_from :])
         upto = history_cut(ctx, cut.keep_from, len(history))
@@ -408,10 +409,12 @@ class Compactor(SessionNotes):
         # a file restored again with the same content is the same message: the prompt cache
         # (compared by identity, as for every unchanged message) keeps serving it
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
-        # an automatic compaction never leaves the context larger than before it: what is
-        # restored fits in what it freed (in order; a restore that does not fit is left out and
-        # named). A forced one (the user's /compact) restores the working set as asked.
-        room = cut.event.tokens_before - 1 - cut.event.tokens_after if not force else FORCED_ROOM
+        # an automatic compaction never leaves the context larger than before it, nor over the
+        # compaction threshold (the next call would compact again): what is restored fits in what
+        # it freed under both (in order; a restore that does not fit is left out and named). A
+        # forced one (the user's /compact) restores the working set as asked.
+        limit = min(cut.event.tokens_before - 1, plan.threshold)
+        room = limit - cut.event.tokens_after if not force else FORCED_ROOM
         counted = self._counted(ctx)
         lead_tokens, restored, skipped = fit(lead, restored, room, counted)
         restored_tokens = place(cut, lead, restored, lead_tokens, skipped, counted)
