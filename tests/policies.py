@@ -42,6 +42,7 @@ PRE_SKELETON = DEFAULT.with_(
     DEFAULT.settings(Restore).with_(
         files=5,
         skeleton_user_tokens=0,
+        room_tokens=0,
         total_share=0.26,
         change_share=0.05,
         shell_reads=False,

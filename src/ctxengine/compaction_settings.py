@@ -338,6 +338,11 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
         skeleton_block_tokens: ... each block at most this many tokens ...
         skeleton_user_tokens: ... and each earlier user message at most this many (its head; the
             latest request is quoted whole apart from it; 0: the block cap alone).
+        room_tokens: ours: tokens an automatic compaction leaves free under its threshold, room
+            for the next turns; what it restores gives way to it (the skeleton's oldest segments
+            first; 0: restores may fill up to the threshold). A compaction that leaves less is
+            due again a turn or two later, and each is a cache write of all that follows the
+            cached prefix.
         instruction_files: the names of the instruction files re-attached.
         file_share: caps ``file_tokens``, a share of the window.
         total_share: caps ``total_tokens``, a share of the window.
@@ -359,6 +364,7 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
         "skeleton_tokens": "restore_skeleton_tokens",
         "skeleton_block_tokens": "restore_skeleton_block_tokens",
         "skeleton_user_tokens": "restore_skeleton_user_tokens",
+        "room_tokens": "restore_room_tokens",
         "instruction_files": "instruction_files",
         "file_share": "restore_file_share",
         "total_share": "restore_total_share",
@@ -381,6 +387,7 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
     skeleton_tokens: int = 0
     skeleton_block_tokens: int = 1_000
     skeleton_user_tokens: int = 0
+    room_tokens: int = 0
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
     file_share: float = 0.0
     total_share: float = 0.0

@@ -177,6 +177,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_skeleton_tokens: int = 0
     restore_skeleton_block_tokens: int = 1_000
     restore_skeleton_user_tokens: int = 0
+    restore_room_tokens: int = 0
     instruction_files: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 
     # OverflowGuard (last resort before a call that cannot fit)
@@ -376,7 +377,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
           ``RESERVE_MAX_SHARE`` of the free window (scaled down in proportion; the overflow
           guard's ``overflow_reserve``, the response's room at the very least, is kept);
         - what a compaction keeps or adds (kept tail, notes, summary, restored files, pi's
-          split-turn prefix) at most its ``*_MAX_SHARE`` of the free window;
+          split-turn prefix) and the room it leaves to grow at most its ``*_MAX_SHARE`` of the
+          free window;
         - an offload preview is never larger than the cap it enforces (a 2,000-char preview
           of a result capped at 960 chars grows the context it was meant to shrink)."""
         free = window - fixed if 0 < fixed < window else window
@@ -398,6 +400,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             ("restore_file_tokens", RESTORE_MAX_SHARE),
             ("restore_total_tokens", RESTORE_MAX_SHARE),
             ("restore_skeleton_tokens", RESTORE_MAX_SHARE),
+            ("restore_room_tokens", RESTORE_MAX_SHARE),
         ):
             out[name] = min(self._resolved(changes, name), max(1, int(free * share)))
         preview = min(

@@ -410,10 +410,11 @@ class Compactor(SessionNotes):
         # (compared by identity, as for every unchanged message) keeps serving it
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
         # an automatic compaction never leaves the context larger than before it, nor over the
-        # compaction threshold (the next call would compact again): what is restored fits in what
-        # it freed under both (in order; a restore that does not fit is left out and named). A
-        # forced one (the user's /compact) restores the working set as asked.
-        limit = min(cut.event.tokens_before - 1, plan.threshold)
+        # compaction threshold less the room it must leave to grow (else the next call or two
+        # would compact again): what is restored fits in what it freed under both (in order; a
+        # restore that does not fit is left out and named). A forced one (the user's /compact)
+        # restores the working set as asked.
+        limit = min(cut.event.tokens_before - 1, plan.threshold - Restore.of(p).room_tokens)
         room = limit - cut.event.tokens_after if not force else FORCED_ROOM
         counted = self._counted(ctx)
         lead_tokens, restored, skipped = fit(lead, restored, room, counted)
