@@ -38,7 +38,6 @@ PRE_SKELETON = DEFAULT.with_(
         index_segments=True,
     ),
     DEFAULT.settings(CacheClear).with_(trigger=0.5, target=0.35),
-    DEFAULT.settings(ToolResultBudget).with_(preview_share=0.0),
     DEFAULT.settings(Restore).with_(
         files=5,
         skeleton_user_tokens=0,

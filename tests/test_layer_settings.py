@@ -147,7 +147,7 @@ def test_records_are_frozen_and_with_validates_again() -> None:
 
 def test_policy_settings_returns_a_layers_record() -> None:
     assert DEFAULT.settings(ToolResultBudget) == ToolResultBudget(
-        max_chars=20_000, window_share=0.02, preview_share=0.006, exempt_tools=()
+        max_chars=20_000, window_share=0.02, exempt_tools=()
     )
     assert DEFAULT.settings(TtlPrune).enabled is False
     assert get_policy("claude-code").settings(SessionMemory).keep_max_tokens == 40_000
@@ -324,13 +324,14 @@ def test_a_layer_reads_its_record_once_per_policy_object() -> None:
 def test_the_preview_share_caps_an_offload_preview_in_a_small_window() -> None:
     """``preview_share`` caps the preview as OpenClaw's ``window_share`` caps the result:
     floor(free window x share) x 4 chars; a large window keeps the 2 KB preview."""
-    p = get_policy("default")
-    assert ToolResultBudget.of(p).preview_share == 0.006
+    default = get_policy("default")
+    assert ToolResultBudget.of(default).preview_share == 0.0  # off in default
+    p = default.with_(default.settings(ToolResultBudget).with_(preview_share=0.006))
     small = p.for_window(64_000, 24_000)  # 40,000 free: 240 tokens, 960 chars
     assert small.preview_chars == 960 and small.tail_chars == 480
     large = p.for_window(200_000, 24_000)
     assert large.preview_chars == 2_000 and large.tail_chars == 600
-    assert get_policy("claude-code").for_window(64_000, 24_000).preview_chars == 2_000  # no share set
+    assert default.for_window(64_000, 24_000).preview_chars == 2_000  # no share set
 
 
 def test_a_result_offloaded_in_a_small_window_keeps_a_shorter_preview() -> None:
@@ -338,9 +339,11 @@ def test_a_result_offloaded_in_a_small_window_keeps_a_shorter_preview() -> None:
     from ctxengine.messages import Message, Text, ToolCall, ToolResult
 
     result = "\n".join(f"line {k}: " + "word " * 12 for k in range(400))
+    default = get_policy("default")
+    policy = default.with_(default.settings(ToolResultBudget).with_(preview_share=0.006))
     sizes = []
     for window in (64_000, 200_000):
-        e = ContextEngine(get_policy("default"), model="claude-sonnet-4-5", window=window)
+        e = ContextEngine(policy, model="claude-sonnet-4-5", window=window)
         e.bootstrap(system="sys", fixed_prefix_tokens=24_000)
         e.ingest(Message("user", (Text("read the log"),), "u0"))
         e.ingest(Message("assistant", (ToolCall("c1", "Bash", {"command": "cat log"}),), "a1"))

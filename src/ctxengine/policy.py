@@ -80,7 +80,7 @@ RECORDED = Policy.compose(
 )
 
 DEFAULT = Policy.compose(
-    ToolResultBudget(max_chars=20_000, window_share=0.02, preview_share=0.006, exempt_tools=()),
+    ToolResultBudget(max_chars=20_000, window_share=0.02, exempt_tools=()),
     IdleClear(),
     CacheClear(trigger=0.4, target=0.25),
     OverflowGuard(),
@@ -121,8 +121,9 @@ trigger and target included, so the policy behaves alike whether the prefix take
 the window or two fifths of it:
 
 - tool results over min(20,000 chars, 2% of the free window x 4) go to the artifact store behind
-  a preview of min(2,000 chars, 0.6% of the free window x 4) that lists their identifiers (the
-  agent pages them back with ``retrieve``; 960 chars when 40,000 tokens are free);
+  a 2 KB preview that lists their identifiers (the agent pages them back with ``retrieve``; a
+  ``preview_share`` of 0.6% of the free window saves 1% more at 64,000 but leaves small windows
+  with 300-character previews, so it is off);
 - session notes are kept in the background ($0); above 50% of the free window (Claude Code's
   window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
   notes (cut to 1% of the free window) become the summary (session-memory compaction, $0);
@@ -130,13 +131,15 @@ the window or two fifths of it:
   cut allows) and re-attaches what the agent re-uses, by content: the *transcript skeleton*
   (``ctxengine.skeleton``: the user's and the agent's own words, every tool-call input verbatim, tool
   results, harness notices, replaced text, command descriptions and todo lists left out; 25% of the
-  free window, newest first, each block at most 4,000 tokens, an earlier user message at most 300)
+  free window, newest first, each block at most 6,000 tokens, an earlier user message at most 300)
   as append-only segments that lead the prefix (the next compaction reads the kept segments from the
   prompt cache: a prefix-caching provider's, OpenAI or DeepSeek, and Anthropic's through the breakpoint
   the writer puts at their end); the last change of the 5 most recently modified files not already
   in it (3% each); the latest error with its call (1,000 tokens); the most recently read file, shell
   reads (``cat``, ``sed -n``, ``nl``) included (2.6%; 8% in all with the changes); then the plan and
   todos;
+- what is restored leaves 8,000 tokens of room under the threshold (the skeleton's oldest
+  segments give way first), so the next compaction is not due a turn or two later;
 - the latest user request is quoted whole after the summary when the kept part lost it;
 - when the prompt cache has expired (no call for 5 minutes) the threshold drops to 10% of the free
   window: the request is written in full anyway;
