@@ -198,14 +198,25 @@ def test_grep_byte_screen_finds_what_the_regex_finds(tmp_path: Path) -> None:
 def _breakpoints_from_the_encoding(messages: list[Message], mode: SystemMessages) -> list[int]:
     """The former ``breakpoint_indices``: the whole request encoded, then read (the cache
     anchor's message listed when the encoding found a block of it to mark)."""
-    anchor = aw._cache_anchor(messages)
-    encoded, last_src, _, anchor_block = aw._encode(messages, "", mode, anchor)
+    encoded, last_src, _, anchor_block = aw._encode(messages, "", mode)
+    skip = aw.aborted_unanswered(messages)
+    anchor = max(
+        (
+            i
+            for i, m in enumerate(messages)
+            if m.role == "user"
+            and m.meta.get(CACHE_ANCHOR)
+            and any(b["type"] not in aw._NO_CACHE_TYPES for b in aw._blocks(m, skip))
+        ),
+        default=-1,
+    )
+    assert (anchor_block is not None) == (anchor >= 0)
     marks = [
         last_src[k]
         for k in aw._message_breakpoints(encoded)
         if last_src[k] >= 0 and any(b["type"] not in aw._NO_CACHE_TYPES for b in encoded[k]["content"])
     ]
-    return sorted({*marks, anchor}) if anchor_block is not None else marks
+    return sorted({*marks, anchor}) if anchor >= 0 else marks
 
 
 @PROPS

@@ -272,7 +272,7 @@ def test_real_anthropic_session_reads_the_skeleton_from_the_cache_at_the_next_co
 
     session = load(CLAUDE_CODE / "cc_sonnet-4.5_long-290-tools_redacted_3cfce0ff.jsonl")[0]
     with_anchor = replay_session(session, get_policy("default"), window=64_000)
-    monkeypatch.setattr(anthropic_writer, "_cache_anchor", lambda messages: -1)
+    monkeypatch.setattr(anthropic_writer, "CACHE_ANCHOR", "no-such-key")  # the writer sees no anchor
     without = replay_session(session, get_policy("default"), window=64_000)
 
     def at_compactions(r: Any, field: str) -> int:

@@ -110,7 +110,7 @@ def to_anthropic(
     Returns:
         The body, ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
     """
-    encoded, _, system_texts, anchor = _encode(messages, system, system_messages, _cache_anchor(messages))
+    encoded, _, system_texts, anchor = _encode(messages, system, system_messages)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": encoded}
     system_blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_texts]
     if system_blocks:
@@ -135,14 +135,6 @@ def to_anthropic(
     return body
 
 
-def _cache_anchor(messages: Sequence[Message]) -> int:
-    """Index of the last message marked ``CACHE_ANCHOR`` (-1: none)."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].meta.get(CACHE_ANCHOR):
-            return i
-    return -1
-
-
 def breakpoint_indices(
     messages: Sequence[Message], *, system_messages: SystemMessages = "hoist"
 ) -> list[int]:
@@ -160,8 +152,11 @@ def breakpoint_indices(
     roles: list[str] = []
     last_src: list[int] = []
     cacheable: list[bool] = []
+    anchor = -1  # the last user message marked CACHE_ANCHOR that can carry a breakpoint
     for i, m in enumerate(messages):
         role, can = _shape(m, skip, system_messages)
+        if m.role == "user" and role == "user" and can and m.meta.get(CACHE_ANCHOR):
+            anchor = i
         if role is None:
             continue
         if roles and roles[-1] == role:
@@ -176,9 +171,7 @@ def breakpoint_indices(
         last_src.insert(0, -1)
         cacheable.insert(0, True)
     marks = [last_src[k] for k in _breakpoints_by_role(roles) if last_src[k] >= 0 and cacheable[k]]
-    anchor = _cache_anchor(messages)
-    user_anchor = anchor >= 0 and messages[anchor].role == "user"
-    if user_anchor and anchor not in marks and _shape(messages[anchor], skip, system_messages)[1]:
+    if anchor >= 0 and anchor not in marks:
         marks = sorted([*marks, anchor])
     return marks
 
@@ -229,11 +222,11 @@ def _breakpoints_by_role(roles: list[str]) -> list[int]:
 
 
 def _encode(
-    messages: Sequence[Message], system: str, system_messages: SystemMessages, anchor: int = -1
+    messages: Sequence[Message], system: str, system_messages: SystemMessages
 ) -> tuple[list[dict[str, Any]], list[int], list[str], dict[str, Any] | None]:
     """Encoded messages, for each the index of the last neutral message merged into it (-1 for
-    the placeholder), the system texts, and the block that ends message ``anchor`` (the last one
-    able to carry a breakpoint; None when there is none)."""
+    the placeholder), the system texts, and the block that ends the last user message marked
+    ``CACHE_ANCHOR`` (its last block able to carry a breakpoint; None when there is none)."""
     anchor_block: dict[str, Any] | None = None
     skip = aborted_unanswered(messages)
     system_texts = [system] if system.strip() else []
@@ -252,8 +245,9 @@ def _encode(
             content = [{"type": "text", "text": SYSTEM_REMINDER.format(text=text)}]
         else:
             content = _blocks(m, skip)
-            if i == anchor and role == "user":
-                anchor_block = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
+            if role == "user" and m.meta.get(CACHE_ANCHOR):
+                last = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
+                anchor_block = last or anchor_block
         if not content:
             continue
         if encoded and encoded[-1]["role"] == role:
