@@ -18,7 +18,9 @@ Each history size has two runs, each made straight to the upstream and then thro
 with the same bodies:
 - the *latency run*: one session, ``--sequential`` requests one after another, so nothing
   queues: end-to-end latency p50/p99 of each, their difference (the latency the proxy adds), and
-  the proxy's own time before the upstream call (from its log lines, ``added=``);
+  the proxy's own time before the upstream call (from its log lines, ``added=``); and, beside
+  them, the same requests through a bare pass-through on the proxy's stack (Starlette + uvicorn
+  in, httpx out, no engine): what the extra HTTP hop alone adds;
 - the *load run*: ``--sessions`` concurrent sessions, ``--requests`` in all: requests/s and
   latencies, which at this concurrency are mostly queueing (a closed loop of 50 clients on two
   cores), and every response must echo its request's id (no request lost or answered out of
@@ -79,6 +81,28 @@ def serve_upstream(port: int) -> None:
                 "usage": usage,
             }
         )
+
+    app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def serve_passthrough(port: int, up_url: str) -> None:
+    """A bare pass-through on the proxy's stack (Starlette + uvicorn in, httpx out) that forwards
+    each body and the key unchanged, with no engine: what one more HTTP hop costs on this stack
+    (runs in its own process)."""
+    import httpx
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    client = httpx.AsyncClient(base_url=up_url, timeout=600)
+
+    async def messages(request: Request) -> Response:
+        headers = {"content-type": "application/json", "x-api-key": request.headers.get("x-api-key", "")}
+        r = await client.post("/v1/messages", content=await request.body(), headers=headers)
+        return Response(r.content, status_code=r.status_code, media_type="application/json")
 
     app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
@@ -260,6 +284,20 @@ def through_proxy(up_url: str, work: list[Conversation], per: int) -> Run:
     return Run(first, later, own, wrong, log_text.count("fail open"), wall)
 
 
+def through_passthrough(up_url: str, work: list[Conversation], per: int) -> Run:
+    """The clients through a bare pass-through process (``serve_passthrough``)."""
+    port = _free_port()
+    cmd = [sys.executable, __file__, "--serve-passthrough", str(port), "--upstream", up_url]
+    server = subprocess.Popen(cmd)
+    try:
+        _wait(port)
+        first, later, wrong, wall = asyncio.run(run_clients(f"http://127.0.0.1:{port}", work, per))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return Run(first, later, [], wrong, 0, wall)
+
+
 def direct(up_url: str, work: list[Conversation], per: int) -> Run:
     first, later, wrong, wall = asyncio.run(run_clients(up_url, work, per))
     return Run(first, later, [], wrong, 0, wall)
@@ -277,6 +315,7 @@ def one_size(history: int, sessions: int, requests: int, sequential: int, up_url
     load_p = through_proxy(up_url, [Conversation(s, history) for s in range(sessions)], per)
     seq_d = direct(up_url, [Conversation(1_000, history)], sequential)
     seq_p = through_proxy(up_url, [Conversation(1_000, history)], sequential)
+    seq_b = through_passthrough(up_url, [Conversation(1_000, history)], sequential)
     measured = floor(history, sessions, per)
     n = sessions * per
     print(f"\n## history {history:,} tokens (mean body {statistics.mean(measured['kb']):,.0f} KB)")
@@ -287,6 +326,9 @@ def one_size(history: int, sessions: int, requests: int, sequential: int, up_url
     added = [pct(seq_p.later, q) - pct(seq_d.later, q) for q in (0.5, 0.99)]
     print(f"{'  added latency (proxy - direct)':52} {added[0]:9.1f} {added[1]:9.1f}")
     row("  proxy's own time before the upstream call", seq_p.own[1:])
+    row("  through a bare pass-through (no engine), end to end", seq_b.later)
+    bare = [pct(seq_b.later, q) - pct(seq_d.later, q) for q in (0.5, 0.99)]
+    print(f"{'  added by the bare pass-through (its - direct)':52} {bare[0]:9.1f} {bare[1]:9.1f}")
     print(f"  first request (new session, whole history ingested): {seq_p.first[0]:,.1f} ms")
     print(f"load run: {sessions} concurrent sessions x {per} requests = {n:,}")
     row("  direct, end to end (first requests left out)", load_d.later)
@@ -311,7 +353,12 @@ def main() -> None:
     ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
     ap.add_argument("--sequential", type=int, default=40, help="requests of the latency run")
     ap.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--serve-passthrough", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--upstream", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serve_passthrough:
+        serve_passthrough(args.serve_passthrough, args.upstream)
+        return
     if args.serve_upstream:
         serve_upstream(args.serve_upstream)
         return
