@@ -410,3 +410,59 @@ def test_no_harness_text_of_the_real_claude_code_sessions_is_a_request() -> None
     assert sum("[Request interrupted" in m.text() for m in harness) >= 10  # the corpus has 12
     assert all(user_request(m) == "" for m in harness)
     assert sum(1 for m in messages if user_request(m)) > 50
+
+
+@pytest.mark.parametrize("policy", ["claude-code", "openclaw", "pi", "letta"])
+@pytest.mark.parametrize("summarizer", ["structured", "llm"])
+def test_the_presets_summaries_keep_the_latest_request_too(policy: str, summarizer: str) -> None:
+    """The presets' summaries (their cut strategy and summary style) quote the latest request
+    like ours: it was lost at every summary compaction of the four presets, $0 or with a model."""
+    request = "Implement the following spec exactly.\n" + words(1_650, 4)  # ~9,800 chars
+    assert len(request) > 8_000
+    kw: dict[str, Any] = {"off": (SessionMemory,)}
+    if summarizer == "llm":
+        kw["llm"] = FakeLLM()
+    found = drive(make(policy, **kw), session(request, rounds=80))
+    summaries = [f for f in found if f[0] == "summary_compact"]
+    assert len(summaries) >= 2
+    for layer, q, shown in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert whole_in(request, shown), layer
+
+
+@pytest.mark.parametrize("policy", ["claude-code", "letta"])
+def test_a_forced_compaction_keeps_the_request_it_ends_with(policy: str) -> None:
+    """``compact(force=True)`` (a user's /compact) right after the request, three times in a row:
+    the request stays whole (the presets summarized it away)."""
+    request = "Now rename the loader to reader everywhere: " + words(50, 6)
+    e = make(policy, window=64_000, off=(SessionMemory,))
+    for m in session(request, rounds=10)[:-1]:
+        e.ingest(m)
+    e.ingest(Message("user", (Text(request),), "u-newest", timestamp=T0 + 50))
+    for k in range(3):
+        event = e.compact(force=True)
+        assert event is not None
+        assert event.details["quality"]["latest_request_verbatim"] is True
+        assert whole_in(request, e.assemble(now=T0 + 60 + k).messages)
+        e.ingest(Message("assistant", (Text("ok"),), f"ax{k}", timestamp=T0 + 61 + k, model=MODEL))
+        e.ingest(Message("user", (Text(f"go on {k}"),), f"ux{k}", timestamp=T0 + 61.5 + k))
+
+
+@pytest.mark.parametrize("summarizer", ["notes", "structured"])
+def test_a_request_split_by_a_harness_block_counts_as_whole_where_it_is_kept(summarizer: str) -> None:
+    """A request typed in two text blocks with a <system-reminder> block between them (as Claude
+    Code sends one): where its message is kept as it was, the flag says ``True`` (it said
+    ``False`` at every clearing, since the typed text joined without the reminder is not a
+    substring of the message), and no compaction quotes it a second time."""
+    first, second = "Part one of the task: " + words(400, 11), "Part two of the task: " + words(400, 12)
+    reminder = "<system-reminder>\nThe user opened src/app.py in the IDE.\n</system-reminder>"
+    msgs = session("placeholder", rounds=80)
+    at = next(i for i, m in enumerate(msgs) if m.id == "u-latest")
+    msgs[at] = Message("user", (Text(first), Text(reminder), Text(second)), "u-latest", timestamp=T0 + 5)
+    found = drive(make(off=() if summarizer == "notes" else (SessionMemory,)), msgs)
+    assert len(found) >= 2
+    for layer, q, shown in found:
+        assert q["latest_request_verbatim"] is True, layer
+        text = "\n".join(m.text() for m in shown if m.role == "user")
+        assert first in text and second in text, layer
+        assert text.count(first) == 1, layer

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.audit import quality
+from ctxengine.audit import quality, user_request
 from ctxengine.engine_view import EngineView
 from ctxengine.layers.base import (
     REQUEST_TEXT,
@@ -75,8 +75,10 @@ class EngineCommits(EngineView):
         if found is None:
             return True
         latest = found[0]
-        texts = [m.text() for m in self._view if m.role == "user"]
-        if any(latest in t for t in texts):
+        users = [m for m in self._view if m.role == "user"]
+        texts = [m.text() for m in users]
+        # typed blocks with a harness block between them are whole when their message is there
+        if any(latest in t for t in texts) or any(user_request(m) == latest for m in users):
             return True
         head = latest[:200]
         if any(head in t and f"message {found[1]} of the transcript" in t for t in texts):

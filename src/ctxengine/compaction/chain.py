@@ -373,6 +373,7 @@ class Compactor(SessionNotes):
         except CompactionFailed as exc:
             self.breaker.record_failure(exc, events, ctx.policy.breaker_failures)
             raise
+        quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))  # whichever summarizer ran
         self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state, closes_breaker=True)
 

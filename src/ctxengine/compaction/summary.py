@@ -15,6 +15,7 @@ from collections.abc import Callable
 import msgspec
 
 from ctxengine import summarize
+from ctxengine.audit import user_request
 from ctxengine.compaction.audit import audit_details
 from ctxengine.compaction.plan import CompactionPlan
 from ctxengine.compaction.records import SummaryCall, copy_summary_state, failed, priced_summary
@@ -187,6 +188,8 @@ def quote_latest_request(
     kept = [m.text() for m in ctx.view[cut.keep_from :]]
     if latest in head.text() or any(latest in t for t in kept):
         return
+    if any(user_request(m) == latest for m in ctx.view[cut.keep_from :]):
+        return  # kept whole: its typed blocks with a harness block between them
     if any(retrieval_handle(msg_id) in t for t in kept):
         cut.event.details["latest_request_quoted"] = "partial"  # the guard cut it in place already
         return
