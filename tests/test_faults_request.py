@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import string
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -466,3 +467,28 @@ def test_a_request_split_by_a_harness_block_counts_as_whole_where_it_is_kept(sum
         text = "\n".join(m.text() for m in shown if m.role == "user")
         assert first in text and second in text, layer
         assert text.count(first) == 1, layer
+
+
+def test_a_mini_swe_agent_task_survives_compaction_in_text_mode(tmp_path: Path) -> None:
+    """mini-swe-agent's text mode sends command outputs as user messages: the task (9,800 chars)
+    is the latest request at every compaction, not the newest output (the flag said ``True``
+    while the task was gone, since an output stood for the request)."""
+    import json
+
+    from ctxengine.formats import openai_chat
+
+    task = "Implement the following spec exactly.\n" + words(1_650, 21) + "\n"
+    msgs: list[dict[str, str]] = [{"role": "system", "content": "You are a coding agent."}]
+    msgs.append({"role": "user", "content": task})
+    for k in range(60):
+        msgs.append({"role": "assistant", "content": f"THOUGHT: step {k}\n\n```bash\nrun step {k}\n```"})
+        out = f"<returncode>0</returncode>\n<output>\n{words(900, 100 + k)}\n</output>"
+        msgs.append({"role": "user", "content": out})
+    path = tmp_path / "mini.traj.json"
+    path.write_text(json.dumps({"messages": msgs, "trajectory_format": "mini-swe-agent-1"}))
+    s = openai_chat.read(path)[0]
+    found = drive(make(), s.messages)
+    assert len([f for f in found if f[0] in ("session_memory_compact", "summary_compact")]) >= 2
+    for layer, q, shown in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert whole_in(task, shown), layer

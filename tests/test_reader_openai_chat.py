@@ -158,3 +158,59 @@ def test_unreadable_files_raise(tmp_path: Path, content: bytes) -> None:
 
 def test_missing_path_raises(tmp_path: Path) -> None:
     assert_unreadable(openai_chat.read, tmp_path / "nope.json")
+
+
+def _mini_text_mode(tmp_path: Path, task: str, rounds: int = 3) -> Path:
+    """A mini-swe-agent 1.x text-mode .traj.json: no tools; a THOUGHT and one ```bash block per
+    reply, the output sent back as a user message; one reply with two blocks and its format error."""
+    msgs: list[dict[str, object]] = [
+        {"role": "system", "content": "You are a helpful assistant that can interact with a computer."},
+        {"role": "user", "content": task},
+    ]
+    for k in range(rounds):
+        msgs.append({"role": "assistant", "content": f"THOUGHT: look {k}\n\n```bash\nls src/part_{k}\n```"})
+        msgs.append(
+            {"role": "user", "content": f"<returncode>0</returncode>\n<output>\nfile_{k}.py\n</output>"}
+        )
+    msgs.append({"role": "assistant", "content": "```bash\nls\n```\nand\n```bash\npwd\n```"})
+    msgs.append({"role": "user", "content": "Please always provide EXACTLY ONE action in triple backticks."})
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": "THOUGHT: done\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
+        }
+    )
+    path = tmp_path / "mini-text.traj.json"
+    path.write_text(
+        json.dumps(
+            {"info": {"exit_status": "Submitted"}, "messages": msgs, "trajectory_format": "mini-swe-agent-1"}
+        )
+    )
+    return path
+
+
+def test_mini_text_mode_actions_are_tool_calls_and_observations_their_results(tmp_path: Path) -> None:
+    """mini-swe-agent's text mode: each fenced action is a tool call and the observation its result,
+    so the newest command output is never taken for the user's request (it was, at every call)."""
+    from ctxengine.audit import latest_user_request
+
+    task = "Fix the failing parser test in src/parse.py.\n"
+    s = openai_chat.read(_mini_text_mode(tmp_path, task))[0]
+    calls = tool_calls(s)
+    assert [c.input for c in calls] == [
+        {"command": "ls src/part_0"},
+        {"command": "ls src/part_1"},
+        {"command": "ls src/part_2"},
+        {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
+    ]
+    assert {c.name for c in calls} == {"bash"}
+    assert s.messages[1].blocks[0].text == "THOUGHT: look 0"  # the discussion, without the block
+    results = [b for m in s.messages for b in m.tool_results]
+    assert [r.call_id for r in results] == [c.id for c in calls[:3]]
+    assert "file_2.py" in results[-1].content[0].text
+    assert [m.origin for m in s.messages if m.role == "user" and not m.tool_results] == [
+        "message",
+        "attachment",
+    ]
+    assert latest_user_request(s.messages) == task  # verbatim, its newline kept
+    assert pairing_problems(s) == [f"call {calls[-1].id} at {len(s.messages) - 1} unanswered"]

@@ -145,16 +145,17 @@ def harness_text(text: str) -> bool:
 
 
 def user_request(msg: Message) -> str:
-    """The user-typed text of ``msg`` (its ``Text`` blocks, stripped, those a harness added
-    left out: ``harness_text``) when it is a user message of the conversation (not a harness
-    attachment, not an engine-made message); else "". A message that also carries tool results
-    counts by its text: an API request puts the user's words after the tool results in one user
-    message (the roles must alternate), and a text typed while tools ran is the newest request
-    all the same."""
+    """The user-typed text of ``msg`` (its ``Text`` blocks, those a harness added left out:
+    ``harness_text``; verbatim, its spacing kept, so that a quote of it is the request as typed)
+    when it is a user message of the conversation (not a harness attachment, not an engine-made
+    message) and it is not blank; else "". A message that also carries tool results counts by its
+    text: an API request puts the user's words after the tool results in one user message (the
+    roles must alternate), and a text typed while tools ran is the newest request all the same."""
     if msg.role != "user" or msg.origin != "message":
         return ""
     texts = [b.text for b in msg.blocks if isinstance(b, Text)]
-    return "\n".join(t for t in texts if not harness_text(t)).strip()
+    typed = "\n".join(t for t in texts if not harness_text(t))
+    return typed if typed.strip() else ""
 
 
 def latest_request_index(messages: Sequence[Message]) -> int | None:

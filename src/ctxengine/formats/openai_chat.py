@@ -10,7 +10,9 @@ legacy ``function_call`` / ``role: "function"`` is accepted too). Three containe
   assistant message carries ``extra.response`` (the raw LiteLLM response: ``usage``, ``model``,
   ``created``) and ``extra.timestamp`` (epoch seconds, taken as the message time). The final
   ``role: "exit"`` message holds the submission and was never sent to a model: it is counted in
-  ``Session.skipped["exit"]``, so the last (``submit``) tool call has no result.
+  ``Session.skipped["exit"]``, so the last (``submit``) tool call has no result. In mini-swe-agent's
+  text mode (no ``tool`` message, no ``tool_calls``) each fenced bash action becomes a tool call
+  and the observation after it its result (``formats.mini_text``).
 * a JSON list of trajectories, each an object with ``traj`` (a message list), ``task_id``,
   ``trial``, ``reward`` (tau-bench ``historical_trajectories``): one session per trajectory, named
   ``"task {task_id} trial {trial}"``. tau-bench records no usage and no model name, so
@@ -60,6 +62,7 @@ from ctxengine.formats.chat_common import (
     read_bytes,
     report_malformed,
 )
+from ctxengine.formats.mini_text import text_action_calls
 from ctxengine.formats.session_builder import MAX_WARNINGS, SessionBuilder
 from ctxengine.messages import Block, Session, Thinking, ToolResult, TranscriptError
 
@@ -230,6 +233,9 @@ def _mini_session(path: Path, doc: dict[str, Any]) -> Session:
     )
     if session.model is None and isinstance(configured, str):
         session.model = configured
+    raw = [m for m in doc["messages"] if isinstance(m, dict)]
+    if not any(m.get("role") == "tool" or m.get("tool_calls") for m in raw):
+        session.messages = text_action_calls(session.messages)  # mini-swe-agent's text mode
     return session
 
 
