@@ -17,11 +17,14 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
+from ctxengine.tokens.pieces import PIECEWISE_MIN_CHARS, PiecewiseCounter
+
 Encoding = Literal["o200k_base", "cl100k_base"]
 
 _ENCODERS: dict[str, Any] = {}
 _ENCODER_LOCK = threading.Lock()
 _BINDINGS = "bpe_openai._bindings"
+_PIECEWISE: dict[str, PiecewiseCounter] = {}
 
 
 def _load_bindings() -> Any:
@@ -70,9 +73,22 @@ def encoder(name: Encoding = "o200k_base") -> Any:
 
 def count_tokens(text: str, encoding: Encoding = "o200k_base") -> int:
     """Exact number of tokens of ``text`` in ``encoding`` (tiktoken ``encode_ordinary``
-    semantics). Lone surrogates are replaced first, as tiktoken does."""
+    semantics). Lone surrogates are replaced first, as tiktoken does. A long text is counted as
+    the sum of its pieces, each tokenized once per process (``tokens.pieces``: the same count)."""
     if not text:
         return 0
+    if len(text) < PIECEWISE_MIN_CHARS:
+        return _count_whole(text, encoding)
+    counter = _PIECEWISE.get(encoding)
+    if counter is None:
+        with _ENCODER_LOCK:
+            counter = _PIECEWISE.setdefault(
+                encoding, PiecewiseCounter(lambda piece: _count_whole(piece, encoding))
+            )
+    return counter.count(text)
+
+
+def _count_whole(text: str, encoding: Encoding) -> int:
     enc = encoder(encoding)
     try:
         return int(enc.count(text))

@@ -23,7 +23,8 @@ MEMO_MIN_CHARS = 24  # shorter texts are counted each time
 
 
 class TextMemo:
-    """``count(text)`` through ``fn``, remembered by text. ``fn`` must be pure."""
+    """``count(text)`` through ``fn``, remembered by text. ``fn`` must be pure. Texts shorter
+    than ``min_chars`` are counted each time (``MEMO_MIN_CHARS`` unless told)."""
 
     def __init__(
         self,
@@ -31,8 +32,10 @@ class TextMemo:
         *,
         max_chars: int = MEMO_MAX_CHARS,
         max_entries: int = MEMO_MAX_ENTRIES,
+        min_chars: int = MEMO_MIN_CHARS,
     ) -> None:
         self._fn = fn
+        self._min_chars = min_chars
         self._counts: dict[str, int] = {}
         self._chars = 0
         self._max_chars = max_chars
@@ -48,7 +51,7 @@ class TextMemo:
         if n is not None:
             return n
         n = self._fn(text)
-        if len(text) >= MEMO_MIN_CHARS and len(text) <= self._max_chars:
+        if self._min_chars <= len(text) <= self._max_chars:
             with self._lock:
                 if text not in self._counts:
                     self._counts[text] = n
