@@ -20,7 +20,6 @@ built from the characters the patterns treat specially.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable
 
@@ -29,29 +28,47 @@ from ctxengine.tokens.memo import TextMemo
 PIECEWISE_MIN_CHARS = 4_096  # shorter texts are counted whole: splitting would cost what it saves
 PIECES_MAX_CHARS = 8_000_000  # characters of pieces remembered per encoding
 
-LONG_PIECE_CHARS = 1_024  # a piece between line cuts this long is cut at its words too
+LONG_PIECE_CHARS = 1_024  # a line this long is cut at its words too
+GROUP_MASK = 7  # a piece ends at a line (word) whose hash has these bits clear: ~8 lines a piece
 
 # after a run of line breaks, before a character that is neither whitespace nor "/"
 _LINE_CUT = re.compile(r"\n(?=[^\s/])")
-# between a non-space and a space that a long word follows (a long line of paths or ids: its cuts
-# are where its words are, wherever the line starts, so a suffix of it shares the line's pieces)
+# between a non-space and a space that a long word follows (a long line of paths or ids)
 _WORD_CUT = re.compile(r"(?<=\S) (?=\S{16})")
 
 
 def pieces(text: str) -> list[str]:
-    """``text`` cut at the places where the encodings' pre-tokenizer always splits that
-    ``_LINE_CUT`` finds, and a long piece also where ``_WORD_CUT`` does;
-    ``"".join(pieces(text)) == text``. The cuts depend only on the characters around them, so
-    two texts that share a run of lines share its pieces."""
-    bounds = [0, *[m.end() for m in _LINE_CUT.finditer(text)], len(text)]
+    """``text`` cut at places where the encodings' pre-tokenizer always splits;
+    ``"".join(pieces(text)) == text``.
+
+    The places are the ends of its lines (``_LINE_CUT``) and, in a long line, the starts of its
+    long words (``_WORD_CUT``). A piece ends after a line (or word) whose hash has the
+    ``GROUP_MASK`` bits clear, so where the pieces end depends only on the text around each end
+    (content-defined chunking): two texts that share a run of lines, or a suffix of a long line,
+    share the pieces inside it, wherever each text starts."""
     out: list[str] = []
-    for a, b in itertools.pairwise(bounds):
-        if b - a < LONG_PIECE_CHARS:
-            out.append(text[a:b])
-            continue
-        line = text[a:b]
-        starts = [0, *[m.start() for m in _WORD_CUT.finditer(line)], len(line)]
-        out.extend(line[x:y] for x, y in itertools.pairwise(starts) if y > x)
+    start = line = 0  # where the current piece and the current line start
+    for end in [*(m.end() for m in _LINE_CUT.finditer(text)), len(text)]:
+        if end - line >= LONG_PIECE_CHARS:
+            if line > start:
+                out.append(text[start:line])
+            out.extend(_words(text[line:end]))
+            start = end
+        elif end == len(text) or not hash(text[line:end]) & GROUP_MASK:
+            out.append(text[start:end])
+            start = end
+        line = end
+    return out
+
+
+def _words(line: str) -> list[str]:
+    out: list[str] = []
+    start = word = 0
+    for end in [*(m.start() for m in _WORD_CUT.finditer(line)), len(line)]:
+        if end == len(line) or not hash(line[word:end]) & GROUP_MASK:
+            out.append(line[start:end])
+            start = end
+        word = end
     return out
 
 
