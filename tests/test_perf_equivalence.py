@@ -281,3 +281,13 @@ def test_read_screened_reads_whole_files_and_hands_back_errors(tmp_path: Path) -
     assert read_screened(str(big), None) is LARGE
     assert read_screened("/proc/self/status", b"Name:")  # reports size 0, holds text
     assert isinstance(read_screened(str(tmp_path / "missing"), None), FileNotFoundError)
+
+
+def test_identifiers_of_runs_seen_before_are_the_ones_a_full_scan_finds() -> None:
+    identifiers._RUN_IDS.clear()
+    first = "read src/app/loader.py and C:\\work\\notes.txt at 0xDEADBEEF12"
+    assert identifiers._extract.__wrapped__(first) == identifiers._match(first)
+    assert "src/app/loader.py" in identifiers._RUN_IDS  # each run's identifiers remembered
+    again = "src/app/loader.py: 12 lines; see http://h.io/a?b=1 and src/app/loader.py again"
+    assert identifiers._extract.__wrapped__(again) == identifiers._match(again)
+    assert identifiers._extract.__wrapped__(again) == {"src/app/loader.py", "http://h.io/a?b=1"}

@@ -12,7 +12,9 @@ ids and UUIDs, which are lower-cased.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from collections.abc import Iterable
 
@@ -73,31 +75,71 @@ def extract(text: str) -> set[str]:
 @functools.lru_cache(maxsize=16_384)
 def _extract(text: str) -> frozenset[str]:
     runs = _CANDIDATE_RUN.findall(text)
-    return _match(runs[0] if len(runs) == 1 else "\n".join(runs)) if runs else frozenset()
+    if not runs:
+        return frozenset()
+    found: set[str] = set()
+    new: list[str] = []
+    for run in dict.fromkeys(runs):
+        ids = _RUN_IDS.get(run)
+        if ids is None:
+            new.append(run)
+        else:
+            found |= ids
+    if new:
+        found |= _match_runs(new)
+    return frozenset(found)
+
+
+# The identifiers of each candidate run, remembered: the same paths and ids come back in many
+# texts (a fifth of the runs' characters on the shared transcripts are distinct).
+_RUN_IDS: dict[str, frozenset[str]] = {}
+_RUN_IDS_MAX = 200_000  # runs remembered (the oldest forgotten first)
+
+
+def _match_runs(runs: list[str]) -> frozenset[str]:
+    """``_match`` of the runs joined by newlines, each run's share remembered in ``_RUN_IDS``
+    (no match spans two runs: a newline is a run's edge to every pattern)."""
+    joined = "\n".join(runs)
+    starts = list(itertools.accumulate((len(r) + 1 for r in runs[:-1]), initial=0))
+    per_run: list[set[str]] = [set() for _ in runs]
+    for m in _PATTERN.finditer(joined):
+        value = _value(m)
+        if value is not None:
+            per_run[bisect.bisect_right(starts, m.start()) - 1].add(value)
+    if len(_RUN_IDS) + len(runs) > _RUN_IDS_MAX:
+        _RUN_IDS.clear()
+    out: set[str] = set()
+    for run, ids in zip(runs, per_run, strict=True):
+        _RUN_IDS[run] = frozenset(ids)
+        out |= ids
+    return frozenset(out)
 
 
 def _match(text: str) -> frozenset[str]:
-    found: set[str] = set()
-    for m in _PATTERN.finditer(text):
-        kind = m.lastgroup
-        value = m.group()
-        if kind in ("winpath", "unixpath", "relpath"):
-            value = normalize_path(value)
-            if len(value) < MIN_PATH_CHARS or value.count("/") < 1:
-                continue
-            if kind == "unixpath" and value.count("/") < 2 and "." not in value.rsplit("/", 1)[-1]:
-                continue  # "/body" of "</body>", "/tmp": one bare component is mostly noise
-        elif kind == "url":
-            value = value.rstrip(_TRAILING)
-        elif kind == "hex":
-            v = value[2:] if value[:2].lower() == "0x" else value
-            if v.isalpha() or (v.isdigit() and len(v) < MIN_NUMBER_DIGITS):
-                continue
-            value = value.lower()
-        elif kind == "uuid":
-            value = value.lower()
-        found.add(value)
-    return frozenset(found)
+    """The normalised identifiers ``_PATTERN`` finds in ``text``."""
+    return frozenset(v for v in (_value(m) for m in _PATTERN.finditer(text)) if v is not None)
+
+
+def _value(m: re.Match[str]) -> str | None:
+    """The normalised identifier of one match, or None when it is noise."""
+    kind = m.lastgroup
+    value = m.group()
+    if kind in ("winpath", "unixpath", "relpath"):
+        value = normalize_path(value)
+        if len(value) < MIN_PATH_CHARS or value.count("/") < 1:
+            return None
+        if kind == "unixpath" and value.count("/") < 2 and "." not in value.rsplit("/", 1)[-1]:
+            return None  # "/body" of "</body>", "/tmp": one bare component is mostly noise
+    elif kind == "url":
+        value = value.rstrip(_TRAILING)
+    elif kind == "hex":
+        v = value[2:] if value[:2].lower() == "0x" else value
+        if v.isalpha() or (v.isdigit() and len(v) < MIN_NUMBER_DIGITS):
+            return None
+        value = value.lower()
+    elif kind == "uuid":
+        value = value.lower()
+    return value
 
 
 def extract_all(texts: Iterable[str]) -> set[str]:
