@@ -71,6 +71,8 @@ def aborted_unanswered(messages: Sequence[Message]) -> set[str]:
     """Ids of tool calls in aborted assistant messages that have no result in their zone. The
     writers leave these calls out of the request body: the provider rejects a call without a
     result, and inventing one for a half-written call is worse (openclaw #4597)."""
+    if not any(is_aborted(m) for m in messages):
+        return set()  # the common case, without planning the turns
     turns, _, _ = turns_of(messages)
     out: set[str] = set()
     for turn in turns:
