@@ -27,7 +27,6 @@ compactions of a Claude Code file. Units: shares in [0, 1], tokens, USD.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -35,6 +34,7 @@ import msgspec
 
 from ctxengine.audit import user_request
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.view_counts import ViewCounts
 
 SHINGLE_WORDS = 8
 PROBE_KINDS = ("request", "artifact", "error", "continuation")
@@ -234,8 +234,7 @@ class FidelityTracker:
         self._last_src: dict[int, int] = {}  # shingle -> index in _sources of its latest holder
         self._sources: list[_Source] = []
         self._charged: set[int] = set()  # sources charged in this epoch
-        self._view: Counter[int] = Counter()
-        self._prev_view: dict[int, Message] = {}
+        self._view: ViewCounts[int] = ViewCounts(self._of)
         self._cache: dict[int, tuple[Message, frozenset[int]]] = {}
         self._changes: dict[str, str] = {}  # path -> new text of its last change
         self._open_file = ""
@@ -264,8 +263,7 @@ class FidelityTracker:
             if sh:
                 k = len(self._sources)
                 self._sources.append(_Source(u))
-                for s in sh:
-                    self._last_src[s] = k
+                self._last_src.update(dict.fromkeys(sh, k))
                 every |= sh
         self._seen |= every
         self._cache[id(msg)] = (msg, frozenset(every))  # the view counts it when it is sent
@@ -309,14 +307,7 @@ class FidelityTracker:
         probes are scored and a new re-fetch epoch starts)."""
         if compaction:
             self.new_epoch()
-        cur = {id(m): m for m in messages}
-        for k, m in self._prev_view.items():
-            if k not in cur or cur[k] is not m:
-                self._view.subtract(self._of(m))
-        for k, m in cur.items():
-            if k not in self._prev_view or self._prev_view[k] is not m:
-                self._view.update(self._of(m))
-        self._prev_view = cur
+        self._view.move_to(messages)
         if system != self._system[0]:
             self._system = (system, shingles(system))
         sys_sh = self._system[1]
@@ -327,7 +318,7 @@ class FidelityTracker:
         hits = 0
         refetch = 0
         for s in grounded:
-            if self._view[s] > 0 or s in sys_sh:
+            if self._view.holds(s) or s in sys_sh:
                 hits += 1
                 continue
             at = self._last_src.get(s)
@@ -347,7 +338,7 @@ class FidelityTracker:
         sh = shingles(text)
         if not sh:
             return 1.0 if normalized(text) in flat else 0.0
-        return sum(1 for s in sh if self._view[s] > 0 or s in sys_sh) / len(sh)
+        return sum(1 for s in sh if self._view.holds(s) or s in sys_sh) / len(sh)
 
     def _probes(
         self, messages: Sequence[Message], system: str, sys_sh: set[int], hits: int, grounded: int

@@ -12,7 +12,6 @@ Each follows the session in transcript order; none touches the engine.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -26,6 +25,7 @@ from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult
 from ctxengine.models import ModelInfo
 from ctxengine.replay.records import COMPACTION_LAYERS
+from ctxengine.view_counts import ViewCounts
 
 if TYPE_CHECKING:
     from ctxengine.engine import Projection
@@ -87,8 +87,7 @@ class RecallTracker:
     def __init__(self) -> None:
         self.ids = _Ids()
         self.seen: set[str] = set()
-        self._view_ids: Counter[str] = Counter()
-        self._prev_view: dict[int, Message] = {}
+        self._view_ids: ViewCounts[str] = ViewCounts(self.ids.of)
 
     def observe(self, msg: Message) -> None:
         """``msg``'s identifiers are now known to the agent."""
@@ -97,16 +96,9 @@ class RecallTracker:
     def measure(self, call: Message, proj: Projection) -> Recall:
         """The recall of ``call`` (the recorded output) given what the policy sent (``proj``):
         an identifier is there when a projected message or the system prompt carries it."""
-        cur = {id(m): m for m in proj.messages}
-        for k, m in self._prev_view.items():
-            if k not in cur or cur[k] is not m:
-                self._view_ids.subtract(self.ids.of(m))
-        for k, m in cur.items():
-            if k not in self._prev_view or self._prev_view[k] is not m:
-                self._view_ids.update(self.ids.of(m))
-        self._prev_view = cur
+        self._view_ids.move_to(proj.messages)
         uses = [x for x in self.ids.used(call) if x in self.seen]
-        forgotten = sorted(x for x in uses if self._view_ids[x] <= 0 and x not in proj.system)
+        forgotten = sorted(x for x in uses if not self._view_ids.holds(x) and x not in proj.system)
         return Recall(len(uses) - len(forgotten), len(uses), forgotten)
 
 
