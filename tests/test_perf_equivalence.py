@@ -6,6 +6,7 @@ itself is measured in ``benchmarks/``, never here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxengine import identifiers
+from ctxengine import identifiers, notes
 from ctxengine.formats import anthropic_writer as aw
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import SystemMessages
@@ -291,3 +292,60 @@ def test_identifiers_of_runs_seen_before_are_the_ones_a_full_scan_finds() -> Non
     again = "src/app/loader.py: 12 lines; see http://h.io/a?b=1 and src/app/loader.py again"
     assert identifiers._extract.__wrapped__(again) == identifiers._match(again)
     assert identifiers._extract.__wrapped__(again) == {"src/app/loader.py", "http://h.io/a?b=1"}
+
+
+# the notes' single patterns before the speed-up (each retried at every character of a line or
+# sentence without a match): the reference for result_lines and learnings
+OLD_RESULT_RE = re.compile(
+    r"(?im)^.*(\b\d+ (passed|failed|errors?|tests?)\b|\bOK\b|\bsuccess(fully)?\b|\bexit code \d+).*$"
+)
+OLD_LEARNING_RE = re.compile(
+    r"(?i)[^.\n]*\b(root cause|the issue is|turns out|because|learned|note that)\b[^.\n]*[.\n]"
+)
+
+
+def test_result_lines_and_learnings_equal_the_single_patterns_on_real_text() -> None:
+    texts = _real_texts()
+    results = learned = 0
+    for t in texts:
+        old = [m.group() for m in OLD_RESULT_RE.finditer(t[-4_000:])]
+        assert notes.result_lines(t[-4_000:]) == old, t[:200]
+        results += len(old)
+        old = [m.group() for m in OLD_LEARNING_RE.finditer(t)]
+        assert notes.learnings(t) == old, t[:200]
+        learned += len(old)
+    assert results > 30 and learned > 20  # the texts do hold both (61 and 35 result lines and learnings)
+
+
+@PROPS
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "because",
+                "Turns out",
+                "3 passed",
+                "ok",
+                "OK.",
+                "exit code 2",
+                "root cause",
+                ".",
+                "\n",
+                "\r\n",
+                " ",
+                "x",
+                "_",
+                "9",
+                "success",
+                "fully",
+                "note that",
+                "é",
+            ]
+        ),
+        max_size=60,
+    )
+)
+def test_result_lines_and_learnings_equal_the_single_patterns_on_generated_text(parts: list[str]) -> None:
+    t = "".join(parts)
+    assert notes.result_lines(t) == [m.group() for m in OLD_RESULT_RE.finditer(t)]
+    assert notes.learnings(t) == [m.group() for m in OLD_LEARNING_RE.finditer(t)]

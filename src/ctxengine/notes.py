@@ -49,12 +49,13 @@ UPDATE_EVERY_TOKENS = 5_000  # and then each time this many more tokens...
 UPDATE_EVERY_TOOL_CALLS = 3  # ...and this many tool calls have accrued
 
 SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_command"}
-RESULT_RE = re.compile(
-    r"(?im)^.*(\b\d+ (passed|failed|errors?|tests?)\b|\bOK\b|\bsuccess(fully)?\b|\bexit code \d+).*$"
+# a result line: a line of a tool result that says how a run ended
+RESULT_WORDS_RE = re.compile(
+    r"(?i)\b\d+ (passed|failed|errors?|tests?)\b|\bOK\b|\bsuccess(fully)?\b|\bexit code \d+"
 )
-LEARNING_RE = re.compile(
-    r"(?i)[^.\n]*\b(root cause|the issue is|turns out|because|learned|note that)\b[^.\n]*[.\n]"
-)
+# a learning: a sentence of the agent's text (up to and with its ".", or its line) naming a cause
+LEARNING_WORDS_RE = re.compile(r"(?i)\b(root cause|the issue is|turns out|because|learned|note that)\b")
+_SENTENCE_RE = re.compile(r"[^.\n]*[.\n]")
 MAX_WORKLOG = 60
 MAX_COMMANDS = 30
 MAX_RESULTS = 20
@@ -148,16 +149,28 @@ def fold(state: NotesState, new: Sequence[Message], *, user_message_chars: int =
                         state.commands.append(line)
             elif isinstance(b, ToolResult):
                 text = "\n".join(p.text for p in b.content if isinstance(p, Text))
-                for m in RESULT_RE.finditer(text[-4_000:]):
-                    state.results.append(m.group().strip()[:200])
+                state.results.extend(line.strip()[:200] for line in result_lines(text[-4_000:]))
             elif isinstance(b, Text) and msg.role == "assistant":
-                for m in LEARNING_RE.finditer(b.text):
-                    state.learnings.append(m.group().strip()[:300])
+                state.learnings.extend(s.strip()[:300] for s in learnings(b.text))
     state.worklog = state.worklog[-MAX_WORKLOG:]
     state.commands = state.commands[-MAX_COMMANDS:]
     state.results = list(dict.fromkeys(state.results))[-MAX_RESULTS:]
     state.learnings = list(dict.fromkeys(state.learnings))[-MAX_LEARNINGS:]
     return state
+
+
+def result_lines(text: str) -> list[str]:
+    """The lines of ``text`` (split at ``\\n``) that hold ``RESULT_WORDS_RE``, in order."""
+    return [line for line in text.split("\n") if RESULT_WORDS_RE.search(line)]
+
+
+def learnings(text: str) -> list[str]:
+    """The sentences of ``text`` (each run of characters up to and with a ``.`` or a line break;
+    an unterminated last run is not one) that hold ``LEARNING_WORDS_RE``, in order. Each sentence
+    is scanned once: the same sentences as the single pattern
+    ``[^.\\n]*\\b(words)\\b[^.\\n]*[.\\n]``, which tried again at every character of a sentence
+    without one."""
+    return [m.group() for m in _SENTENCE_RE.finditer(text) if LEARNING_WORDS_RE.search(m.group())]
 
 
 def _bullets(items: Sequence[str]) -> str:
