@@ -130,8 +130,15 @@ def test_a_piecewise_counter_tokenizes_each_piece_once() -> None:
     notes = "".join(lines)
     assert len(notes) >= PIECEWISE_MIN_CHARS
     assert counter.count(notes) == _count_whole(notes, "o200k_base")
-    first = len(seen)
+    assert seen == [notes]  # a text that shares nothing with an earlier one is counted whole
     grown = notes + "- [200] ran pytest -x: 3 failed\n"  # the notes with one more line
     assert counter.count(grown) == _count_whole(grown, "o200k_base")
+    assert "".join(seen[1:]) == grown  # it shares the head: counted in pieces, each remembered
+    first = len(seen)
+    grown2 = grown + "- [201] ran pytest -x: 0 failed\n"
+    assert counter.count(grown2) == _count_whole(grown2, "o200k_base")
     again = sum(map(len, seen[first:]))  # the new line and the lines of its piece before it
     assert 0 < again < len(notes) // 2
+    cut = "[...]\n" + grown2[-3_000:] + "x" * 1_200  # a cut that keeps the end, then grown: no shared edge
+    assert counter.count(cut) == _count_whole(cut, "o200k_base")
+    assert seen[-1] == cut

@@ -27,6 +27,8 @@ from ctxengine.tokens.memo import TextMemo
 
 PIECEWISE_MIN_CHARS = 4_096  # shorter texts are counted whole: splitting would cost what it saves
 PIECES_MAX_CHARS = 8_000_000  # characters of pieces remembered per encoding
+EDGE_CHARS = 64  # a text's head and tail, by which a text derived from an earlier one is known
+EDGES_MAX = 100_000  # heads and tails remembered (all forgotten at once past this)
 
 LONG_PIECE_CHARS = 1_024  # a line this long is cut at its words too
 GROUP_MASK = 7  # a piece ends at a line (word) whose hash has these bits clear: ~8 lines a piece
@@ -73,8 +75,11 @@ def _words(line: str) -> list[str]:
 
 
 class PiecewiseCounter:
-    """``count(text)``: the exact count of ``text`` by ``fn``, summed over its pieces when it is
-    long (``PIECEWISE_MIN_CHARS``), each piece remembered (bounded by ``PIECES_MAX_CHARS``).
+    """``count(text)``: the exact count of ``text`` by ``fn``; a long text (``PIECEWISE_MIN_CHARS``)
+    that shares its first or last ``EDGE_CHARS`` characters with a long text counted before (a
+    rendering of the same notes, a cut of the same section) is summed over its pieces, each piece
+    remembered (bounded by ``PIECES_MAX_CHARS``). Other texts (a new tool result) are counted
+    whole: cutting a text nothing will share costs more than it saves.
 
     ``fn`` must count a text as tiktoken's ``encode_ordinary`` does in an encoding whose
     pre-tokenizer splits as described above (``o200k_base``, ``cl100k_base``)."""
@@ -82,10 +87,19 @@ class PiecewiseCounter:
     def __init__(self, fn: Callable[[str], int], *, max_chars: int = PIECES_MAX_CHARS) -> None:
         self._fn = fn
         self._memo = TextMemo(fn, max_chars=max_chars, min_chars=1)  # a short piece is a lookup too
+        self._edges: dict[str, None] = {}  # heads and tails of the long texts counted (bounded)
 
     def count(self, text: str) -> int:
         """Tokens of ``text``."""
         if len(text) < PIECEWISE_MIN_CHARS:
+            return self._fn(text)
+        head, tail = "h" + text[:EDGE_CHARS], "t" + text[-EDGE_CHARS:]
+        edges = self._edges
+        shared = head in edges or tail in edges
+        if len(edges) >= EDGES_MAX:
+            edges.clear()
+        edges[head] = edges[tail] = None
+        if not shared:
             return self._fn(text)
         memo = self._memo.count
         return sum(memo(piece) for piece in pieces(text))
