@@ -85,11 +85,16 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
         problems.append("messages: missing or empty (A1)")
         messages = []
     breakpoints += _check_anthropic_messages(messages, problems)
+    _check_breakpoints(breakpoints, problems)
+    return problems
+
+
+def _check_breakpoints(breakpoints: int, problems: list[str]) -> None:
+    """At most ``MAX_CACHE_BREAKPOINTS`` blocks with ``cache_control`` (A7)."""
     if breakpoints > MAX_CACHE_BREAKPOINTS:
         problems.append(
             f"{breakpoints} cache_control breakpoints; at most {MAX_CACHE_BREAKPOINTS} allowed (A7)"
         )
-    return problems
 
 
 def _check_system(system: object, problems: list[str]) -> int:
@@ -118,38 +123,56 @@ class _Turn:
     role: str | None
     where: str
     expected: dict[str, int]  # tool_use ids of the previous assistant message -> its index
-    seen_calls: set[str]  # every tool_use id so far (unique across the request)
+    seen_calls: dict[str, int]  # every tool_use id so far (unique across the request) -> its message
     answered: set[str] = field(default_factory=set)
     calls: dict[str, int] = field(default_factory=dict)
     seen_other: bool = False  # a block other than tool_result came already
 
 
-def _check_anthropic_messages(messages: list[Any], problems: list[str]) -> int:
-    """Check the messages in order (A1-A6); return their cache_control count."""
-    breakpoints = 0
-    seen_calls: set[str] = set()
-    expected: dict[str, int] = {}  # tool_use ids of the previous assistant message -> its index
+@dataclass
+class AnthropicScan:
+    """The state of a check of Anthropic messages between two messages: the cache_control count
+    so far, every tool_use id so far (in order, with the index of its message), the tool_use ids
+    of the previous assistant message (id -> its index) and the previous role."""
+
+    breakpoints: int = 0
+    seen_calls: dict[str, int] = field(default_factory=dict)
+    expected: dict[str, int] = field(default_factory=dict)
     prev_role: str | None = None
-    for k, msg in enumerate(messages):
+
+    def step(self, k: int, msg: Any, problems: list[str]) -> None:
+        """Check ``messages[k]`` (A1-A6), appending its problems."""
         where = f"messages[{k}]"
         if not isinstance(msg, Mapping):
             problems.append(f"{where}: not an object (A1)")
-            continue
+            return
         role = _str(msg.get("role"))
-        _check_role(role, k, prev_role, where, problems)
+        _check_role(role, k, self.prev_role, where, problems)
         blocks = _message_blocks(msg.get("content"), where, problems)
-        turn = _Turn(k, role, where, expected, seen_calls)
-        breakpoints += _check_blocks(blocks, turn, problems)
-        for cid, at_k in expected.items():
+        turn = _Turn(k, role, where, self.expected, self.seen_calls)
+        self.breakpoints += _check_blocks(blocks, turn, problems)
+        for cid, at_k in self.expected.items():
             if cid not in turn.answered:
                 problems.append(
                     f"messages[{at_k}]: tool_use {cid!r} has no tool_result in the next message (A2)"
                 )
-        expected = turn.calls if role == "assistant" else {}
-        prev_role = role
-    for cid, at_k in expected.items():
-        problems.append(f"messages[{at_k}]: tool_use {cid!r} not answered: no message follows (A2)")
-    return breakpoints
+        self.expected = turn.calls if role == "assistant" else {}
+        self.prev_role = role
+
+    def end(self, problems: list[str]) -> int:
+        """The problems of the end of the messages (A2: calls no message answers); returns the
+        cache_control count."""
+        for cid, at_k in self.expected.items():
+            problems.append(f"messages[{at_k}]: tool_use {cid!r} not answered: no message follows (A2)")
+        return self.breakpoints
+
+
+def _check_anthropic_messages(messages: list[Any], problems: list[str]) -> int:
+    """Check the messages in order (A1-A6); return their cache_control count."""
+    scan = AnthropicScan()
+    for k, msg in enumerate(messages):
+        scan.step(k, msg, problems)
+    return scan.end(problems)
 
 
 def _check_role(role: str | None, k: int, prev_role: str | None, where: str, problems: list[str]) -> None:
@@ -228,7 +251,8 @@ def _check_tool_use(block: Mapping[str, Any], at: str, turn: _Turn, problems: li
     if isinstance(cid, str):
         if cid in turn.seen_calls:
             problems.append(f"{at}: tool_use id {cid!r} used twice (A3)")
-        turn.seen_calls.add(cid)
+        else:
+            turn.seen_calls[cid] = turn.k
         turn.calls[cid] = turn.k
 
 
@@ -275,29 +299,46 @@ def validate_openai_chat(body: Mapping[str, Any]) -> list[str]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return ["messages: missing or empty (O1)"]
-    pending: dict[str, int] = {}  # calls of the current assistant message -> its index
-    answered: set[str] = set()
-    in_tools = False  # inside the run of tool messages after an assistant with tool_calls
+    scan = OpenAIScan()
     for k, msg in enumerate(messages):
+        scan.step(k, msg, problems)
+    scan.end(problems)
+    return problems
+
+
+@dataclass
+class OpenAIScan:
+    """The state of a check of OpenAI chat messages between two messages: the calls of the
+    current assistant message (id -> its index), those answered so far and whether a run of tool
+    messages may follow."""
+
+    pending: dict[str, int] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+    in_tools: bool = False  # inside the run of tool messages after an assistant with tool_calls
+
+    def step(self, k: int, msg: Any, problems: list[str]) -> None:
+        """Check ``messages[k]`` (O1-O5), appending its problems."""
         where = f"messages[{k}]"
         if not isinstance(msg, Mapping):
             problems.append(f"{where}: not an object (O1)")
-            continue
+            return
         role = _str(msg.get("role"))
         if role not in _OPENAI_ROLES:
             problems.append(f"{where}: unknown role {role!r} (O1)")
-            continue
+            return
         if role == "tool":
-            _check_tool_message(msg, where, in_tools, pending, answered, problems)
-            continue
-        if in_tools:
-            _check_calls_answered(pending, answered, problems)
-        pending = {}
-        answered = set()
-        in_tools = _check_openai_message(msg, role, k, pending, problems)
-    if in_tools:
-        _check_calls_answered(pending, answered, problems)
-    return problems
+            _check_tool_message(msg, where, self.in_tools, self.pending, self.answered, problems)
+            return
+        if self.in_tools:
+            _check_calls_answered(self.pending, self.answered, problems)
+        self.pending = {}
+        self.answered = set()
+        self.in_tools = _check_openai_message(msg, role, k, self.pending, problems)
+
+    def end(self, problems: list[str]) -> None:
+        """The problems of the end of the messages (O2: the last run's unanswered calls)."""
+        if self.in_tools:
+            _check_calls_answered(self.pending, self.answered, problems)
 
 
 def _check_calls_answered(pending: dict[str, int], answered: set[str], problems: list[str]) -> None:

@@ -16,7 +16,7 @@ from ctxengine.messages import Message, Session, Usage
 from ctxengine.models import ModelInfo, Registry
 from ctxengine.plugins import Engine, EngineRegistry
 from ctxengine.policy import Policy
-from ctxengine.replay.measures import FidelityMeter, RecallTracker, _provider, request_violations
+from ctxengine.replay.measures import FidelityMeter, RecallTracker, RequestMeter, _provider
 from ctxengine.replay.pricing import CallPricer, RecordedTrack, cache_ttl
 from ctxengine.replay.records import CallRecord, SessionInfo, SessionReport, _event_dict
 from ctxengine.replay.sizing import (
@@ -95,6 +95,7 @@ class _Replay:
         self.fidelity = FidelityMeter(session.system, counter.count_text)
         self.calls: list[CallRecord] = []
         self.violations = 0
+        self.requests = RequestMeter(self.provider, model.name)
 
     def ingest(self, msg: Message) -> None:
         """A message that is not a model call joins both tracks (and what the agent has seen)."""
@@ -125,7 +126,7 @@ class _Replay:
         recall = self.recall.measure(msg, proj)
         fid = self.fidelity.measure(msg, proj)
         if self.validate:
-            self.violations += request_violations(self.provider, proj, self.model.name)
+            self.violations += self.requests.violations(proj)
         self.calls.append(
             CallRecord(
                 index=len(self.calls),

@@ -4,8 +4,8 @@
   which of them were absent from what the policy sent (``forgotten``);
 - ``FidelityMeter``: content recall, the probes after a compaction and the re-fetch charges
   (``ctxengine.fidelity``), with the count of compactions that kept the latest request whole;
-- ``request_violations``: the real request body (Anthropic Messages or OpenAI Chat, by provider)
-  checked against the provider's rules (``formats.validate``).
+- ``request_violations`` (``RequestMeter`` call after call): the real request body (Anthropic
+  Messages or OpenAI Chat, by provider) checked against the provider's rules (``formats.validate``).
 
 Each follows the session in transcript order; none touches the engine.
 """
@@ -22,6 +22,7 @@ from ctxengine.fidelity import CallFidelity, FidelityTracker
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
+from ctxengine.formats.validate_incremental import RequestChecker
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult
 from ctxengine.models import ModelInfo
 from ctxengine.replay.records import COMPACTION_LAYERS
@@ -142,3 +143,22 @@ def request_violations(provider: str, proj: Projection, model: str) -> int:
     """The rule violations of the request the policy would send for ``proj`` to ``provider``
     (``"anthropic"``: the Messages API; else OpenAI Chat Completions) for ``model``."""
     return len(_validate(provider, proj.messages, proj.system, model))
+
+
+class RequestMeter:
+    """``request_violations`` at call after call of one session, each request body checked from
+    its first message that differs from the previous call's (``formats.validate_incremental``:
+    the same problems as checking it whole)."""
+
+    def __init__(self, provider: str, model: str) -> None:
+        self.provider = provider
+        self.model = model
+        self.checker = RequestChecker("anthropic" if provider == "anthropic" else "openai")
+
+    def violations(self, proj: Projection) -> int:
+        """The rule violations of the request the policy would send for ``proj``."""
+        if self.provider == "anthropic":
+            body = to_anthropic(proj.messages, system=proj.system, model=self.model)
+        else:
+            body = to_openai_chat(proj.messages, system=proj.system, model=self.model)
+        return len(self.checker.validate(body))
