@@ -6,6 +6,7 @@ itself is measured in ``benchmarks/``, never here.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -349,3 +350,14 @@ def test_result_lines_and_learnings_equal_the_single_patterns_on_generated_text(
     t = "".join(parts)
     assert notes.result_lines(t) == [m.group() for m in OLD_RESULT_RE.finditer(t)]
     assert notes.learnings(t) == [m.group() for m in OLD_LEARNING_RE.finditer(t)]
+
+
+def test_remembered_tool_arguments_are_the_json_of_each_calls_input() -> None:
+    from ctxengine.formats.openai_writer import tool_arguments
+
+    calls = [ToolCall(f"c{i}", "Bash", {"command": f"ls {i}", "é": [1, None]}) for i in range(50)]
+    calls.append(ToolCall("p", "apply_patch", "*** Begin Patch"))
+    for _ in range(2):  # the second pass is served from memory
+        for call in calls:
+            value = call.input if isinstance(call.input, dict) else {"input": call.input}
+            assert tool_arguments(call) == json.dumps(value, ensure_ascii=False)

@@ -38,6 +38,7 @@ Like the Anthropic writer it encodes what it is given (a result without a call s
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -115,9 +116,23 @@ def to_openai_chat(
 
 def tool_arguments(call: ToolCall) -> str:
     """The ``function.arguments`` string of a tool call: the JSON-encoded input (non-ASCII kept
-    as is), a string input wrapped as ``{"input": <string>}``."""
+    as is), a string input wrapped as ``{"input": <string>}``. Remembered per call object (the
+    same calls are written at every request of a conversation; a call is never edited in place)."""
+    hit = _ARGUMENTS.get(id(call))
+    if hit is not None and hit[0] is call:
+        return hit[1]
     value = call.input if isinstance(call.input, dict) else {"input": call.input}
-    return json.dumps(value, ensure_ascii=False)
+    text = json.dumps(value, ensure_ascii=False)
+    with _ARGUMENTS_LOCK:
+        if len(_ARGUMENTS) >= _ARGUMENTS_MAX:
+            del _ARGUMENTS[next(iter(_ARGUMENTS))]
+        _ARGUMENTS[id(call)] = (call, text)
+    return text
+
+
+_ARGUMENTS: dict[int, tuple[ToolCall, str]] = {}  # by id(call), the call kept alive beside its text
+_ARGUMENTS_MAX = 20_000  # calls remembered (oldest forgotten first)
+_ARGUMENTS_LOCK = threading.Lock()
 
 
 def _has_content(m: Message, skip: set[str]) -> bool:
