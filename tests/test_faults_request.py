@@ -492,3 +492,56 @@ def test_a_mini_swe_agent_task_survives_compaction_in_text_mode(tmp_path: Path) 
     for layer, q, shown in found:
         assert q["latest_request_verbatim"] is True, layer
         assert whole_in(task, shown), layer
+
+
+def _as_the_users_words(request: str, messages: list[Message]) -> bool:
+    """The request whole where a model reads it as the user's: its own message (typed text, a
+    harness block beside it left out), or a summary that quotes it or lists it as a line."""
+    for m in messages:
+        if m.role != "user":
+            continue
+        if m.origin == "message":
+            typed = [
+                b.text for b in m.blocks if isinstance(b, Text) and not b.text.startswith("<system-reminder>")
+            ]
+            if "\n".join(typed) == request:
+                return True
+        elif m.origin == "summary":
+            text = m.text()
+            lines = [ln.removeprefix("- ") for ln in text.split("\n")]
+            if f"The user's latest request (verbatim):\n{request}" in text or request in lines:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("echo", ["agent", "reminder"])
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
+def test_a_short_request_whose_words_recur_later_is_still_quoted(policy: str, echo: str) -> None:
+    """A short request's words in later assistant text ("Now I will run the tests for step 9")
+    or in a harness reminder beside later tool results ("Remember: run the tests before you
+    commit") are not the request: a compaction that summarizes the request away quotes it, and
+    the flag says True only then (both took the substring for the request: the request was
+    dropped, and the flag said True beside a reminder)."""
+    request = "run the tests"
+    msgs = session(request, rounds=60, result_words=500)
+    out: list[Message] = []
+    for m in msgs:
+        if echo == "agent" and m.role == "assistant" and m.id.startswith("a") and m.id[1:].isdigit():
+            k = int(m.id[1:])
+            if k > 5:
+                m = Message(
+                    "assistant",
+                    (Text(f"Now I will run the tests for step {k}."), *m.blocks[1:]),
+                    m.id,
+                    timestamp=m.timestamp,
+                    model=MODEL,
+                )
+        if echo == "reminder" and m.id.startswith("r") and int(m.id[1:]) > 5:
+            reminder = Text("<system-reminder>Remember: run the tests before you commit.</system-reminder>")
+            m = Message("user", (*m.blocks, reminder), m.id, timestamp=m.timestamp)
+        out.append(m)
+    found = drive(make(policy, window=32_000), out)
+    assert len(found) >= 2, "the session compacts more than once"
+    for layer, q, projection in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert _as_the_users_words(request, projection), f"{layer}: the request is not in the context"

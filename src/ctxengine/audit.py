@@ -158,6 +158,41 @@ def user_request(msg: Message) -> str:
     return typed if typed.strip() else ""
 
 
+REQUEST_QUOTE_LABEL = "\n\nThe user's latest request (verbatim):\n"  # before the quote in a summary
+REQUEST_ANYWHERE_MIN_CHARS = 200  # a request this long found in a summary is no coincidence
+
+
+def request_kept(latest: str, messages: Sequence[Message]) -> bool:
+    """Whether the user's latest request ``latest`` is in ``messages`` whole, where a model reads
+    it as what the user asked: its own message (a user message of the conversation whose typed
+    text, ``user_request``, is it), or an engine-made user message (a summary, the notes) that
+    holds it as the user's words (``request_in_summary``). Assistant text, tool results, harness
+    blocks (a ``<system-reminder>`` beside a tool result) and other typed messages never count: a
+    short request ("run the tests", "continue") is often in them among other words, and is then
+    not the request the model must answer."""
+    for m in messages:
+        if m.role != "user":
+            continue
+        if m.origin == "message":
+            if user_request(m) == latest:
+                return True
+        elif m.origin != "attachment" and request_in_summary(latest, m.text()):
+            return True
+    return False
+
+
+def request_in_summary(latest: str, text: str) -> bool:
+    """Whether a summary's (or the notes') ``text`` holds the request ``latest`` as the user's
+    words: quoted after ``REQUEST_QUOTE_LABEL``, as lines of their own (a bullet of "All user
+    messages", the notes' Task specification), or anywhere when it is at least
+    ``REQUEST_ANYWHERE_MIN_CHARS`` characters long (no coincidence then)."""
+    if latest not in text:
+        return False
+    if len(latest) >= REQUEST_ANYWHERE_MIN_CHARS or REQUEST_QUOTE_LABEL + latest in text:
+        return True
+    return re.search(r"(?:\A|\n)(?:[-*>] )?" + re.escape(latest) + r"(?=\n|\Z)", text) is not None
+
+
 def latest_request_index(messages: Sequence[Message]) -> int | None:
     """Index of the newest user-typed request (``user_request``) in ``messages``; None when none."""
     for i in range(len(messages) - 1, -1, -1):
@@ -280,7 +315,7 @@ def quality(
     latest = latest_user_request([*span, *kept])
     verbatim: bool | None = None
     if latest:
-        verbatim = latest in summary or any(latest in m.text() for m in kept)
+        verbatim = request_in_summary(latest, summary) or request_kept(latest, kept)
     return Quality(
         tokens_before=tokens_before,
         tokens_after=tokens_after,

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.audit import quality, user_request
+from ctxengine.audit import quality, request_kept
 from ctxengine.engine_view import EngineView
 from ctxengine.layers.base import (
     REQUEST_TEXT,
@@ -75,11 +75,9 @@ class EngineCommits(EngineView):
         if found is None:
             return True
         latest = found[0]
-        users = [m for m in self._view if m.role == "user"]
-        texts = [m.text() for m in users]
-        # typed blocks with a harness block between them are whole when their message is there
-        if any(latest in t for t in texts) or any(user_request(m) == latest for m in users):
+        if request_kept(latest, self._view):
             return True
+        texts = [m.text() for m in self._view if m.role == "user"]
         head = latest[:200]
         if any(head in t and f"message {found[1]} of the transcript" in t for t in texts):
             return "partial"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import msgspec
 
 from ctxengine import summarize
-from ctxengine.audit import user_request
+from ctxengine.audit import REQUEST_QUOTE_LABEL, request_kept
 from ctxengine.compaction.audit import audit_details
 from ctxengine.compaction.plan import CompactionPlan
 from ctxengine.compaction.records import SummaryCall, copy_summary_state, failed, priced_summary
@@ -185,11 +185,10 @@ def quote_latest_request(
         return
     latest, msg_id = plan.request
     head = cut.prefix[at]
-    kept = [m.text() for m in ctx.view[cut.keep_from :]]
-    if latest in head.text() or any(latest in t for t in kept):
+    kept_messages = ctx.view[cut.keep_from :]
+    if request_kept(latest, [head, *kept_messages]):
         return
-    if any(user_request(m) == latest for m in ctx.view[cut.keep_from :]):
-        return  # kept whole: its typed blocks with a harness block between them
+    kept = [m.text() for m in kept_messages if m.role == "user"]
     if any(retrieval_handle(msg_id) in t for t in kept):
         cut.event.details["latest_request_quoted"] = "partial"  # the guard cut it in place already
         return
@@ -200,8 +199,7 @@ def quote_latest_request(
     if size > room:
         quote = partial_request(latest, msg_id, room, size)
         quoted = "partial"
-    label = "\n\nThe user's latest request (verbatim):\n"
-    text = f"{head.text()}{label}{quote}"
+    text = f"{head.text()}{REQUEST_QUOTE_LABEL}{quote}"
     cut.prefix[at] = msgspec.structs.replace(head, blocks=(Text(text),))
     cut.event.tokens_after += count(text) - count(head.text())
     cut.event.details["latest_request_quoted"] = quoted
