@@ -35,6 +35,8 @@ BAD_LINES = {
     "latin-1": '{"type": "user", "text": "caf\xe9"}'.encode("latin-1"),
     "cut-utf8": '{"type": "user", "text": "\u00e9'.encode()[:-1],
     "control": b"\x01\x02\x03\x04 half a header",
+    "deep-array": b"[" * 3_000 + b"]" * 3_000,  # valid JSON past any parser's recursion limit
+    "deep-object": b'{"a":' * 3_000 + b"1" + b"}" * 3_000,
 }
 
 
@@ -188,6 +190,54 @@ def test_a_bad_first_line_before_a_record_longer_than_the_sniff(tmp_path: Path) 
         [s] = load(path)
     assert [m.line for m in s.malformed] == [1]
     assert shape(s) == shape(load(clean)[0])
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["valid", "truncated"])
+@pytest.mark.parametrize("src", [SIDECHAIN, ROLLOUT], ids=["claude-code", "codex"])
+def test_a_first_record_longer_than_detection_reads_does_not_refuse_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, src: Path, cut: bool
+) -> None:
+    """A first line longer than detection reads of one line (16 MiB; 64 KB here) is judged by the
+    lines after it: a valid record loads, a truncated one is one malformed record. Before the fix
+    the whole file was refused, naming line 2 ("not valid JSON (Extra data)"), exit 2."""
+    monkeypatch.setattr("ctxengine.formats.DETECT_MAX_BYTES", 65_536)
+    monkeypatch.setattr("ctxengine.formats.DETECT_SCAN_BYTES", 8 * 65_536)
+    lines = src.read_bytes().split(b"\n")
+    record = json.loads(lines[0])
+    record["padding"] = "long record " * 20_000  # 240 KB in a field no reader reads
+    padded = json.dumps(record).encode()
+    path = tmp_path / src.name
+    path.write_bytes(b"\n".join([padded[:-40] if cut else padded, *lines[1:]]))
+    assert detect(path) == detect(src)
+    if cut:
+        with pytest.warns(UserWarning):
+            [s] = load(path)[:1]
+        assert [m.line for m in s.malformed] == [1]
+    else:
+        [s] = load(path)[:1]
+        assert s.malformed == []
+        assert shape(s) == shape(load(src)[0])
+
+
+def test_deeply_nested_json_never_breaks_a_reader_or_the_check(tmp_path: Path) -> None:
+    """A document or a tool call's arguments nested past the parser's recursion limit is a clear
+    error (a document) or a problem (arguments), never a RecursionError traceback."""
+    doc = tmp_path / "chat.json"
+    doc.write_bytes(b'{"messages": ' + b"[" * 3_000 + b"]" * 3_000 + b"}")
+    with pytest.raises(TranscriptError, match=r"chat\.json: not valid JSON \(nested too deeply to read\)"):
+        load(doc)
+    from ctxengine.formats.validate import validate_openai_chat
+
+    args = "[" * 3_000 + "]" * 3_000
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}
+    body = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ]
+    }
+    assert validate_openai_chat(body) == ["messages[1].tool_calls[0]: arguments is not valid JSON (O5)"]
 
 
 def test_a_pretty_printed_document_is_still_one_document(tmp_path: Path) -> None:

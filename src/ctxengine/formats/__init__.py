@@ -18,10 +18,12 @@ from ctxengine.messages import Session, SessionFormat, TranscriptError
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
 SNIFF_MAX_BYTES = 1024 * 1024  # read on (up to this) while the only line seen is unreadable
 DETECT_MAX_LINES = 64  # non-blank lines looked at to recognise JSONL past bad lines
-DETECT_MAX_BYTES = 16 * 1024 * 1024  # ... read up to this (a record may be megabytes long)
+DETECT_MAX_BYTES = 16 * 1024 * 1024  # ... a line read up to this (a record may be megabytes long)
+DETECT_SCAN_BYTES = 4 * DETECT_MAX_BYTES  # ... and the file up to this
 # The only bytes that make a JSONL line blank: JSON's whitespace. A line of form feeds or
 # vertical tabs (which bytes.strip() removes) is not blank but one bad record.
 JSON_WHITESPACE = b" \t\r\n"
+TOO_DEEP = "nested too deeply to read"  # a JSON value past the parser's recursion limit
 
 # Named only to say what a binary file is; the verdict itself is made line by line.
 BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -196,15 +198,23 @@ _UNREADABLE = object()  # a line (or file) that is not text or not valid JSON
 def _head_lines(path: Path) -> Iterator[bytes]:
     """The first non-blank lines of the file at ``path`` (split on LF only, as the readers do;
     ``json_line``-stripped; ``//`` comment lines left out): at most ``DETECT_MAX_LINES`` of
-    them, within the first ``DETECT_MAX_BYTES`` (a line cut by that limit is not yielded)."""
-    budget = DETECT_MAX_BYTES
-    seen = 0
+    them, within the first ``DETECT_SCAN_BYTES``. A line longer than ``DETECT_MAX_BYTES`` (a
+    record may be megabytes long) is yielded as its first ``SNIFF_BYTES`` only, which no JSON
+    parser reads as a value of its own: the lines after it decide, as after a truncated line."""
+    seen = scanned = 0
     with path.open("rb") as fh:
-        while seen < DETECT_MAX_LINES and budget > 0:
-            raw = fh.readline(budget)
-            budget -= len(raw)
-            if not raw or (budget <= 0 and not raw.endswith(b"\n")):
+        while seen < DETECT_MAX_LINES and scanned < DETECT_SCAN_BYTES:
+            raw = fh.readline(DETECT_MAX_BYTES)
+            if not raw:
                 return
+            scanned += len(raw)
+            if len(raw) == DETECT_MAX_BYTES and not raw.endswith(b"\n"):
+                while scanned < DETECT_SCAN_BYTES:  # the rest of the long line, not kept
+                    rest = fh.readline(DETECT_MAX_BYTES)
+                    scanned += len(rest)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                raw = raw[:SNIFF_BYTES]
             line = json_line(raw)
             if line and not line.startswith(b"//"):
                 seen += 1
@@ -217,7 +227,7 @@ def _parse_line(line: bytes) -> object:
         return _UNREADABLE
     try:
         return json.loads(line.decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return _UNREADABLE
 
 
@@ -237,7 +247,7 @@ def _whole_document(path: Path) -> object:
     """The file at ``path`` parsed as one JSON document, or ``_UNREADABLE``."""
     try:
         return json.loads(path.read_bytes().decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError alike
         return _UNREADABLE
 
 
@@ -304,6 +314,8 @@ def _detect_document(path: Path, doc: object | None) -> SessionFormat:
             raise TranscriptError(f"{path}:{line}: not valid JSON (not UTF-8)") from None
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise TranscriptError(f"{path}: not valid JSON ({TOO_DEEP})") from None
     fmt = _document_format(doc) if isinstance(doc, dict) else None
     if fmt is None:
         raise TranscriptError(f"{path}: unknown transcript format")

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import readable_text
+from ctxengine.formats import TOO_DEEP, readable_text
 from ctxengine.media import image_size_bytes
 from ctxengine.messages import (
     Document,
@@ -77,6 +77,8 @@ def load_json_document(path: Path) -> Any:
         at = re.search(r"\(byte (\d+)\)", reason)  # one document: a bad line spoils it, named
         where = f":{data.count(NEWLINE, 0, int(at.group(1))) + 1}" if at else ""
         raise TranscriptError(f"{path}{where}: not valid JSON ({reason})") from None
+    except RecursionError:
+        raise TranscriptError(f"{path}: not valid JSON ({TOO_DEEP})") from None
 
 
 def report_malformed(path: Path | str, line: int, error: str, *, warn: bool = True) -> Malformed:
@@ -138,7 +140,7 @@ def parse_arguments(raw: Any) -> dict[str, Any] | str:
         return msgspec.json.encode(raw).decode()
     try:
         value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return raw
     return value if isinstance(value, dict) else raw
 

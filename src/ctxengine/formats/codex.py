@@ -61,7 +61,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import bad_line_reason, json_line
+from ctxengine.formats import TOO_DEEP, bad_line_reason, json_line
 from ctxengine.formats.chat_common import (
     ShapeError,
     as_int,
@@ -345,6 +345,9 @@ class _Reader:
                 rec = msgspec.json.decode(stripped)
             except msgspec.DecodeError as exc:
                 self.b.bad(n, f"not valid JSON ({exc})")
+                continue
+            except RecursionError:
+                self.b.bad(n, f"not valid JSON ({TOO_DEEP})")
                 continue
             try:
                 self.record(rec, n)

@@ -67,7 +67,7 @@ def _replay_model(doc: dict[str, Any]) -> str | None:
     if isinstance(replay, str):
         try:
             replay = msgspec.json.decode(replay)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return None
     if not isinstance(replay, dict):
         return None

@@ -416,7 +416,7 @@ def _check_call(call: object, at: str, problems: list[str]) -> str | None:
         else:
             try:
                 json.loads(fn["arguments"])
-            except ValueError:
+            except (ValueError, RecursionError):
                 problems.append(f"{at}: arguments is not valid JSON (O5)")
     elif kind == "custom":
         custom = call.get("custom")

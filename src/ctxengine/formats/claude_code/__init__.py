@@ -93,7 +93,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import bad_line_reason, json_line
+from ctxengine.formats import TOO_DEEP, bad_line_reason, json_line
 from ctxengine.formats.claude_code.builder import MAX_WARNINGS as MAX_WARNINGS
 from ctxengine.formats.claude_code.builder import SYNTHETIC_MODEL as SYNTHETIC_MODEL
 from ctxengine.formats.claude_code.builder import MalformedRecordWarning as MalformedRecordWarning
@@ -160,6 +160,9 @@ def _records(raw: bytes, builder: Builder) -> list[tuple[int, dict[str, Any]]]:
             record = _decoder.decode(stripped)
         except msgspec.DecodeError as exc:
             builder.malformed(lineno, f"invalid JSON: {exc}")
+            continue
+        except RecursionError:
+            builder.malformed(lineno, f"invalid JSON: {TOO_DEEP}")
             continue
         if not isinstance(record, dict):
             builder.malformed(lineno, f"record is a JSON {type(record).__name__}, not an object")
