@@ -143,6 +143,43 @@ def test_missing_folders_of_an_output_path_are_still_made(tmp_path: Path) -> Non
     assert json.loads(out.read_text())["session"]["calls"] == 2
 
 
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_an_output_path_that_is_a_transcript_being_read_is_refused(command: str, tmp_path: Path) -> None:
+    """``--json`` naming the transcript replayed, or a transcript inside the folder replayed,
+    would replace it by the report after the work: refused first, the file untouched."""
+    option = "--json"
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    before = src.read_bytes()
+    one_error_line(cli(command, str(src), option, str(src)), option, str(src), "being replayed")
+    other = cc_session(tmp_path / "folder" / "t.jsonl", 2, session="t")
+    one_error_line(cli(command, str(other.parent), option, str(other)), option, "being replayed")
+    assert src.read_bytes() == before and other.read_text().startswith("{")
+
+
+def test_an_earlier_report_inside_the_folder_replayed_may_be_written_again(tmp_path: Path) -> None:
+    cc_session(tmp_path / "folder" / "t.jsonl", 2, session="t")
+    out = tmp_path / "folder" / "report.json"
+    for _ in range(2):  # the second run finds the first run's report in the folder: not a transcript
+        res = cli("replay", str(tmp_path / "folder"), "--json", str(out), "--quiet")
+        assert res.exit_code == 0, res.stderr
+    [report] = json.loads(out.read_text())  # a folder's report is a list, one entry per session
+    assert report["session"]["calls"] == 2
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_a_plot_format_matplotlib_cannot_write_fails_before_the_work(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_work(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("transcripts were loaded before the output path was checked")
+
+    monkeypatch.setattr("ctxengine.cli_common.load_transcripts", no_work)
+    monkeypatch.setattr("ctxengine.cli.load_transcripts", no_work)
+    src = cc_session(tmp_path / "s.jsonl", 2)
+    out = tmp_path / "plot.txt"  # the traceback came after the replay: "Format 'txt' is not supported"
+    one_error_line(cli(command, str(src), "--plot", str(out)), "--plot", "cannot write .txt", "png")
+
+
 # ------------------------------------------------------------------ 18: small things a new user hit
 
 

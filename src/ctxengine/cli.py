@@ -20,6 +20,7 @@ from ctxengine.cli_common import (
     ModelOption,
     ModelsOption,
     check_model,
+    check_not_an_input,
     check_output,
     check_window_option,
     fail,
@@ -194,6 +195,8 @@ def replay(
             raise fail("no transcript given and no session found in " + " or ".join(USER_SESSION_DIRS))
         say("replaying your newest session:", str(path))
     require_paths([path])
+    check_not_an_input(json_out, "--json", [path])
+    check_not_an_input(plot_out, "--plot", [path])
     registry = load_registry(models)
     check_model(model, registry)
     sessions = load_transcripts([path], model)

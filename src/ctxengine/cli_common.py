@@ -252,8 +252,39 @@ def check_output(path: Path | None, option: str) -> None:
         raise fail(f"{option} {path}: {folder} is not a directory")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise fail(f"{option} {path}: cannot write in {folder}")
-    if option == "--plot" and importlib.util.find_spec("matplotlib") is None:
-        raise fail("--plot needs matplotlib: pip install 'ctxengine[plot]'")
+    if option == "--plot":
+        if importlib.util.find_spec("matplotlib") is None:
+            raise fail("--plot needs matplotlib: pip install 'ctxengine[plot]'")
+        kind = path.suffix.lower().removeprefix(".")
+        if kind:
+            from matplotlib.backend_bases import FigureCanvasBase
+
+            known = FigureCanvasBase.get_supported_filetypes()
+            if kind not in known:
+                formats = ", ".join(sorted(known))
+                raise fail(f"{option} {path}: matplotlib cannot write .{kind}; use one of {formats}")
+
+
+def check_not_an_input(path: Path | None, option: str, inputs: Iterable[Path]) -> None:
+    """Refuse (``error: OPTION PATH: ...``, ``typer.Exit(2)``), before any work, an output file
+    that is one of the transcripts to be read: an input file itself, or a transcript inside an
+    input folder. Written after the work, it would replace a transcript by the report."""
+    if path is None or not path.is_file():
+        return
+    from ctxengine.formats import load
+    from ctxengine.messages import TranscriptError
+
+    for src in inputs:
+        if src.is_file() and os.path.samefile(path, src):
+            raise fail(f"{option} {path}: is the transcript being replayed; give another file name")
+        if src.is_dir() and path.resolve().is_relative_to(src.resolve()):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # its bad lines are the replay's to report
+                    load(path)
+            except (TranscriptError, OSError):  # not a transcript (an earlier report): skipped anyway
+                continue
+            raise fail(f"{option} {path}: is a transcript of {src} being replayed; give another file name")
 
 
 def load_registry(models: Path | None) -> Registry:

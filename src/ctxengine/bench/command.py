@@ -122,6 +122,8 @@ def bench_command(
     runners = _runners(policies, window, json_out, plot_out, 1 if jobs is None else jobs)
     client = common.make_llm(llm, llm_base_url, llm_timeout)
     common.require_paths(paths)
+    common.check_not_an_input(json_out, "--json", paths)
+    common.check_not_an_input(plot_out, "--plot", paths)
     registry = common.load_registry(models)
     common.check_model(model, registry)
     sessions = common.load_transcripts(paths, model)
