@@ -492,6 +492,20 @@ def test_a_fixed_prefix_larger_than_the_window_is_one_clear_error(command: str, 
     assert json.loads(out.read_text())["summary"]["overflows"] == 0
 
 
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_a_fixed_prefix_that_leaves_no_room_for_a_response_is_the_same_clear_error(
+    command: str, tmp_path: Path
+) -> None:
+    """A prefix under the window but within the room of one response (4,000 tokens) of it left
+    every call over the window or cut to nothing, exit 0 (15,204 of 16,000 tokens: 17 overflows
+    in 18 calls under openclaw): the same one-line error, with a window that does fit."""
+    src = cc_session(tmp_path / "near_prefix.jsonl", 6, prefix_tokens=17_500)
+    res = cli(command, str(src), "--window", "20000")
+    assert res.exit_code == 2 and res.stdout == "", (res.stdout, res.stderr)
+    [line] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert "fixed prefix" in line and "leaving less than 4,000 tokens of the 20,000-token window" in line
+
+
 # ------------------------------------------------------------------ 15: --llm, the server unreachable
 
 

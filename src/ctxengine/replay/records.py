@@ -38,16 +38,22 @@ ANCHOR_TOLERANCE = 0.15  # the recorded call anchors the engine track when the t
 # within this share of its total
 
 
+RESPONSE_ROOM_TOKENS = 4_000  # the least a window must leave beside the fixed prefix (the overflow
+# guard's reserve: one response), else every call overflows or is cut whatever the policy does
+
+
 class PrefixTooLargeError(WindowTooSmallError):
     """The session's fixed prefix (system prompt and tool definitions, which no layer can shrink)
-    is at least the window: every call would overflow whatever the policy does. A
-    ``WindowTooSmallError`` for this session, whose message says which window would do."""
+    leaves less than ``RESPONSE_ROOM_TOKENS`` of the window: every call would overflow (or be cut
+    to nothing) whatever the policy does. A ``WindowTooSmallError`` for this session, whose
+    message says which window would do."""
 
     def __init__(self, source: str, window: int, prefix: int) -> None:
+        what = "more than" if prefix >= window else f"leaving less than {RESPONSE_ROOM_TOKENS:,} tokens of"
         ValueError.__init__(
             self,
             f"{source}: the fixed prefix (system prompt and tool definitions) is {prefix:,} tokens, "
-            f"more than the {window:,}-token window: no policy can fit a single call; give a window "
+            f"{what} the {window:,}-token window: no policy can fit a single call; give a window "
             f"above it, e.g. --window {-(-(prefix + MIN_WINDOW_TOKENS) // 1000) * 1000}",
         )
         self.tokens = window

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ctxengine.messages import Message, Session
 from ctxengine.models import ModelInfo, Registry, resolve_window, window_above_model
-from ctxengine.replay.records import ANCHOR_TOLERANCE, PrefixTooLargeError
+from ctxengine.replay.records import ANCHOR_TOLERANCE, RESPONSE_ROOM_TOKENS, PrefixTooLargeError
 from ctxengine.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def size_session(
     warnings (no known price; a window above the model's).
 
     Raises ``WindowTooSmallError`` for a window under 16,000 tokens and ``PrefixTooLargeError``
-    when the fixed prefix does not fit the window.
+    when the fixed prefix leaves less than ``RESPONSE_ROOM_TOKENS`` of the window.
     """
     warnings: list[str] = []
     if not model.price_known:
@@ -90,7 +90,7 @@ def size_session(
 
     fixed = infer_fixed_prefix(session, count, count_text)
     resolved_window = resolve_window(model, user_override=window)
-    if fixed >= resolved_window:
+    if fixed + RESPONSE_ROOM_TOKENS > resolved_window:
         raise PrefixTooLargeError(session.source, resolved_window, fixed)
     above = window_above_model(resolved_window, model, known=registry.known(session.model or "unknown"))
     if above is not None:
