@@ -167,6 +167,29 @@ def test_a_compaction_never_leaves_the_context_larger_than_before(tmp_path: Path
 
 
 
+@pytest.mark.parametrize("window", [16_000, 20_000, 32_000])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_compaction_of_a_session_that_is_one_long_task_never_grows_it(policy: str, window: int) -> None:
+    """A SWE-agent-shaped session (one long task, the only user message, then tool rounds): the
+    first compaction of claude-code, openclaw and pi summarized just the task under a kept tail
+    that held the rest and quoted it back whole (16,000: 9,155 -> 9,857, 9,349 and 10,882
+    tokens). An automatic compaction that would grow the context is not made (an event says so)."""
+    engine = ContextEngine(get_policy(policy), model=MODEL, window=window)
+    engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    task = "<issue>\n" + _content("prose", window // 2, 1) + "\n</issue>\nFix the issue described above."
+    engine.ingest(Message("user", (Text(task),), "u0", timestamp=1.0))
+    made, skipped = [], []
+    for k in range(60):
+        proj = engine.assemble(now=10.0 * k + 2)
+        made += [e for e in proj.events if e.details.get("quality") is not None]
+        skipped += [e for e in proj.events if e.layer == "compaction_skipped"]
+        tool_round(engine, proj, k, "Bash", {"command": f"run {k}"}, 2_500)
+    assert made, "the session compacts"
+    for e in made:
+        assert e.tokens_after < e.tokens_before, (e.layer, e.tokens_before, e.tokens_after)
+    assert all(e.tokens_after == e.tokens_before for e in skipped)
+
+
 def test_a_compaction_never_leaves_the_context_over_its_threshold() -> None:
     """What a compaction restores fits under the compaction threshold as well as under what it
     freed: on the recorded Sonnet session at 64,000 tokens a restore filled the whole room it

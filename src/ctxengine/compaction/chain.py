@@ -43,6 +43,8 @@ from ctxengine.models import ModelInfo
 from ctxengine.policy import Policy
 from ctxengine.skeleton import Segment
 
+SKIPPED_LAYER = "compaction_skipped"  # the event of a compaction not made: it would grow the context
+
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
 
@@ -242,7 +244,9 @@ class Compactor(SessionNotes):
             notes = self.notes_within(ctx.policy.notes_max_tokens)
             sm = session_memory_compact(sm_ctx, notes, self._counted(ctx), force=force, reason=reason)
             if sm is not None:
-                return self._session_memory(plan, sm, ctx.policy, sm_ctx, history, events)
+                done = self._session_memory(plan, sm, ctx.policy, sm_ctx, history, events)
+                if done is not None:
+                    return done  # else (it would grow the context) the summary's route may still cut
         if not plan.summary_due:
             return None  # only the session-memory compaction runs below the threshold (cold cache)
         if plan.route == "styled":
@@ -261,11 +265,11 @@ class Compactor(SessionNotes):
         ctx: LayerContext,
         history: Sequence[Message],
         events: list[LayerEvent],
-    ) -> Compaction:
+    ) -> Compaction | None:
         """Finish a session-memory compaction: the notes cover the whole session; the exact
         identifiers of what left the context are listed after them (newest first), as the
         structured summary does (``p``: the policy resolved for the window; ``ctx``: the
-        session-memory path's context)."""
+        session-memory path's context). None when it would grow the context (``_grows``)."""
         done, notes_at = sm_compaction(
             sm,
             p,
@@ -279,6 +283,8 @@ class Compactor(SessionNotes):
             compactions=self.compactions,
         )
         quote_latest_request(sm, ctx, notes_at, plan, self._counted(ctx))
+        if self._grows(sm, plan, events):
+            return None
         self._finish(sm, ctx, done.state, history, plan)
         return done
 
@@ -319,6 +325,8 @@ class Compactor(SessionNotes):
             return None
         cut, state = made
         quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))  # whichever summarizer ran
+        if self._grows(cut, plan, events):
+            return None
         self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state, closes_breaker=True)
 
@@ -341,6 +349,8 @@ class Compactor(SessionNotes):
         quote_latest_request(cut, ctx, 0, plan, counted)
         if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
             prepend_focus(cut, instructions, counted)
+        if self._grows(cut, plan, events):
+            return None
         self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state)
 
@@ -374,8 +384,31 @@ class Compactor(SessionNotes):
             self.breaker.record_failure(exc, events, ctx.policy.breaker_failures)
             raise
         quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))  # whichever summarizer ran
+        if self._grows(cut, plan, events):
+            return None
         self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state, closes_breaker=True)
+
+    @staticmethod
+    def _grows(cut: Cut, plan: CompactionPlan, events: list[LayerEvent]) -> bool:
+        """Whether an automatic compaction would leave the context no smaller than before it (a
+        span that is mostly the latest request, summarized and quoted back whole, under a kept
+        tail that holds the rest): then it is not made, and a ``compaction_skipped`` event says
+        so (the overflow guard keeps the request within the window). A forced one (the user's
+        /compact) is made as asked."""
+        e = cut.event
+        if plan.force or e.tokens_after < e.tokens_before:
+            return False
+        events.append(
+            LayerEvent(
+                layer=SKIPPED_LAYER,
+                reason=f"{e.layer} would leave {e.tokens_after:,} tokens of {e.tokens_before:,}: not made",
+                tokens_before=e.tokens_before,
+                tokens_after=e.tokens_before,
+                details={"layer": e.layer, "messages_summarized": e.details.get("messages_summarized")},
+            )
+        )
+        return True
 
     # ------------------------------------------------------------ restore and audit
 
