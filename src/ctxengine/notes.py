@@ -170,7 +170,9 @@ def learnings(text: str) -> list[str]:
     is scanned once: the same sentences as the single pattern
     ``[^.\\n]*\\b(words)\\b[^.\\n]*[.\\n]``, which tried again at every character of a sentence
     without one."""
-    return [m.group() for m in _SENTENCE_RE.finditer(text) if LEARNING_WORDS_RE.search(m.group())]
+    end = max(text.rfind("."), text.rfind("\n")) + 1  # an unterminated tail is no sentence: left
+    # out before the search, which would try it again from each of its characters (quadratic)
+    return [m.group() for m in _SENTENCE_RE.finditer(text, 0, end) if LEARNING_WORDS_RE.search(m.group())]
 
 
 def _bullets(items: Sequence[str]) -> str:
