@@ -56,7 +56,7 @@ PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
 PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$", re.M)
 PATCH_END_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: |^\*\*\* End Patch", re.M)
 # SWE-agent 0.x: "edit 10:20\n<new text>\nend_of_edit" (the open file is the one edited)
-SWE_EDIT_RE = re.compile(r"^edit \d+:\d+\n(.*?)\nend_of_edit", re.S | re.M)
+SWE_EDIT_RE = re.compile(r"^edit \d+:\d+\n(.*?)\nend_of_edit", re.S | re.M)  # searched up to the last end
 # a shell heredoc that writes a file: cat > path <<'EOF' ... EOF (mini-swe-agent, Codex)
 HEREDOC_RES = (
     re.compile(
@@ -158,15 +158,34 @@ def file_changes(call: ToolCall, open_file: str = "") -> list[FileChange]:
     for v in _strings(inp):
         if "*** Begin Patch" in v:
             out += _patch_changes(v)
-        for m in SWE_EDIT_RE.finditer(v):
+        end = v.rfind(SWE_EDIT_END)  # a match ends at an end marker: none is searched past the last
+        for m in SWE_EDIT_RE.finditer(v, 0, end + len(SWE_EDIT_END) if end >= 0 else 0):
             if open_file and m.group(1).strip():
                 out.append(FileChange(path=open_file, text=m.group(1)))
         if "<<" in v:
+            last = _last_tag_line(v)  # a match ends at a line holding only its tag: none past the last
             for rx in HEREDOC_RES:
-                for m in rx.finditer(v):
+                for m in rx.finditer(v, 0, last):
                     if m.group("body").strip():
                         out.append(FileChange(path=m.group("path").strip("'\""), text=m.group("body")))
     return out
+
+
+SWE_EDIT_END = "\nend_of_edit"
+_TAG_LINE_RE = re.compile(r"^\w+[ \t]*$", re.M)
+
+
+def _last_tag_line(text: str) -> int:
+    """Where the last line holding only a word (a here-document's end tag) ends; 0 when none.
+
+    The here-document and SWE-agent edit patterns search lazily for their end: an opening with no
+    end after it was searched to the text's end once per opening (quadratic: 48 s for a command of
+    200,000 characters of unended heredoc openings). No match ends past the last possible end, so
+    the search stops there: the same matches."""
+    last = 0
+    for m in _TAG_LINE_RE.finditer(text):
+        last = m.end()
+    return last
 
 
 SWE_OPEN_RE = re.compile(r"^(?:open|create)\s+\"?([^\s\"]+)", re.M)

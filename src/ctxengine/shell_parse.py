@@ -19,13 +19,12 @@ fallback is counted in ``FALLBACKS`` (by exception type) and logged at debug lev
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from ctxengine.shell import NESTING, SHELLS, FirstCommand, command_words, shell_script
-from ctxengine.shell_scan import _HEREDOC, scan, stage_words
+from ctxengine.shell_scan import _HEREDOC, HeredocEnds, scan, stage_words
 
 log = logging.getLogger(__name__)
 
@@ -122,12 +121,13 @@ def _prepared(script: str) -> str:
     s = script.replace("\x00", "")
     out: list[str] = []
     pos = search = 0
+    ends = HeredocEnds(s)
     while (m := _HEREDOC.search(s, search)) is not None:
         eol = s.find("\n", m.end())
         if eol < 0:
             break
         delimiter = m.group(2)
-        end = re.compile(rf"^[ \t]*{re.escape(delimiter)}[ \t]*$", re.M).search(s, eol + 1)
+        end = ends.find(delimiter, eol + 1)
         if end is None:
             search = m.end()
             continue

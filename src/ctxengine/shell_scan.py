@@ -94,11 +94,12 @@ def _drop_heredoc_bodies(script: str) -> str:
     left alone (it is not a here-document: ``x<<y`` in quoted code)."""
     out: list[str] = []
     pos = search = 0
+    ends = HeredocEnds(script)
     while (m := _HEREDOC.search(script, search)) is not None:
         eol = script.find("\n", m.end())
         if eol < 0:
             break
-        end = re.compile(rf"^[ \t]*{re.escape(m.group(2))}[ \t]*$", re.M).search(script, eol + 1)
+        end = ends.find(m.group(2), eol + 1)
         if end is None:
             search = m.end()
             continue
@@ -106,6 +107,27 @@ def _drop_heredoc_bodies(script: str) -> str:
         pos = search = end.end()
     out.append(script[pos:])
     return "".join(out)
+
+
+class HeredocEnds:
+    """The end lines of a script's here-documents, found from a position on. A delimiter with no
+    end line after some position has none after any later one either: it is searched once, not
+    once per opening (a command of thousands of unended ``<<EOF`` lines was quadratic)."""
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+        self._missing: dict[str, int] = {}  # delimiter -> a position after which it has no end line
+
+    def find(self, delimiter: str, start: int) -> re.Match[str] | None:
+        """The first line holding only ``delimiter`` (spaces and tabs around it) at or after
+        ``start``, or None."""
+        after = self._missing.get(delimiter)
+        if after is not None and start >= after:
+            return None
+        found = re.compile(rf"^[ \t]*{re.escape(delimiter)}[ \t]*$", re.M).search(self.script, start)
+        if found is None:
+            self._missing[delimiter] = start if after is None else min(after, start)
+        return found
 
 
 def _fd_before(s: str, i: int, start: int) -> str:
