@@ -296,3 +296,52 @@ def test_a_tool_result_larger_than_the_window_is_cut_to_fit_and_stays_retrievabl
     shown = [r for m in proj.messages for r in m.tool_results if r.call_id == "t2"]
     if shown and len(shown[0].content[0].text) < 200_000:  # type: ignore[union-attr]
         assert len(engine.retrieve(artifact_id("t2"))) >= 190_000  # cut: the original is kept whole
+
+
+@pytest.mark.parametrize("window", [16_000, 32_000])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_tool_call_input_larger_than_the_window_is_cut_to_fit_and_stays_retrievable(
+    policy: str, window: int
+) -> None:
+    """A newest round the guard cannot drop whose tool call writes a file larger than the window
+    (an 80,000-character Write) was sent over the window with only an "unfit" event: the guard
+    cuts the call's long input in place to head and tail, the whole input kept as artifact
+    tool-call/<id>; the call keeps its id, name and keys, and every request stays valid."""
+    from ctxengine.formats.anthropic_writer import to_anthropic
+    from ctxengine.formats.validate import validate_anthropic
+
+    engine = ContextEngine(get_policy(policy), model=MODEL, window=window)
+    engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    engine.ingest(Message("user", (Text(REQUEST),), "u0", timestamp=1.0))
+    content = _content("code", 80_000, 9)
+    for k in range(3):
+        proj = engine.assemble(now=10.0 * k + 2)
+        tool_round(engine, proj, k, "Read", {"file_path": f"/w/m{k}.py"}, 3_000)
+    proj = engine.assemble(now=40.0)
+    write = ToolCall("w1", "Write", {"file_path": "/w/parser.py", "content": content})
+    engine.ingest(Message("assistant", (write,), "aw"))
+    engine.after_turn(Usage(input_tokens=proj.tokens))
+    engine.ingest(Message("user", (ToolResult("w1", (Text("File written."),), name="Write"),), "rw"))
+    proj = engine.assemble(now=50.0)
+    assert proj.tokens <= window - engine.policy.overflow_reserve, proj.tokens
+    assert validate_anthropic(to_anthropic(proj.messages, system=proj.system, model=MODEL)) == []
+    shown = [c for m in proj.messages for c in m.tool_calls if c.id == "w1"]
+    if window == 32_000 or not shown:
+        return  # it fits as it is (32,000), or the policy summarized the round (letta)
+    [call] = shown
+    assert call.name == "Write" and set(call.input) == {"file_path", "content"}
+    assert call.input["file_path"] == "/w/parser.py" and "tool-call/w1" in call.input["content"]
+    assert content in engine.retrieve("tool-call/w1")  # the whole input, kept
+
+
+def test_a_real_session_of_large_writes_no_longer_overflows_a_small_window(transcripts: Path) -> None:
+    """The shared Claude Code session of 290 tool calls at 32,000 tokens (a 25,517-token fixed
+    prefix): its newest rounds are Writes of 14,000-23,000 characters, which sent 32,058-33,639
+    tokens on three calls; the guard now cuts those inputs to fit."""
+    path = transcripts / "claude-code-jsonl" / "cc_sonnet-4.5_long-290-tools_redacted_3cfce0ff.jsonl"
+    [session] = load(path)[:1]
+    report = replay_session(session, get_policy("default"), window=32_000)
+    assert report.summary.overflows == 0
+    assert report.summary.pairing_violations == 0
+    cut = [e for c in report.calls for e in c.events if "fitted_calls" in (e.get("details") or {})]
+    assert cut, "the guard cut a tool-call input"

@@ -17,6 +17,7 @@ from ctxengine.layer_settings import EvictionSettings
 from ctxengine.layers.base import LayerContext, LayerEvent
 from ctxengine.layers.cache_clear import cache_clear
 from ctxengine.layers.cache_ttl_prune import cache_ttl_prune
+from ctxengine.layers.call_fit import fit_calls
 from ctxengine.layers.history_limit import evict_under_pressure, history_limit
 from ctxengine.layers.idle_clear import idle_clear
 from ctxengine.layers.overflow_guard import fit_request, fit_results, guard_limit, overflow_guard, unfit_event
@@ -119,7 +120,8 @@ class EngineCascade(EngineCommits):
 
     def _overflow(self, ctx: LayerContext) -> LayerEvent | None:
         """The guard: drop the oldest rounds; if the request still does not fit, cut the largest
-        tool results to fit (originals in the artifact store), then a latest request too large
+        tool results to fit (originals in the artifact store), then the largest tool-call inputs
+        (``layers.call_fit``), then a latest request too large
         for the window to its head and tail (``overflow_guard.fit_request``); if even that is not
         enough, an event says why (``overflow_guard.unfit_event``)."""
         if not ctx.policy.overflow_guard or ctx.predicted <= guard_limit(ctx):
@@ -128,7 +130,8 @@ class EngineCascade(EngineCommits):
         event = self._commit_cut(d) if d else None
         if event is not None:
             ctx = self._context(ctx.window, ctx.now)
-        for fit in (fit_results, fit_request):  # the largest tool results, then the request itself
+        # the largest tool results, then the largest tool-call inputs, then the request itself
+        for fit in (fit_results, fit_calls, fit_request):
             fitted = fit(ctx)
             if fitted is not None:
                 if event is not None:

@@ -23,11 +23,12 @@ from ctxengine.layers.base import (
     LayerEvent,
     Replacements,
     artifact_id,
+    call_artifact_id,
     part_artifact_id,
     result_text,
     user_parts,
 )
-from ctxengine.messages import Document, Image, Message, Text, ToolResult
+from ctxengine.messages import Document, Image, Message, Text, ToolCall, ToolResult
 
 
 class EngineCommits(EngineView):
@@ -108,6 +109,7 @@ class EngineCommits(EngineView):
     def _store_replacements(self, d: Replacements) -> None:
         """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""
         self._store_user_parts(d)
+        self._store_call_inputs(d)
         for key in d.results:
             msg_id, call_id = key.split("\x00", 1)
             result = self._find_result_block(msg_id, call_id)
@@ -133,9 +135,32 @@ class EngineCommits(EngineView):
             entry["user_parts"] = media
         if cut := sorted(msg_id for msg_id, aid in keys if aid == REQUEST_TEXT):
             entry["request_cut"] = cut  # the user's text cut in place (the guard's fit_request)
+        if d.calls:
+            entry["call_inputs_cut"] = sorted(c.id for c in d.calls.values())  # the guard's fit_calls
         self.store.append(
             self.session_id, "clear" if d.event.layer != "tool_result_budget" else "offload", entry
         )
+
+    def _store_call_inputs(self, d: Replacements) -> None:
+        """Keep the whole input of each tool call whose input ``d.calls`` cuts in place, as
+        artifact ``tool-call/<call id>``: each string value under its key, the rest as JSON."""
+        for key, cut in d.calls.items():
+            msg_id = key.split("\x00", 1)[0]
+            call = self._find_call_block(msg_id, cut.id)
+            if call is None or not isinstance(call.input, dict):
+                continue
+            text = "\n\n".join(
+                f"{k}:\n{v}" if isinstance(v, str) else f"{k}: {msgspec.json.encode(v).decode()}"
+                for k, v in call.input.items()
+            )
+            meta = {"layer": d.event.layer, "call_id": cut.id, "message_id": msg_id, "tool": call.name}
+            self.store.put_artifact(self.session_id, call_artifact_id(cut.id), text, meta)
+
+    def _find_call_block(self, message_id: str, call_id: str) -> ToolCall | None:
+        for msg in reversed(self.history):
+            if msg.id == message_id:
+                return next((c for c in msg.tool_calls if c.id == call_id), None)
+        return None
 
     def _store_user_parts(self, d: Replacements) -> None:
         """Write the images and documents of user messages that ``d.parts`` replaces, each whole
@@ -194,6 +219,7 @@ class EngineCommits(EngineView):
         """Show ``d``'s replacements from now on (frozen: the same history, the same bytes)."""
         self.replacements.update(d.results)
         self.replacements.update(d.parts)
+        self.replacements.update(d.calls)
 
     def _commit_replacements(self, d: Replacements) -> LayerEvent:
         before = self._predict()

@@ -26,7 +26,7 @@ import msgspec
 from ctxengine import identifiers
 from ctxengine.audit import harness_text
 from ctxengine.layer_settings import ClearedResults
-from ctxengine.messages import Block, Document, Image, Message, Text, ToolResult
+from ctxengine.messages import Block, Document, Image, Message, Text, ToolCall, ToolResult
 from ctxengine.policy import Policy
 
 
@@ -71,12 +71,15 @@ class LayerContext:
 @dataclass
 class Replacements:
     """Tool results to replace (``result_key`` -> new result), images and documents of user
-    messages to replace (``user_part_key`` -> the line shown instead) or a user's text cut in
-    place (``request_key`` -> the text shown instead), and the event that explains it."""
+    messages to replace (``user_part_key`` -> the line shown instead), a user's text cut in
+    place (``request_key`` -> the text shown instead) or tool calls of assistant messages whose
+    input was cut in place (``result_key`` of the assistant message and the call -> the call
+    shown instead), and the event that explains it."""
 
     results: dict[str, ToolResult]
     event: LayerEvent
     parts: dict[str, Text] = field(default_factory=dict)
+    calls: dict[str, ToolCall] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,6 +110,11 @@ def result_chars(result: ToolResult) -> int:
 def artifact_id(call_id: str) -> str:
     """The artifact id under which a tool result's original content is kept."""
     return f"tool-result/{call_id}"
+
+
+def call_artifact_id(call_id: str) -> str:
+    """The artifact id under which a tool call's whole input is kept when it was cut in place."""
+    return f"tool-call/{call_id}"
 
 
 def part_artifact_id(call_id: str, part: int) -> str:
@@ -193,13 +201,18 @@ def cleared_result(result: ToolResult, policy: Policy, why: str) -> ToolResult:
     return ToolResult(result.call_id, (Text(line),), result.is_error, result.name)
 
 
-def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | Text]) -> Message:
+def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | Text | ToolCall]) -> Message:
     """``msg`` with its tool results swapped for their replacements, its user-typed text swapped
     for a cut request's (``request_key``; what a harness added, ``audit.harness_text``, stays),
     and its offloaded images and documents (``user_part_key``) taken out and their lines added
-    after its other blocks, in order (so the user's own text stays one piece). Returns a new
+    after its other blocks, in order (so the user's own text stays one piece); an assistant
+    message with its tool calls swapped for those whose input was cut in place. Returns a new
     message, or ``msg`` itself when nothing applies."""
-    if msg.role != "user" or not replacements:
+    if not replacements:
+        return msg
+    if msg.role == "assistant":
+        return _with_calls(msg, replacements)
+    if msg.role != "user":
         return msg
     changed = False
     blocks: list[Block] = []
@@ -232,3 +245,17 @@ def message_with_results(msg: Message, replacements: Mapping[str, ToolResult | T
     if not changed:
         return msg
     return msgspec.structs.replace(msg, blocks=tuple(blocks))
+
+
+def _with_calls(msg: Message, replacements: Mapping[str, ToolResult | Text | ToolCall]) -> Message:
+    """Assistant message ``msg`` with the tool calls whose input was cut in place swapped in."""
+    changed = False
+    blocks: list[Block] = []
+    for b in msg.blocks:
+        new = replacements.get(result_key(msg.id, b.id)) if isinstance(b, ToolCall) else None
+        if isinstance(new, ToolCall):
+            blocks.append(new)
+            changed = True
+        else:
+            blocks.append(b)
+    return msgspec.structs.replace(msg, blocks=tuple(blocks)) if changed else msg
