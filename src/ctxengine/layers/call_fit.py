@@ -18,13 +18,7 @@ import msgspec
 
 from ctxengine.layer_settings import OverflowGuard
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements, call_artifact_id, result_key
-from ctxengine.layers.overflow_guard import (
-    FIT_MARKER_TOKENS,
-    FIT_MIN_CHARS,
-    FIT_TAIL_SHARE,
-    LAYER,
-    guard_limit,
-)
+from ctxengine.layers.overflow_guard import FIT_MIN_CHARS, LAYER, guard_limit, head_and_tail
 from ctxengine.messages import ToolCall
 
 
@@ -79,15 +73,8 @@ def _cut_input(ctx: LayerContext, call: ToolCall, over: int) -> tuple[dict[str, 
         if over <= 0:
             break
         tokens = round(ctx.count_text(value) * ctx.scale)
-        keep_tokens = max(0, tokens - over - FIT_MARKER_TOKENS)
-        keep = max(FIT_MIN_CHARS, int(len(value) * keep_tokens / max(1, tokens)))
-        tail = int(keep * FIT_TAIL_SHARE)
-        head = keep - tail
-        line = (
-            f"[... {len(value) - keep:,} of {len(value):,} chars of {key} cut to fit the context "
-            f"window; the whole input is artifact {call_artifact_id(call.id)} (retrieve it in pages) ...]"
-        )
-        cut = f"{value[:head]}\n{line}\n{value[len(value) - tail :] if tail else ''}"
+        what = f"chars of {key} cut to fit the context window; the whole input is artifact"
+        cut = head_and_tail(value, tokens, over, f"{what} {call_artifact_id(call.id)}")
         new_input[key] = cut
         over -= tokens - round(ctx.count_text(cut) * ctx.scale)
     return new_input, over

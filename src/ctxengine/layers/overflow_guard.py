@@ -157,15 +157,12 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
         if over <= 0:
             break
         text = "\n".join(x.text for x in r.content if isinstance(x, Text))
-        keep_tokens = max(0, tokens - over - FIT_MARKER_TOKENS)
-        keep = max(FIT_MIN_CHARS, int(len(text) * keep_tokens / max(1, tokens)))
-        tail = int(keep * FIT_TAIL_SHARE)
-        head = keep - tail
-        line = (
-            f"[... {len(text) - keep:,} of {len(text):,} chars cut to fit the context window; "
-            f"the full result is artifact {artifact_id(r.call_id)} (retrieve it in pages) ...]"
+        new = head_and_tail(
+            text,
+            tokens,
+            over,
+            f"chars cut to fit the context window; the full result is artifact {artifact_id(r.call_id)}",
         )
-        new = f"{text[:head]}\n{line}\n{text[len(text) - tail :] if tail else ''}"
         out[result_key(msg_id, r.call_id)] = ToolResult(r.call_id, (Text(new),), r.is_error, r.name)
         over -= tokens - round(ctx.count_text(new) * ctx.scale)
     if not out:
@@ -179,6 +176,18 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
         details={"fitted_results": sorted(k.split("\x00", 1)[1] for k in out)},
     )
     return Replacements(out, event)
+
+
+def head_and_tail(text: str, tokens: int, over: int, what: str) -> str:
+    """``text`` (``tokens`` long) cut to its head and tail so that it is ``over`` tokens shorter
+    (and the marker's ``FIT_MARKER_TOKENS``), at least ``FIT_MIN_CHARS`` kept, ``FIT_TAIL_SHARE``
+    of it from the end, with a line between them: ``[... N of M <what> (retrieve it in pages) ...]``."""
+    keep_tokens = max(0, tokens - over - FIT_MARKER_TOKENS)
+    keep = max(FIT_MIN_CHARS, int(len(text) * keep_tokens / max(1, tokens)))
+    tail = int(keep * FIT_TAIL_SHARE)
+    head = keep - tail
+    line = f"[... {len(text) - keep:,} of {len(text):,} {what} (retrieve it in pages) ...]"
+    return f"{text[:head]}\n{line}\n{text[len(text) - tail :] if tail else ''}"
 
 
 def fit_request(ctx: LayerContext) -> Replacements | None:
