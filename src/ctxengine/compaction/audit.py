@@ -14,8 +14,31 @@ from collections.abc import Sequence
 import msgspec
 
 from ctxengine.audit import Audit, quality
-from ctxengine.layers.base import Cut
+from ctxengine.layers.base import Cut, LayerEvent
 from ctxengine.messages import Message
+
+SKIPPED_LAYER = "compaction_skipped"  # the event of a compaction not made: it would grow the context
+
+
+def grows(cut: Cut, force: bool, events: list[LayerEvent]) -> bool:
+    """Whether an automatic compaction would leave the context no smaller than before it (a span
+    that is mostly the latest request, summarized and quoted back whole, under a kept tail that
+    holds the rest): then it is not made, and a ``compaction_skipped`` event (appended to
+    ``events``) says so; the overflow guard keeps the request within the window. A forced one
+    (``force``: the user's /compact) is made as asked."""
+    e = cut.event
+    if force or e.tokens_after < e.tokens_before:
+        return False
+    events.append(
+        LayerEvent(
+            layer=SKIPPED_LAYER,
+            reason=f"{e.layer} would leave {e.tokens_after:,} tokens of {e.tokens_before:,}: not made",
+            tokens_before=e.tokens_before,
+            tokens_after=e.tokens_before,
+            details={"layer": e.layer, "messages_summarized": e.details.get("messages_summarized")},
+        )
+    )
+    return True
 
 
 def audit_details(audit: Audit) -> dict[str, object]:

@@ -24,7 +24,7 @@ import msgspec
 
 from ctxengine import summarize
 from ctxengine.audit import user_request
-from ctxengine.compaction.audit import record_quality
+from ctxengine.compaction.audit import grows, record_quality
 from ctxengine.compaction.breaker import Breaker
 from ctxengine.compaction.notes import SessionNotes
 from ctxengine.compaction.plan import CompactionPlan, cache_cold, history_cut, plan_compaction
@@ -42,8 +42,6 @@ from ctxengine.messages import Message
 from ctxengine.models import ModelInfo
 from ctxengine.policy import Policy
 from ctxengine.skeleton import Segment
-
-SKIPPED_LAYER = "compaction_skipped"  # the event of a compaction not made: it would grow the context
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
@@ -269,7 +267,7 @@ class Compactor(SessionNotes):
         """Finish a session-memory compaction: the notes cover the whole session; the exact
         identifiers of what left the context are listed after them (newest first), as the
         structured summary does (``p``: the policy resolved for the window; ``ctx``: the
-        session-memory path's context). None when it would grow the context (``_grows``)."""
+        session-memory path's context). None when it would grow the context (``audit.grows``)."""
         done, notes_at = sm_compaction(
             sm,
             p,
@@ -283,7 +281,7 @@ class Compactor(SessionNotes):
             compactions=self.compactions,
         )
         quote_latest_request(sm, ctx, notes_at, plan, self._counted(ctx))
-        if self._grows(sm, plan, events):
+        if grows(sm, plan.force, events):
             return None
         self._finish(sm, ctx, done.state, history, plan)
         return done
@@ -325,7 +323,7 @@ class Compactor(SessionNotes):
             return None
         cut, state = made
         quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))  # whichever summarizer ran
-        if self._grows(cut, plan, events):
+        if grows(cut, plan.force, events):
             return None
         self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state, closes_breaker=True)
@@ -349,7 +347,7 @@ class Compactor(SessionNotes):
         quote_latest_request(cut, ctx, 0, plan, counted)
         if instructions:  # the $0 summary cannot be focused: the caller's focus leads it instead
             prepend_focus(cut, instructions, counted)
-        if self._grows(cut, plan, events):
+        if grows(cut, plan.force, events):
             return None
         self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state)
@@ -384,31 +382,10 @@ class Compactor(SessionNotes):
             self.breaker.record_failure(exc, events, ctx.policy.breaker_failures)
             raise
         quote_latest_request(cut, ctx, 0, plan, self._counted(ctx))  # whichever summarizer ran
-        if self._grows(cut, plan, events):
+        if grows(cut, plan.force, events):
             return None
         self._finish(cut, ctx, state, history, plan)
         return Compaction(cut, events, state, closes_breaker=True)
-
-    @staticmethod
-    def _grows(cut: Cut, plan: CompactionPlan, events: list[LayerEvent]) -> bool:
-        """Whether an automatic compaction would leave the context no smaller than before it (a
-        span that is mostly the latest request, summarized and quoted back whole, under a kept
-        tail that holds the rest): then it is not made, and a ``compaction_skipped`` event says
-        so (the overflow guard keeps the request within the window). A forced one (the user's
-        /compact) is made as asked."""
-        e = cut.event
-        if plan.force or e.tokens_after < e.tokens_before:
-            return False
-        events.append(
-            LayerEvent(
-                layer=SKIPPED_LAYER,
-                reason=f"{e.layer} would leave {e.tokens_after:,} tokens of {e.tokens_before:,}: not made",
-                tokens_before=e.tokens_before,
-                tokens_after=e.tokens_before,
-                details={"layer": e.layer, "messages_summarized": e.details.get("messages_summarized")},
-            )
-        )
-        return True
 
     # ------------------------------------------------------------ restore and audit
 

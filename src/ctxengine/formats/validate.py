@@ -91,10 +91,9 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
 
 def _check_breakpoints(breakpoints: int, problems: list[str]) -> None:
     """At most ``MAX_CACHE_BREAKPOINTS`` blocks with ``cache_control`` (A7)."""
-    if breakpoints > MAX_CACHE_BREAKPOINTS:
-        problems.append(
-            f"{breakpoints} cache_control breakpoints; at most {MAX_CACHE_BREAKPOINTS} allowed (A7)"
-        )
+    most = MAX_CACHE_BREAKPOINTS
+    if breakpoints > most:
+        problems.append(f"{breakpoints} cache_control breakpoints; at most {most} allowed (A7)")
 
 
 def _check_system(system: object, problems: list[str]) -> int:
@@ -131,9 +130,8 @@ class _Turn:
 
 @dataclass
 class AnthropicScan:
-    """The state of a check of Anthropic messages between two messages: the cache_control count
-    so far, every tool_use id so far (in order, with the index of its message), the tool_use ids
-    of the previous assistant message (id -> its index) and the previous role."""
+    """A check of Anthropic messages between two messages: cache_control count, tool_use ids so
+    far (in order, -> their message), the previous assistant's ids (-> its index), previous role."""
 
     breakpoints: int = 0
     seen_calls: dict[str, int] = field(default_factory=dict)
@@ -160,8 +158,7 @@ class AnthropicScan:
         self.prev_role = role
 
     def end(self, problems: list[str]) -> int:
-        """The problems of the end of the messages (A2: calls no message answers); returns the
-        cache_control count."""
+        """The end's problems (A2: calls no message answers); returns the cache_control count."""
         for cid, at_k in self.expected.items():
             problems.append(f"messages[{at_k}]: tool_use {cid!r} not answered: no message follows (A2)")
         return self.breakpoints
@@ -308,9 +305,8 @@ def validate_openai_chat(body: Mapping[str, Any]) -> list[str]:
 
 @dataclass
 class OpenAIScan:
-    """The state of a check of OpenAI chat messages between two messages: the calls of the
-    current assistant message (id -> its index), those answered so far and whether a run of tool
-    messages may follow."""
+    """A check of OpenAI chat messages between two messages: the current assistant message's calls
+    (id -> its index), those answered so far, whether a run of tool messages may follow."""
 
     pending: dict[str, int] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
@@ -336,7 +332,7 @@ class OpenAIScan:
         self.in_tools = _check_openai_message(msg, role, k, self.pending, problems)
 
     def end(self, problems: list[str]) -> None:
-        """The problems of the end of the messages (O2: the last run's unanswered calls)."""
+        """The end's problems (O2: the last run's unanswered calls)."""
         if self.in_tools:
             _check_calls_answered(self.pending, self.answered, problems)
 
