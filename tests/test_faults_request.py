@@ -545,3 +545,34 @@ def test_a_short_request_whose_words_recur_later_is_still_quoted(policy: str, ec
     for layer, q, projection in found:
         assert q["latest_request_verbatim"] is True, layer
         assert _as_the_users_words(request, projection), f"{layer}: the request is not in the context"
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [{"context": "environment_context"}, {"context": "turn_aborted"}, {"role": "developer"}],
+    ids=["environment_context", "turn_aborted", "developer"],
+)
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
+def test_a_message_the_reader_tagged_as_injected_is_not_the_latest_request(
+    policy: str, meta: dict[str, str]
+) -> None:
+    """Codex's reader tags the user messages its harness injects (``<environment_context>``,
+    ``<turn_aborted>``) and its developer messages; one after the typed request became "the latest
+    request": the typed one was summarized away by pi, openclaw and letta while the flag said True
+    (it checked the injected text)."""
+    request = "Rename the helper parse_cfg to load_config everywhere under src/."
+    msgs = session(request, rounds=50, result_words=500)
+    at = next(i for i, m in enumerate(msgs) if m.id == "a10")
+    injected = Message(
+        "user",
+        (Text("<environment_context>\n  <cwd>/srv</cwd>\n</environment_context>"),),
+        "ctx",
+        timestamp=msgs[at].timestamp - 0.1,
+        meta=dict(meta),
+    )
+    msgs.insert(at, injected)
+    found = drive(make(policy, window=32_000), msgs)
+    assert len(found) >= 2, "the session compacts more than once"
+    for layer, q, projection in found:
+        assert q["latest_request_verbatim"] is True, layer
+        assert _as_the_users_words(request, projection), f"{layer}: the typed request is not in the context"

@@ -147,11 +147,12 @@ def harness_text(text: str) -> bool:
 def user_request(msg: Message) -> str:
     """The user-typed text of ``msg`` (its ``Text`` blocks, those a harness added left out:
     ``harness_text``; verbatim, its spacing kept, so that a quote of it is the request as typed)
-    when it is a user message of the conversation (not a harness attachment, not an engine-made
-    message) and it is not blank; else "". A message that also carries tool results counts by its
+    when it is a user message of the conversation (not a harness attachment or a message the
+    reader tagged as injected, ``_injected``; not an engine-made message) and it is not blank;
+    else "". A message that also carries tool results counts by its
     text: an API request puts the user's words after the tool results in one user message (the
     roles must alternate), and a text typed while tools ran is the newest request all the same."""
-    if msg.role != "user" or msg.origin != "message":
+    if msg.role != "user" or msg.origin != "message" or _injected(msg):
         return ""
     texts = [b.text for b in msg.blocks if isinstance(b, Text)]
     typed = "\n".join(t for t in texts if not harness_text(t))
@@ -191,6 +192,14 @@ def request_in_summary(latest: str, text: str) -> bool:
     if len(latest) >= REQUEST_ANYWHERE_MIN_CHARS or REQUEST_QUOTE_LABEL + latest in text:
         return True
     return re.search(r"(?:\A|\n)(?:[-*>] )?" + re.escape(latest) + r"(?=\n|\Z)", text) is not None
+
+
+def _injected(msg: Message) -> bool:
+    """A user message a harness injected rather than the user typed, as its reader tagged it:
+    Codex's context messages (``meta["context"]``: ``<environment_context>``, ``<turn_aborted>``,
+    ``# AGENTS.md instructions``...) and its developer / system messages (``meta["role"]``)."""
+    meta = msg.meta
+    return bool(meta) and (bool(meta.get("context")) or meta.get("role") in ("developer", "system"))
 
 
 def latest_request_index(messages: Sequence[Message]) -> int | None:
