@@ -30,6 +30,7 @@ from ctxengine.policy import (
     get_policy,
 )
 from ctxengine.replay import replay_session
+from ctxengine.tokens.counter import tool_input_text
 from policies import off
 
 MODEL = "claude-sonnet-4-5"
@@ -166,7 +167,6 @@ def test_a_compaction_never_leaves_the_context_larger_than_before(tmp_path: Path
             assert e.tokens_after < e.tokens_before, (policy, e.reason, e.details.get("restored"))
 
 
-
 @pytest.mark.parametrize("window", [16_000, 20_000, 32_000])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_compaction_of_a_session_that_is_one_long_task_never_grows_it(policy: str, window: int) -> None:
@@ -234,6 +234,7 @@ def test_a_compaction_leaves_room_to_grow_under_its_threshold() -> None:
         restored = e["details"].get("restored_tokens", 0)
         assert e["tokens_after"] <= threshold - 8_000 + slack or restored == 0, (e["tokens_after"], restored)
 
+
 def test_a_window_above_the_models_own_window_warns() -> None:
     with pytest.warns(ModelWindowWarning, match="128,000"):
         ContextEngine(get_policy("default"), model="gpt-4o", window=200_000)
@@ -298,40 +299,65 @@ def test_a_tool_result_larger_than_the_window_is_cut_to_fit_and_stays_retrievabl
         assert len(engine.retrieve(artifact_id("t2"))) >= 190_000  # cut: the original is kept whole
 
 
+def _big_call(shape: str) -> tuple[ToolCall, list[str]]:
+    """A tool call whose input alone is larger than a 16,000-token window, and the pieces of it
+    the whole kept input must hold."""
+    code = _content("code", 80_000, 9)
+    if shape == "write":
+        return ToolCall("w1", "Write", {"file_path": "/w/parser.py", "content": code}), [code]
+    if shape == "raw-patch":  # Codex's apply_patch: the input is one raw string
+        patch = "*** Begin Patch\n*** Add File: parser.py\n" + "\n".join("+" + ln for ln in code.split("\n"))
+        return ToolCall("w1", "apply_patch", patch), [patch[:5_000]]
+    if shape == "nested":  # MultiEdit: the long strings are inside a list of objects
+        edits = [
+            {"old_string": code[:40_000], "new_string": code[40_000:]},
+            {"old_string": "a", "new_string": "b"},
+        ]
+        return ToolCall("w1", "MultiEdit", {"file_path": "/w/p.py", "edits": edits}), [code[:40_000]]
+    if shape == "many-lines":  # 800 strings, none long enough to cut alone
+        lines = [f"{k:04d} " + code[k * 100 : k * 100 + 140] for k in range(800)]
+        return ToolCall("w1", "WriteLines", {"path": "/w/p.py", "lines": lines}), [lines[400]]
+    values = {f"part_{k}": code[k * 1_000 : k * 1_000 + 1_500] for k in range(80)}  # many medium values
+    return ToolCall("w1", "Store", values), [values["part_40"]]
+
+
+@pytest.mark.parametrize("shape", ["write", "raw-patch", "nested", "many-lines", "many-values"])
 @pytest.mark.parametrize("window", [16_000, 32_000])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_tool_call_input_larger_than_the_window_is_cut_to_fit_and_stays_retrievable(
-    policy: str, window: int
+    policy: str, window: int, shape: str
 ) -> None:
-    """A newest round the guard cannot drop whose tool call writes a file larger than the window
-    (an 80,000-character Write) was sent over the window with only an "unfit" event: the guard
-    cuts the call's long input in place to head and tail, the whole input kept as artifact
-    tool-call/<id>; the call keeps its id, name and keys, and every request stays valid."""
+    """A newest round the guard cannot drop whose tool call's input is larger than the window (an
+    80,000-character Write; a raw apply_patch; a MultiEdit's nested edits; 800 short lines; 80
+    medium values) was sent over the window with only an "unfit" event: the guard cuts the
+    input's long strings (then long lists) in place, the whole input kept as artifact
+    tool-call/<id>; the call keeps its id and name, and every request stays valid."""
     from ctxengine.formats.anthropic_writer import to_anthropic
-    from ctxengine.formats.validate import validate_anthropic
+    from ctxengine.formats.openai_writer import to_openai_chat
+    from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 
     engine = ContextEngine(get_policy(policy), model=MODEL, window=window)
     engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
     engine.ingest(Message("user", (Text(REQUEST),), "u0", timestamp=1.0))
-    content = _content("code", 80_000, 9)
     for k in range(3):
         proj = engine.assemble(now=10.0 * k + 2)
         tool_round(engine, proj, k, "Read", {"file_path": f"/w/m{k}.py"}, 3_000)
     proj = engine.assemble(now=40.0)
-    write = ToolCall("w1", "Write", {"file_path": "/w/parser.py", "content": content})
-    engine.ingest(Message("assistant", (write,), "aw"))
+    call, pieces = _big_call(shape)
+    engine.ingest(Message("assistant", (call,), "aw"))
     engine.after_turn(Usage(input_tokens=proj.tokens))
-    engine.ingest(Message("user", (ToolResult("w1", (Text("File written."),), name="Write"),), "rw"))
+    engine.ingest(Message("user", (ToolResult("w1", (Text("Done."),), name=call.name),), "rw"))
     proj = engine.assemble(now=50.0)
     assert proj.tokens <= window - engine.policy.overflow_reserve, proj.tokens
     assert validate_anthropic(to_anthropic(proj.messages, system=proj.system, model=MODEL)) == []
+    assert validate_openai_chat(to_openai_chat(proj.messages, system=proj.system, model="gpt-4o")) == []
     shown = [c for m in proj.messages for c in m.tool_calls if c.id == "w1"]
-    if window == 32_000 or not shown:
+    if not shown or shown[0].input == call.input:
         return  # it fits as it is (32,000), or the policy summarized the round (letta)
-    [call] = shown
-    assert call.name == "Write" and set(call.input) == {"file_path", "content"}
-    assert call.input["file_path"] == "/w/parser.py" and "tool-call/w1" in call.input["content"]
-    assert content in engine.retrieve("tool-call/w1")  # the whole input, kept
+    assert shown[0].name == call.name
+    assert "tool-call/w1" in tool_input_text(shown[0].input)
+    kept = engine.retrieve("tool-call/w1")
+    assert all(piece in kept for piece in pieces)  # the whole input, kept
 
 
 def test_a_real_session_of_large_writes_no_longer_overflows_a_small_window(transcripts: Path) -> None:

@@ -143,15 +143,20 @@ class EngineCommits(EngineView):
 
     def _store_call_inputs(self, d: Replacements) -> None:
         """Keep the whole input of each tool call whose input ``d.calls`` cuts in place, as
-        artifact ``tool-call/<call id>``: each string value under its key, the rest as JSON."""
+        artifact ``tool-call/<call id>``: each string value under its key, the rest as JSON (a raw
+        string input as it is)."""
         for key, cut in d.calls.items():
             msg_id = key.split("\x00", 1)[0]
             call = self._find_call_block(msg_id, cut.id)
-            if call is None or not isinstance(call.input, dict):
+            if call is None:
                 continue
-            text = "\n\n".join(
-                f"{k}:\n{v}" if isinstance(v, str) else f"{k}: {msgspec.json.encode(v).decode()}"
-                for k, v in call.input.items()
+            text = (
+                call.input  # a raw input (Codex's apply_patch): the text itself
+                if isinstance(call.input, str)
+                else "\n\n".join(
+                    f"{k}:\n{v}" if isinstance(v, str) else f"{k}: {msgspec.json.encode(v).decode()}"
+                    for k, v in call.input.items()
+                )
             )
             meta = {"layer": d.event.layer, "call_id": cut.id, "message_id": msg_id, "tool": call.name}
             self.store.put_artifact(self.session_id, call_artifact_id(cut.id), text, meta)

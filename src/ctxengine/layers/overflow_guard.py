@@ -178,12 +178,12 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
     return Replacements(out, event)
 
 
-def head_and_tail(text: str, tokens: int, over: int, what: str) -> str:
+def head_and_tail(text: str, tokens: int, over: int, what: str, floor: int = FIT_MIN_CHARS) -> str:
     """``text`` (``tokens`` long) cut to its head and tail so that it is ``over`` tokens shorter
-    (and the marker's ``FIT_MARKER_TOKENS``), at least ``FIT_MIN_CHARS`` kept, ``FIT_TAIL_SHARE``
+    (and the marker's ``FIT_MARKER_TOKENS``), at least ``floor`` chars kept, ``FIT_TAIL_SHARE``
     of it from the end, with a line between them: ``[... N of M <what> (retrieve it in pages) ...]``."""
     keep_tokens = max(0, tokens - over - FIT_MARKER_TOKENS)
-    keep = max(FIT_MIN_CHARS, int(len(text) * keep_tokens / max(1, tokens)))
+    keep = min(len(text), max(floor, int(len(text) * keep_tokens / max(1, tokens))))
     tail = int(keep * FIT_TAIL_SHARE)
     head = keep - tail
     line = f"[... {len(text) - keep:,} of {len(text):,} {what} (retrieve it in pages) ...]"
