@@ -18,6 +18,19 @@ from ctxengine.layers.base import Cut, LayerEvent
 from ctxengine.messages import Message
 
 SKIPPED_LAYER = "compaction_skipped"  # the event of a compaction not made: it would grow the context
+SKIP_RETRY_SHARE = 0.02  # a skipped compaction is tried again once the context grew by this share
+SKIP_RETRY_MIN_TOKENS = 1_000  # ... of the window, and at least this many tokens
+
+
+def retry(skipped_at: int | None, tokens: int, window: int) -> bool:
+    """Whether an automatic compaction may be tried at a context of ``tokens``, the last one
+    having been skipped at ``skipped_at`` tokens (``grows``; None: none was): only once the
+    context has grown by ``SKIP_RETRY_SHARE`` of the ``window`` (at least
+    ``SKIP_RETRY_MIN_TOKENS``) since, so that a summary (an LLM call) is not paid at every call
+    for one that would grow the context again."""
+    if skipped_at is None:
+        return True
+    return tokens >= skipped_at + max(SKIP_RETRY_MIN_TOKENS, int(SKIP_RETRY_SHARE * window))
 
 
 def grows(cut: Cut, force: bool, events: list[LayerEvent]) -> bool:

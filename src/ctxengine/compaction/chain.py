@@ -24,7 +24,7 @@ import msgspec
 
 from ctxengine import summarize
 from ctxengine.audit import user_request
-from ctxengine.compaction.audit import grows, record_quality
+from ctxengine.compaction.audit import SKIPPED_LAYER, grows, record_quality, retry
 from ctxengine.compaction.breaker import Breaker
 from ctxengine.compaction.notes import SessionNotes
 from ctxengine.compaction.plan import CompactionPlan, cache_cold, history_cut, plan_compaction
@@ -95,6 +95,7 @@ class Compactor(SessionNotes):
         # once a compaction has summarized it away the view no longer holds it as a user message,
         # so every later compaction must take it from here
         self.latest_request: tuple[str, str] | None = None
+        self._skipped_at: int | None = None  # the context when a compaction was skipped (``audit.retry``)
 
     @property
     def failures(self) -> int:
@@ -182,6 +183,8 @@ class Compactor(SessionNotes):
         when nothing should or could be done. Raises ``CompactionFailed`` when a compaction was
         attempted and failed (the breaker is updated; the session is unchanged)."""
         instructions = instructions.strip()  # blank focus: none (the session-memory path stays open)
+        if not force and not retry(self._skipped_at, ctx.predicted, ctx.window):
+            return None  # skipped as growing the context a moment ago: wait for more to summarize
         events: list[LayerEvent] = []
         try:
             done = self._chain(
@@ -193,6 +196,8 @@ class Compactor(SessionNotes):
             # a pre-compaction flush made an LLM call, then no compaction followed (the cut
             # freed too little): its event is reported all the same
             self.notes_events.extend(events)
+            if any(e.layer == SKIPPED_LAYER for e in events):
+                self._skipped_at = ctx.predicted
         return done
 
     def commit(self, done: Compaction) -> None:
@@ -209,6 +214,7 @@ class Compactor(SessionNotes):
         if done.closes_breaker:
             self.breaker.close()
         self.compactions += 1
+        self._skipped_at = None
 
     def _chain(
         self,
@@ -241,10 +247,9 @@ class Compactor(SessionNotes):
                     events.append(flush)
             notes = self.notes_within(ctx.policy.notes_max_tokens)
             sm = session_memory_compact(sm_ctx, notes, self._counted(ctx), force=force, reason=reason)
-            if sm is not None:
-                done = self._session_memory(plan, sm, ctx.policy, sm_ctx, history, events)
-                if done is not None:
-                    return done  # else (it would grow the context) the summary's route may still cut
+            p = ctx.policy  # a session-memory compaction that would grow the context gives way
+            if sm is not None and (done := self._session_memory(plan, sm, p, sm_ctx, history, events)):
+                return done
         if not plan.summary_due:
             return None  # only the session-memory compaction runs below the threshold (cold cache)
         if plan.route == "styled":
