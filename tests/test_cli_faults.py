@@ -100,16 +100,22 @@ def cc_session(
 # ------------------------------------------------------------------ 16: output paths checked first
 
 
+def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a transcript fails the test: an option must be refused before any work."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("transcripts were loaded before the output path was checked")
+
+    monkeypatch.setattr("ctxengine.cli_common.load_transcripts", refuse)
+    monkeypatch.setattr("ctxengine.cli.load_transcripts", refuse)
+
+
 @pytest.mark.parametrize("option", ["--json", "--plot"])
 @pytest.mark.parametrize("command", ["replay", "bench"])
 def test_output_path_that_is_a_directory_fails_before_the_work(
     command: str, option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_work(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("transcripts were loaded before the output path was checked")
-
-    monkeypatch.setattr("ctxengine.cli_common.load_transcripts", no_work)
-    monkeypatch.setattr("ctxengine.cli.load_transcripts", no_work)
+    no_work(monkeypatch)
     src = cc_session(tmp_path / "s.jsonl", 2)
     one_error_line(cli(command, str(src), option, str(tmp_path)), option, str(tmp_path), "directory")
 
@@ -170,11 +176,7 @@ def test_an_earlier_report_inside_the_folder_replayed_may_be_written_again(tmp_p
 def test_a_plot_format_matplotlib_cannot_write_fails_before_the_work(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_work(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("transcripts were loaded before the output path was checked")
-
-    monkeypatch.setattr("ctxengine.cli_common.load_transcripts", no_work)
-    monkeypatch.setattr("ctxengine.cli.load_transcripts", no_work)
+    no_work(monkeypatch)
     src = cc_session(tmp_path / "s.jsonl", 2)
     out = tmp_path / "plot.txt"  # the traceback came after the replay: "Format 'txt' is not supported"
     one_error_line(cli(command, str(src), "--plot", str(out)), "--plot", "cannot write .txt", "png")

@@ -19,13 +19,13 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.layer_settings import OverflowGuard
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements, call_artifact_id, result_key
 from ctxengine.layers.overflow_guard import (
     FIT_MARKER_TOKENS,
     FIT_MIN_CHARS,
     FIT_TAIL_SHARE,
     LAYER,
+    guard_excess,
     guard_limit,
     head_and_tail,
 )
@@ -42,12 +42,10 @@ def fit_calls(ctx: LayerContext) -> Replacements | None:
     input such as Codex's ``apply_patch``, the ``edits`` of a MultiEdit), largest first, to head
     and tail of at least ``FIT_MIN_CHARS``; then, while still over (many medium strings), each
     string over ``FLOOR_CHARS`` to its marker line. None when it fits or no call has a long string."""
-    if not OverflowGuard.of(ctx.policy).enabled:
-        return None
-    limit = guard_limit(ctx)
-    over = ctx.predicted - limit
+    over = guard_excess(ctx)
     if over <= 0:
         return None
+    limit = guard_limit(ctx)
     found: list[tuple[int, str, ToolCall]] = []
     for m in ctx.view:
         if m.role != "assistant":

@@ -60,6 +60,14 @@ def guard_limit(ctx: LayerContext) -> int:
     return ctx.window - OverflowGuard.of(ctx.policy).reserve
 
 
+def guard_excess(ctx: LayerContext) -> int:
+    """Tokens by which the predicted request exceeds the guard's limit; 0 when it fits or the
+    guard is off (what every fitting step of the guard checks first)."""
+    if not OverflowGuard.of(ctx.policy).enabled:
+        return 0
+    return max(0, ctx.predicted - guard_limit(ctx))
+
+
 def overflow_guard(ctx: LayerContext) -> Cut | None:
     """Cut the oldest rounds when the predicted request would not fit (see the module docstring).
     Drops down to the compaction threshold (at least ``compact_min_gain`` of the window below
@@ -139,12 +147,10 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
     tail (``FIT_TAIL_SHARE`` from the end, at least ``FIT_MIN_CHARS``) until it fits, each
     replaced result naming its artifact id (the engine stores the original). None when the
     request fits or there is no tool result to cut."""
-    if not OverflowGuard.of(ctx.policy).enabled:
-        return None
-    limit = guard_limit(ctx)
-    over = ctx.predicted - limit
+    over = guard_excess(ctx)
     if over <= 0:
         return None
+    limit = guard_limit(ctx)
     found: list[tuple[int, str, ToolResult]] = []
     for m in ctx.view:
         for r in m.tool_results:
