@@ -376,3 +376,35 @@ def test_a_real_session_of_large_writes_no_longer_overflows_a_small_window(trans
     assert report.summary.pairing_violations == 0
     cut = [e for c in report.calls for e in c.events if "fitted_calls" in (e.get("details") or {})]
     assert cut, "the guard cut a tool-call input"
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw"])
+def test_the_guard_never_makes_a_cut_that_frees_nothing(transcripts: Path, policy: str) -> None:
+    """On the shared 290-call session at 32,000 tokens the guard made cuts that freed nothing: a
+    "drop" of nothing but the latest request behind a new notice (the context no smaller, or 26
+    tokens larger), tool results "cut" to a head, tail and line no shorter, and an earlier user
+    message kept in the compaction's prefix "cut in place" call after call (a prefix copy, which a
+    decision on the history never changes: 0 tokens saved, 25 times). Every guard event that is not
+    the "cannot fit" one now leaves the context smaller."""
+    path = transcripts / "claude-code-jsonl" / "cc_sonnet-4.5_long-290-tools_redacted_3cfce0ff.jsonl"
+    [session] = load(path)[:1]
+    report = replay_session(session, get_policy(policy), window=32_000)
+    guard = [e for c in report.calls for e in c.events if e["layer"] == "overflow_guard"]
+    assert guard, "the guard acts on this session at this window"
+    for e in guard:
+        if not e["details"].get("unfit"):
+            assert e["tokens_after"] < e["tokens_before"], (e["reason"], e["details"])
+
+
+def test_the_tool_result_budget_never_offloads_a_result_into_a_longer_preview(transcripts: Path) -> None:
+    """A result just over the cap became a preview plus its identifiers line and retrieval line,
+    longer than the result itself (SWE-agent 0.x at 16,000: chars_saved -298)."""
+    path = transcripts / "swe-agent-traj" / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+    offloads = 0
+    for window in (16_000, 32_000):
+        for session in load(path):
+            report = replay_session(session, get_policy("default"), window=window)
+            for e in (e for c in report.calls for e in c.events if e["layer"] == "tool_result_budget"):
+                offloads += 1
+                assert e["details"]["chars_saved"] > 0, e["details"]
+    assert offloads

@@ -47,8 +47,8 @@ def fit_calls(ctx: LayerContext) -> Replacements | None:
         return None
     limit = guard_limit(ctx)
     found: list[tuple[int, str, ToolCall]] = []
-    for m in ctx.view:
-        if m.role != "assistant":
+    for k, m in enumerate(ctx.view):
+        if m.role != "assistant" or ctx.src[k] < 0:
             continue
         for c in m.tool_calls:
             size = sum(len(v) for _, v in _strings(c.input) if len(v) > FLOOR_CHARS)

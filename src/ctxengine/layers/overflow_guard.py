@@ -112,6 +112,8 @@ def overflow_guard(ctx: LayerContext) -> Cut | None:
     if chosen is None:
         return None
     keep_request = request is not None and start <= request < chosen
+    if chosen - start - int(keep_request) == 0 or removed <= notice_tokens - dropped_notices:
+        return None  # nothing but the latest request to drop: a new notice alone frees nothing
     earlier = next((m for m in ctx.view[:start] if m.origin == "notice"), None)
     before = int(earlier.meta.get("dropped", 0)) if earlier else 0
     total_dropped = chosen - start - int(keep_request) + before
@@ -152,7 +154,9 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
         return None
     limit = guard_limit(ctx)
     found: list[tuple[int, str, ToolResult]] = []
-    for m in ctx.view:
+    for k, m in enumerate(ctx.view):
+        if ctx.src[k] < 0:
+            continue  # an engine-made message (a restore): the decisions apply to history only
         for r in m.tool_results:
             text = "\n".join(x.text for x in r.content if isinstance(x, Text))
             if len(text) > FIT_MIN_CHARS:
@@ -169,8 +173,11 @@ def fit_results(ctx: LayerContext) -> Replacements | None:
             over,
             f"chars cut to fit the context window; the full result is artifact {artifact_id(r.call_id)}",
         )
+        new_tokens = round(ctx.count_text(new) * ctx.scale)
+        if new_tokens >= tokens:
+            continue  # a short result: its head, tail and the line are no shorter
         out[result_key(msg_id, r.call_id)] = ToolResult(r.call_id, (Text(new),), r.is_error, r.name)
-        over -= tokens - round(ctx.count_text(new) * ctx.scale)
+        over -= tokens - new_tokens
     if not out:
         return None
     event = LayerEvent(
@@ -210,6 +217,8 @@ def fit_request(ctx: LayerContext) -> Replacements | None:
     if not OverflowGuard.of(ctx.policy).enabled or ctx.predicted <= limit:
         return None
     at = latest_request_index(ctx.view)
+    if at is not None and ctx.src[at] < 0:
+        at = None  # the guard's copy of it in the prefix: cut in place it would not change
     over = ctx.predicted - limit
     texts: dict[str, Text] = {}
     for k in _user_texts(ctx, at):
@@ -242,7 +251,11 @@ def fit_request(ctx: LayerContext) -> Replacements | None:
 def _user_texts(ctx: LayerContext, latest: int | None) -> list[int]:
     """View indices of the user messages with user-typed text: the latest request first, then
     the others, largest first (``FIT_MIN_CHARS`` at least)."""
-    rest = [k for k, m in enumerate(ctx.view) if k != latest and len(user_request(m)) > FIT_MIN_CHARS]
+    rest = [
+        k
+        for k, m in enumerate(ctx.view)
+        if k != latest and ctx.src[k] >= 0 and len(user_request(m)) > FIT_MIN_CHARS
+    ]
     rest.sort(key=lambda k: -ctx.tokens[k])
     return ([latest] if latest is not None else []) + rest
 
@@ -261,10 +274,15 @@ def unfit_event(ctx: LayerContext, prefix_tokens: int) -> LayerEvent | None:
             f"what is left cannot be dropped or cut (the latest request and the newest round; "
             f"largest message {newest:,} tokens)"
         )
+    where = (
+        "the window"
+        if ctx.predicted > ctx.window
+        else f"the guard's limit ({ctx.window - limit:,} kept for the reply)"
+    )
     return LayerEvent(
         layer=LAYER,
         reason=f"request {ctx.predicted:,} > {limit:,} tokens and cannot fit: {why}",
         tokens_before=ctx.predicted,
         tokens_after=ctx.predicted,
-        details={"error": f"request does not fit the window: {why}", "unfit": True},
+        details={"error": f"request does not fit {where}: {why}", "unfit": True},
     )
