@@ -45,6 +45,9 @@ _texts = st.one_of(
     st.sampled_from(["", " ", "\n"]),  # blank text: writers must drop it
     st.text(max_size=20),
 )
+# a tool result's text: as above, or a long output (a few hundred characters: a preview of it is
+# shorter than it, so the tool-result budget offloads it; a short one it keeps whole)
+_result_texts = st.one_of(_texts, st.lists(st.sampled_from(WORDS), min_size=40, max_size=80).map(" ".join))
 
 
 # strategies built once, not at every draw (hypothesis validates each new strategy object, which
@@ -72,7 +75,7 @@ class _Ids:
 def _result_content(draw: st.DrawFn) -> tuple[ResultPart, ...]:
     kind = draw(_RESULT_KINDS)
     if kind == "text":
-        return (Text(draw(_texts)),)
+        return (Text(draw(_result_texts)),)
     if kind == "image":
         return (Image("image/png", data=PNG, width=1, height=1),)
     if kind == "text+image":

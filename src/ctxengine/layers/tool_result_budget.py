@@ -207,7 +207,13 @@ def budget_message(
         if r.call_id in part_tokens and (media_over or not text_over):
             out[key] = media_preview(r, policy, part_tokens[r.call_id], keep_text=not own_text)
         else:  # the text alone is over the cap: its preview keeps the images and documents
-            out[key] = preview(r, policy)
+            shown = preview(r, policy)
+            if result_chars(shown) >= result_chars(r) and r.call_id not in part_tokens:
+                chosen.discard(r.call_id)  # just over the cap: the preview and its lines are longer
+                continue
+            out[key] = shown
+    if not chosen:
+        return None
     lines = {aid: Text(media_line(aid, *user[aid])) for aid in user if aid in chosen}
     calls = chosen - lines.keys()
     saved_chars = (
