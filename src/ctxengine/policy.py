@@ -121,7 +121,8 @@ trigger and target included, so the policy behaves alike whether the prefix take
 the window or two fifths of it:
 
 - tool results over min(20,000 chars, 2% of the free window x 4) go to the artifact store behind
-  a 2 KB preview that lists their identifiers (the agent pages them back with ``retrieve``; a
+  a 2 KB preview that lists their identifiers, unless that preview would be longer (the agent
+  pages them back with ``retrieve``; a
   ``preview_share`` of 0.6% of the free window saves 1% more at 64,000 but leaves small windows
   with 300-character previews, so it is off);
 - session notes are kept in the background ($0); above 50% of the free window (Claude Code's
