@@ -576,3 +576,64 @@ def test_a_message_the_reader_tagged_as_injected_is_not_the_latest_request(
     for layer, q, projection in found:
         assert q["latest_request_verbatim"] is True, layer
         assert _as_the_users_words(request, projection), f"{layer}: the typed request is not in the context"
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
+def test_a_request_shown_with_its_offloaded_attachment_is_kept_and_quoted_once(policy: str) -> None:
+    """The line the tool-result budget shows for an offloaded document of the request's own message
+    was read as part of the user's text: the request, whole in the kept tail, counted as not kept,
+    so each compaction quoted it again (a second copy of ~1,800 tokens at 32,000)."""
+    from ctxengine.messages import Document
+
+    request = "REQ_BEGIN implement section 3 of the attached spec: " + words(1_200, 11) + " REQ_END"
+    msgs = [Message("user", (Text("first task: profile the importer"),), "q0", timestamp=T0)]
+    for k in range(25):
+        msgs.append(
+            Message(
+                "assistant",
+                (Text(f"step {k}"), ToolCall(f"t{k}", "Bash", {"command": f"pytest -k p{k}"})),
+                f"a{k}",
+                timestamp=T0 + 10 + 10 * k,
+                model=MODEL,
+            )
+        )
+        msgs.append(
+            Message(
+                "user",
+                (ToolResult(f"t{k}", (Text(words(700, 100 + k)),)),),
+                f"r{k}",
+                timestamp=T0 + 11 + 10 * k,
+            )
+        )
+    msgs.append(Message("assistant", (Text("Profiling done."),), "b0", timestamp=T0 + 400, model=MODEL))
+    spec = Document("text/plain", words(20_000, 3), title="spec.txt")
+    msgs.append(Message("user", (Text(request), spec), "ureq", timestamp=T0 + 401))
+    for k in range(6):
+        msgs.append(
+            Message(
+                "assistant",
+                (Text(f"impl {k}"), ToolCall(f"s{k}", "Bash", {"command": f"cat part{k}"})),
+                f"c{k}",
+                timestamp=T0 + 410 + 10 * k,
+                model=MODEL,
+            )
+        )
+        msgs.append(
+            Message(
+                "user",
+                (ToolResult(f"s{k}", (Text(words(500, 500 + k)),)),),
+                f"rs{k}",
+                timestamp=T0 + 411 + 10 * k,
+            )
+        )
+    msgs.append(Message("assistant", (Text("done"),), "a-end", timestamp=T0 + 500, model=MODEL))
+    engine = make(policy, window=32_000)
+    at = next(i for i, m in enumerate(msgs) if m.id == "ureq")
+    drive(engine, msgs[:at])
+    found = drive(engine, msgs[at:])
+    assert found, "the session compacts after the request"
+    for layer, q, projection in found:
+        assert q["latest_request_verbatim"] is True, layer
+        kept = any(m.id == "ureq" and request in m.text() for m in projection)
+        quoted = any("The user's latest request (verbatim):\nREQ_BEGIN" in m.text() for m in projection)
+        assert kept != quoted, f"{layer}: kept {kept}, quoted {quoted}"  # once: kept, or else quoted

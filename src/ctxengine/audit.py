@@ -155,7 +155,7 @@ def user_request(msg: Message) -> str:
     if msg.role != "user" or msg.origin != "message" or _injected(msg):
         return ""
     texts = [b.text for b in msg.blocks if isinstance(b, Text)]
-    typed = "\n".join(t for t in texts if not harness_text(t))
+    typed = "\n".join(t for t in texts if not harness_text(t) and not _MEDIA_LINE.fullmatch(t))
     return typed if typed.strip() else ""
 
 
@@ -192,6 +192,14 @@ def request_in_summary(latest: str, text: str) -> bool:
     if len(latest) >= REQUEST_ANYWHERE_MIN_CHARS or REQUEST_QUOTE_LABEL + latest in text:
         return True
     return re.search(r"(?:\A|\n)(?:[-*>] )?" + re.escape(latest) + r"(?=\n|\Z)", text) is not None
+
+
+# the line the tool-result budget shows for an image or document of a user message it offloaded
+# (``layers.tool_result_budget.media_line``, artifact ``user-media/<message id>/part-<k>``): the
+# engine's, not the user's, so a request shown with it is the request all the same
+_MEDIA_LINE = re.compile(
+    r"\[(?:image|document)\b[^\n]*\boffloaded: too large for the context;[^\n]* user-media/[^\n]*\]"
+)
 
 
 def _injected(msg: Message) -> bool:
