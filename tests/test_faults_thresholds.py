@@ -322,11 +322,14 @@ def _big_call(shape: str) -> tuple[ToolCall, list[str]]:
     if shape == "many-lines":  # 800 strings, none long enough to cut alone
         lines = [f"{k:04d} " + code[k * 100 : k * 100 + 140] for k in range(800)]
         return ToolCall("w1", "WriteLines", {"path": "/w/p.py", "lines": lines}), [lines[400]]
+    if shape == "many-keys":  # 2,000 short settings: no string and no list to cut
+        settings = {f"key_{k}": code[k * 30 : k * 30 + 150] for k in range(2_000)}
+        return ToolCall("w1", "Configure", {"settings": settings}), [settings["key_1000"]]
     values = {f"part_{k}": code[k * 1_000 : k * 1_000 + 1_500] for k in range(80)}  # many medium values
     return ToolCall("w1", "Store", values), [values["part_40"]]
 
 
-@pytest.mark.parametrize("shape", ["write", "raw-patch", "nested", "many-lines", "many-values"])
+@pytest.mark.parametrize("shape", ["write", "raw-patch", "nested", "many-lines", "many-values", "many-keys"])
 @pytest.mark.parametrize("window", [16_000, 32_000])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_tool_call_input_larger_than_the_window_is_cut_to_fit_and_stays_retrievable(

@@ -111,9 +111,10 @@ def _cut_input(ctx: LayerContext, call: ToolCall, shown: Any, over: int, floor: 
 
 
 def _cut_lists(ctx: LayerContext, call: ToolCall, shown: Any, over: int) -> tuple[Any, int]:
-    """``shown`` with its longest lists (more than ``LIST_MIN_ITEMS`` items: 800 lines of 150
-    characters, no string long enough to cut) cut to their first and last items around a marker
-    item, largest first, while the request is ``over`` the limit."""
+    """``shown`` with its longest lists and objects (more than ``LIST_MIN_ITEMS`` items or keys:
+    800 lines of 150 characters, 2,000 short settings; no string long enough to cut) cut to their
+    first and last items around a marker item (an object: under the key ``"..."``), largest
+    first, while the request is ``over`` the limit."""
     lists = sorted(_lists(shown), key=lambda pv: -len(_json(pv[1])))
     for path, items in lists:
         if over <= 0:
@@ -125,11 +126,16 @@ def _cut_lists(ctx: LayerContext, call: ToolCall, shown: Any, over: int) -> tupl
             continue
         tail = int(keep * FIT_TAIL_SHARE)
         where = ".".join(str(p) for p in path) or "the input"
+        what = "keys" if isinstance(items, dict) else "items"
         marker = (
-            f"[... {len(items) - keep:,} of {len(items):,} items of {where} cut to fit the context "
+            f"[... {len(items) - keep:,} of {len(items):,} {what} of {where} cut to fit the context "
             f"window; the whole input is artifact {call_artifact_id(call.id)} (retrieve it in pages) ...]"
         )
-        cut = [*items[: keep - tail], marker, *(items[len(items) - tail :] if tail else [])]
+        entries = list(items.items()) if isinstance(items, dict) else list(items)
+        head, rest = entries[: keep - tail], entries[len(entries) - tail :] if tail else []
+        cut: Any = (
+            {**dict(head), "...": marker, **dict(rest)} if isinstance(items, dict) else [*head, marker, *rest]
+        )
         shown = _set(shown, path, cut)
         over -= tokens - round(ctx.count_text(_json(cut)) * ctx.scale)
     return shown, over
@@ -139,12 +145,13 @@ def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
-def _lists(value: Any, path: Path = ()) -> Iterator[tuple[Path, list[Any]]]:
-    """(path, list) of every list of more than ``LIST_MIN_ITEMS`` items in ``value``."""
+def _lists(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """(path, list or object) of every list or object of more than ``LIST_MIN_ITEMS`` items
+    (keys) in ``value``, outermost first (the input object itself too)."""
+    if isinstance(value, list | dict) and len(value) > LIST_MIN_ITEMS:
+        yield path, value
+        return
     if isinstance(value, list):
-        if len(value) > LIST_MIN_ITEMS:
-            yield path, value
-            return
         for i, v in enumerate(value):
             yield from _lists(v, (*path, i))
     elif isinstance(value, dict):
