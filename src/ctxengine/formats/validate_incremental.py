@@ -10,6 +10,9 @@ microseconds), resuming the check's state (``AnthropicScan`` / ``OpenAIScan``) w
 message starts. The replay checks every call's request this way (``summary.pairing_violations``).
 
 The checker keeps the previous body's messages: a caller must not change a body after checking it.
+Messages are compared with ``==``: values Python holds equal though of other types (``1`` and
+``True``, ``1`` and ``1.0``) count as unchanged, and a problem line then names the earlier value
+(the problems found are the same: every check of this module treats such values alike).
 """
 
 from __future__ import annotations
