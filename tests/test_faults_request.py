@@ -637,3 +637,45 @@ def test_a_request_shown_with_its_offloaded_attachment_is_kept_and_quoted_once(p
         kept = any(m.id == "ureq" and request in m.text() for m in projection)
         quoted = any("The user's latest request (verbatim):\nREQ_BEGIN" in m.text() for m in projection)
         assert kept != quoted, f"{layer}: kept {kept}, quoted {quoted}"  # once: kept, or else quoted
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
+def test_a_prompt_queued_while_tools_ran_is_the_latest_request(policy: str) -> None:
+    """Claude Code records a prompt the user types while the agent works as an attachment
+    (``queued_command``) and sends it as the user's text at the next call; it was not a request,
+    so compactions quoted the older one and the flag said True with the newest prompt gone (the
+    shared sessions 4530697c and db3f6604 hold 13 such prompts)."""
+    queued = "QUEUED REQUEST typed while tools ran: also switch the output format to YAML"
+    msgs = session("Write the exporter in src/export.py.", rounds=50, result_words=500)
+    at = next(i for i, m in enumerate(msgs) if m.id == "a10")
+    msgs.insert(
+        at,
+        Message(
+            "user",
+            (Text(queued),),
+            "q1",
+            timestamp=msgs[at].timestamp - 0.1,
+            origin="attachment",
+            meta={"attachment_type": "queued_command"},
+        ),
+    )
+    engine = make(policy, window=32_000)
+    drive(engine, msgs[: at + 1])
+    found = drive(engine, msgs[at + 1 :])
+    assert len(found) >= 2, "the session compacts more than once after the prompt"
+    for layer, q, projection in found:
+        assert q["latest_request_verbatim"] is True, layer
+        shown = [m for m in projection if m.role == "user" and queued in m.text()]
+        assert shown, f"{layer}: the queued prompt is not in the context"
+
+
+def test_the_queued_prompts_of_the_real_sessions_are_requests() -> None:
+    from conftest import CLAUDE_CODE
+    from ctxengine.audit import user_request
+    from ctxengine.formats import load
+
+    [session] = load(CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl")[:1]
+    queued = [m for m in session.messages if m.meta.get("attachment_type") == "queued_command"]
+    typed = [user_request(m) for m in queued if user_request(m)]
+    assert len(queued) == 7 and len(typed) >= 4  # the rest are <task-notification> wrappers
+    assert all("<task-notification>" not in t for t in typed)

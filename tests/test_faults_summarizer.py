@@ -228,3 +228,26 @@ def test_default_keeps_compacting_after_a_call_in_flight(with_llm: bool) -> None
         compactions += sum(e.layer in ("session_memory_compact", "summary_compact") for e in proj.events)
         assert validate_anthropic(to_anthropic(proj.messages, system="sys", model=MODEL)) == []
     assert compactions >= 1
+
+
+@pytest.mark.parametrize("summarizer_model", ["claude-3-haiku-20240307", "claude-3-5-haiku-20241022"])
+@pytest.mark.parametrize("policy", ["default", "claude-code", "pi", "letta"])  # openclaw's forced one is $0
+def test_no_summarizer_request_asks_for_more_output_than_its_model_gives(
+    policy: str, summarizer_model: str
+) -> None:
+    """The output budget was capped at a quarter of the summarizer's window, never at its model's
+    own maximum output: pi and letta asked claude-3-haiku (4,096) for 8,192 tokens, a 400 at
+    Anthropic ("max_tokens > 4096"); claude-code's 20,000 would exceed claude-3.5-haiku's 8,192."""
+    from ctxengine.models import Registry
+
+    most = Registry.default().get(summarizer_model).max_output
+    llm = StrictLLM()
+    llm.model = summarizer_model
+    engine = make_engine(policy, 200_000, llm, session_memory=False, summarizer="llm")
+    engine.ingest(Message("user", (Text("Please do the task " + prose(1_000, 1)),), "u0", timestamp=T0))
+    for k in range(30):
+        engine.ingest(call(f"c{k}", f"run {k}", f"a{k}", T0 + 10 * k + 2))
+        engine.ingest(result(f"c{k}", prose(16_000, k), f"r{k}", T0 + 10 * k + 3))
+    engine.compact(force=True)
+    assert llm.requests, "a model summary was asked for"
+    assert all(r.max_tokens <= most for r in llm.requests), [(r.purpose, r.max_tokens) for r in llm.requests]

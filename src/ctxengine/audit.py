@@ -147,12 +147,15 @@ def harness_text(text: str) -> bool:
 def user_request(msg: Message) -> str:
     """The user-typed text of ``msg`` (its ``Text`` blocks, those a harness added left out:
     ``harness_text``; verbatim, its spacing kept, so that a quote of it is the request as typed)
-    when it is a user message of the conversation (not a harness attachment or a message the
-    reader tagged as injected, ``_injected``; not an engine-made message) and it is not blank;
-    else "". A message that also carries tool results counts by its
-    text: an API request puts the user's words after the tool results in one user message (the
-    roles must alternate), and a text typed while tools ran is the newest request all the same."""
-    if msg.role != "user" or msg.origin != "message" or _injected(msg):
+    when it is a user message of the conversation (or a prompt queued while the agent worked,
+    ``_queued_prompt``; not another harness attachment, not a message the reader tagged as
+    injected, ``_injected``, not an engine-made message) and it is not blank; else "". A message
+    that also carries tool results counts by its text: an API request puts the user's words after
+    the tool results in one user message (the roles must alternate), and a text typed while tools
+    ran is the newest request all the same."""
+    if msg.role != "user" or _injected(msg):
+        return ""
+    if msg.origin != "message" and not (msg.origin == "attachment" and _queued_prompt(msg)):
         return ""
     texts = [b.text for b in msg.blocks if isinstance(b, Text)]
     typed = "\n".join(t for t in texts if not harness_text(t) and not _MEDIA_LINE.fullmatch(t))
@@ -200,6 +203,12 @@ def request_in_summary(latest: str, text: str) -> bool:
 _MEDIA_LINE = re.compile(
     r"\[(?:image|document)\b[^\n]*\boffloaded: too large for the context;[^\n]* user-media/[^\n]*\]"
 )
+
+
+def _queued_prompt(msg: Message) -> bool:
+    """A prompt the user typed while the agent was working, which Claude Code records as an
+    attachment (``queued_command``) and sends as the user's text at the next call."""
+    return msg.meta.get("attachment_type") == "queued_command"
 
 
 def _injected(msg: Message) -> bool:

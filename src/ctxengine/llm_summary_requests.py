@@ -37,12 +37,13 @@ OVERHEAD_MAX_SHARE = 0.125  # the prompt's overhead allowance: at most this shar
 
 
 def output_budget(window: int, max_output: int) -> int:
-    """The summary's output budget (tokens) on a summarizer of ``window`` tokens: ``max_output``,
-    at most ``OUTPUT_MAX_SHARE`` of the window (and at least 256). A policy's budget is set for
+    """The summary's output budget (tokens) on a summarizer of ``window`` tokens: ``max_output``
+    (already capped at the summarizer model's own maximum output), at most ``OUTPUT_MAX_SHARE`` of
+    the window (and at least 256, or ``max_output`` when that is lower). A policy's budget is set for
     a 200,000-token summarizer (Claude Code's 20,000); asked of an 8,192-token model it exceeds
     the whole window, so no input would fit (and input + max_tokens over the window is refused
     by the provider)."""
-    return max(256, min(max_output, int(window * OUTPUT_MAX_SHARE)))
+    return max(min(256, max_output), min(max_output, int(window * OUTPUT_MAX_SHARE)))
 
 
 def overhead_budget(window: int) -> int:

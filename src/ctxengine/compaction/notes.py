@@ -173,7 +173,14 @@ class SessionNotes:
         self._gave_up: NotesJob | None = None  # a running update already waited for in vain
         self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
         self.updater: NotesUpdater = (
-            LLMNotesUpdater(self.llm, count_text, window=llm_model.input_window if llm_model else 200_000)
+            LLMNotesUpdater(
+                self.llm,
+                count_text,
+                window=llm_model.input_window if llm_model else 200_000,
+                max_tokens=min(4_096, llm_model.max_output)
+                if llm_model and llm_model.max_output > 0
+                else 4_096,
+            )
             if self.llm
             else DeterministicNotesUpdater(count_text)
         )

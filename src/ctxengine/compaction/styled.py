@@ -64,18 +64,24 @@ def make_summarizers(
         policy: the session's policy (``summary_style``, ``summary_llm_max_output``, ...).
         llm: the LLM client (None: the structured summary, $0).
         count_message: tokens of a message.
-        llm_model: the summarizer's model (its input window; 200,000 tokens when unknown).
+        llm_model: the summarizer's model (its input window, 200,000 tokens when unknown; its
+            maximum output caps every summarizer's output budget).
 
     Returns:
         The summarizer and the turn-prefix summarizer.
     """
     window = llm_model.input_window if llm_model else 200_000
+    most = llm_model.max_output if llm_model and llm_model.max_output > 0 else None  # its own cap
+
+    def cap(tokens: int) -> int:
+        return tokens if most is None else min(tokens, most)
+
     summarizer: LLMSummarizer | None = (
         LLMSummarizer(
             llm,
             count_message,
             window=window,
-            max_output=policy.summary_llm_max_output,
+            max_output=cap(policy.summary_llm_max_output),
             stages=policy.summary_stages,
         )
         if llm
@@ -89,7 +95,7 @@ def make_summarizers(
             llm,
             count_message,
             window=window,
-            max_output=policy.summary_llm_max_output,
+            max_output=cap(policy.summary_llm_max_output),
             required_sections=summarize.STYLE_SECTIONS[style],
             prompt=summarize.STYLE_PROMPTS[style].replace("{words}", str(words)),
             stages=policy.summary_stages,
@@ -99,7 +105,7 @@ def make_summarizers(
                 llm,
                 count_message,
                 window=window,
-                max_output=policy.turn_prefix_max_tokens,
+                max_output=cap(policy.turn_prefix_max_tokens),
                 required_sections=TURN_PREFIX_SECTIONS,
                 prompt=TURN_PREFIX_PROMPT,
             )
@@ -324,5 +330,3 @@ def _summarize_main(
     if r.audit is not None:
         details["audit"] = audit_details(r.audit)
     return r.text
-
-
