@@ -328,3 +328,44 @@ def test_instructions_prints_what_the_tool_returns(tmp_path: Path) -> None:
     assert code == 0 and out == "No instruction files found (looked for AGENTS.md, CLAUDE.md).\n"
     code, out, err = run("instructions", "-w", str(tmp_path / "nope"))
     assert code == 2 and out == "" and "not a directory" in _one_line(err)
+
+
+@pytest.mark.parametrize("kind", ["not-sqlite", "other-sqlite", "missing"])
+def test_retrieve_and_search_refuse_a_store_that_is_not_one_and_leave_it_as_it_was(
+    tmp_path: Path, kind: str
+) -> None:
+    """``--store`` naming a transcript, another SQLite database or nothing: one ``Error:`` line and
+    exit 2 (a file that was not a database ended in a traceback, and another database got the
+    store's tables written into it: the readers open the store read-only now)."""
+    import sqlite3
+
+    path = tmp_path / "x.sqlite"
+    if kind == "not-sqlite":
+        path.write_text('{"type": "user"}\n', encoding="utf-8")
+    elif kind == "other-sqlite":
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE notes (x)")
+    before = path.read_bytes() if path.exists() else None
+    for args in (
+        ["retrieve", "tool-result/x", "--store", str(path), "--session", "a"],
+        ["search", "anything", "--workspace", str(tmp_path), "--store", str(path), "--session", "a"],
+    ):
+        res = CliRunner().invoke(tool_app, args)
+        assert res.exit_code == 2, (args, res.output, res.exception)
+        assert res.stderr.strip().count("\n") == 0 and res.stderr.startswith("Error:"), res.stderr
+    assert (path.read_bytes() if path.exists() else None) == before
+
+
+def test_mcp_and_proxy_refuse_a_store_path_of_the_wrong_kind(tmp_path: Path) -> None:
+    from ctxengine.cli import app
+
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text('{"type": "user"}\n', encoding="utf-8")
+    for args in (
+        ["mcp", "--store", str(transcript), "--session", "a"],
+        ["mcp", "--store", str(tmp_path / "missing" / "x.sqlite"), "--session", "a"],
+        ["proxy", "--store", str(transcript), "--port", "1"],  # a folder is expected; refused at startup
+    ):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, (args, res.output, res.exception)
+        assert res.stderr.strip().startswith("error:") and "\n" not in res.stderr.strip(), res.stderr

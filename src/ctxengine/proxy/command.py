@@ -41,6 +41,8 @@ def proxy_command(
     if missing:
         raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
     check_window_option(window)
+    if store is not None and store.exists() and not store.is_dir():
+        raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")
     pol = load_policy(policy, policy_file)
     from ctxengine.proxy.app import ProxyConfig
     from ctxengine.proxy.server import serve

@@ -33,19 +33,29 @@ class SQLiteStore:
 
     Args:
         path: the database file (``":memory:"``, the default, keeps a replay off the disk).
+        read_only: open an existing store to read it only (a reader such as ``tool retrieve``):
+            nothing is created or written, and a file that is not a session store is refused.
 
     Raises:
-        StoreError: when the database cannot be opened.
+        StoreError: when the database cannot be opened, or (``read_only``) is not a session store.
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
         try:
-            # autocommit: every appended entry is durable at once and visible to other readers;
-            # any thread may use it, one at a time (frameworks call hooks from worker threads)
-            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            if str(path) != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
+            if read_only:
+                uri = Path(path).absolute().as_uri() + "?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if not {"entries", "artifacts"} <= tables:
+                    self._db.close()
+                    raise StoreError(f"{path}: not a ctxengine session store")
+            else:
+                # autocommit: every appended entry is durable at once and visible to other readers;
+                # any thread may use it, one at a time (frameworks call hooks from worker threads)
+                self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+                if str(path) != ":memory:":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot open store: {exc}") from None
         self._enc = msgspec.msgpack.Encoder()

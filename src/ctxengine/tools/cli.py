@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -37,6 +37,9 @@ from ctxengine.tools.registry import Toolbox, build_tools
 from ctxengine.tools.retrieve import retrieve
 from ctxengine.tools.search import DEFAULT_K, MAX_K
 from ctxengine.tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from ctxengine.store.base import SessionStore
 
 tool_app = typer.Typer(
     add_completion=False,
@@ -112,18 +115,28 @@ def retrieve_command(
     query: Annotated[str | None, typer.Option(help="JMESPath expression (JSON artifacts).")] = None,
 ) -> None:
     """Page through an offloaded tool result of a stored session."""
-    from ctxengine.store import SQLiteStore
 
     def run() -> str:
-        if not store.is_file():
-            raise ToolError(f"no session store at {store}")
-        db = SQLiteStore(store)
+        db = _read_store(store)
         try:
             return retrieve(db, session, artifact, offset, limit, query)
         finally:
             db.close()
 
     _emit(run)
+
+
+def _read_store(store: Path) -> SessionStore:
+    """The session store file ``store``, opened to read only; ``ToolError`` when there is none or
+    it is not one (a reader must not create or change it)."""
+    from ctxengine.store import SQLiteStore, StoreError
+
+    if not store.is_file():
+        raise ToolError(f"no session store at {store}")
+    try:
+        return SQLiteStore(store, read_only=True)
+    except StoreError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _emit_call(build: Callable[[], Toolbox], name: str, arguments: dict[str, Any]) -> None:
@@ -178,16 +191,12 @@ def search_command(
 ) -> None:
     """Ranked search (SQLite FTS5, BM25) over the workspace files and a session's artifacts; the
     index is WORKSPACE/.ctxengine/search.sqlite, as for 'ctxengine mcp'."""
-    from ctxengine.store import SQLiteStore
-
     embedder = semantic_or_exit() if semantic else None
-    db: list[SQLiteStore] = []
+    db: list[SessionStore] = []
 
     def build() -> Toolbox:
         if store is not None:
-            if not store.is_file():
-                raise ToolError(f"no session store at {store}")
-            db.append(SQLiteStore(store))
+            db.append(_read_store(store))
         return build_tools(workspace, db[0] if db else None, session, index_path=index, embedder=embedder)
 
     arguments: dict[str, Any] = {"query": query}

@@ -150,9 +150,15 @@ def serve(
     not a directory."""
     import anyio
 
+    from ctxengine.store.base import StoreError
     from ctxengine.store.sqlite import SQLiteStore
 
-    db = SQLiteStore(store) if store is not None else None
+    if store is not None and not store.is_file():
+        raise ToolError(f"no session store at {store}")
+    try:
+        db = SQLiteStore(store, read_only=True) if store is not None else None
+    except StoreError as exc:
+        raise ToolError(str(exc)) from None
     box = build_tools(workspace, db, session, window=window, index_path=index, embedder=embedder)
     try:
         anyio.run(serve_async, box)
