@@ -585,3 +585,23 @@ def test_llm_failing_after_an_answer_ends_with_a_warning_and_exit_0(tmp_path: Pa
     assert server.attempts == 1 + 3
     [warning] = [x for x in " ".join(res.stderr.split()).split("warning: ")[1:] if "--llm" in x]
     assert "1 LLM call(s) succeeded, 3 LLM call(s) failed" in warning and "fell back to $0" in warning
+
+
+def test_a_window_above_the_models_own_is_one_warning_line(tmp_path: Path) -> None:
+    """The engine's ModelWindowWarning came out as Python shows a warning (the file, the line, the
+    category, the source line) where the other notes are ``warning:`` lines."""
+    import subprocess
+    import sys
+
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    models = tmp_path / "m.toml"
+    models.write_text(f'[models."{MODEL}"]\ncontext_window = 20000\n', encoding="utf-8")
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "ctxengine.cli", "replay", str(src), "--models", str(models)]
+    cmd += ["--window", "64000"]
+    res = subprocess.run([*cmd, "--json", str(out), "--quiet"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "ModelWindowWarning" not in res.stderr and "engine.py" not in res.stderr, res.stderr
+    assert any(
+        ln.startswith("warning: window of 64,000 tokens is above") for ln in res.stderr.splitlines()
+    ), res.stderr

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
@@ -387,8 +388,28 @@ def _show_reports(
         say("wrote", str(plot_out))
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """ctxengine's own warnings (a window above the model's, a malformed record) as one
+    ``warning:`` line, like the command line's other notes; any other warning as Python shows it."""
+    if category.__module__.startswith("ctxengine."):
+        say("warning:", str(message))
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main() -> None:
     """Console-script entry point."""
+    warnings.showwarning = _show_warning
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover
