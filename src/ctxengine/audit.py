@@ -177,7 +177,7 @@ def request_kept(latest: str, messages: Sequence[Message]) -> bool:
     for m in messages:
         if m.role != "user":
             continue
-        if m.origin == "message":
+        if m.origin == "message" or (m.origin == "attachment" and _queued_prompt(m)):
             if user_request(m) == latest:
                 return True
         elif m.origin != "attachment" and request_in_summary(latest, m.text()):
