@@ -249,9 +249,11 @@ def test_the_small_policy_exercises_every_layer() -> None:
     over a fixed (derandomized) run under ``SMALL``, every layer of the cascade makes decisions.
     The reserves are derived for the window (issue 9, item 4) and an early compaction waits until
     it leaves room, so a second run sets thresholds (compaction, clearing) low enough for these
-    short sessions to reach them. Run in a fresh interpreter: in one that other tests have used,
-    the same examples lead to other decisions (seen on the session's first commit too; not yet
-    traced), and which layers a fixed run reaches must not hang on the order tests run in."""
+    short sessions to reach them. Run in a fresh interpreter: Hypothesis (6.170 here) draws values from
+    the literals of every local module in ``sys.modules``, so after other tests have imported more
+    of ctxengine the derandomized run generates other sessions (traced: the inputs differ from the
+    fifth example on; the engine's decisions on the same inputs do not), and which layers a fixed
+    run reaches must not hang on the order tests run in."""
     code = "import json, test_layers_property as t; print(json.dumps(t.coverage_sweep()))"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True, text=True, check=True
