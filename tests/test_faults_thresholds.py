@@ -411,3 +411,33 @@ def test_the_tool_result_budget_never_offloads_a_result_into_a_longer_preview(tr
                 offloads += 1
                 assert e["details"]["chars_saved"] > 0, e["details"]
     assert offloads
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
+@pytest.mark.parametrize("window", [16_000, 32_000])
+def test_a_forced_compaction_never_leaves_the_context_larger_than_before(policy: str, window: int) -> None:
+    """A forced compaction (the user's ``/compact``) restored the working set whatever it had
+    freed: default at 16,000 after a 2,200-token pasted request went 5,651 -> 6,279 tokens. It may
+    end above the threshold, never above where it started."""
+    engine = ContextEngine(get_policy(policy), model=MODEL, window=window)
+    engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    engine.ingest(Message("user", (Text("Set up the project and run the build."),), "u0", timestamp=1.0))
+    for k in range(8):
+        proj = engine.assemble(now=10.0 * k + 2)
+        tool_round(engine, proj, k, "Bash", {"command": f"cat src/f{k}.py"}, 6_000)
+    paste = "Here is the log, find the root cause:\n" + _content("prose", 10_000, 99)
+    engine.ingest(Message("user", (Text(paste),), "req", timestamp=100.0))
+    for k in range(8, 14):
+        proj = engine.assemble(now=10.0 * k + 2)
+        tool_round(engine, proj, k, "Bash", {"command": f"grep -n err l{k}"}, 6_000)
+    made = []
+    for _ in range(3):
+        before = engine.assemble(now=500.0).tokens
+        event = engine.compact(force=True)
+        if event is None:
+            continue
+        made.append(event)
+        assert event.tokens_after <= event.tokens_before, event
+        assert engine.assemble(now=501.0).tokens <= before
+    if policy in ("default", "claude-code", "letta"):  # openclaw and pi keep all that is left as
+        assert made, "the forced compaction ran"  # their recent tail after their own compactions

@@ -226,6 +226,7 @@ def test_files_gone_from_disk(session: Session) -> None:
 
 def test_each_file_is_capped(session: Session) -> None:
     big = session.file("big.py", "\n".join(f"line_{i} = '{words(12, f'v{i}_')}'" for i in range(6_000)))
+    session.chat(20)  # earlier work: a compaction restores no more than it frees
     session.read(big, "(first lines only)")
     session.chat()
     engine, _ = session.compact()
@@ -244,6 +245,7 @@ def compact_over_budget(session: Session) -> tuple[list[Path], list[Message], Ca
         session.file(f"big{i}.py", "\n".join(f"x{i}_{j} = '{words(12, f'k{j}_')}'" for j in range(2_500)))
         for i in range(14)
     ]
+    session.chat(120)  # earlier work: a compaction restores no more than it frees
     for p in paths:
         session.read(p, "(read)")
     session.chat()
@@ -290,6 +292,7 @@ def test_instruction_files_with_caps_head_and_tail(session: Session) -> None:
     assert len(claude) > 20_000
     session.file("CLAUDE.md", claude)
     session.file("AGENTS.md", "Use ruff; never push to main.\n")
+    session.chat(40)  # earlier work, then the kept tail: a compaction restores no more than it frees
     session.chat()
     engine, event = session.compact()
     assert "restore:instructions" in event.details["restored"]
@@ -308,6 +311,7 @@ def test_instruction_files_total_cap(session: Session) -> None:
     names = ("CLAUDE.md", "AGENTS.md", "docs/RULES.md", "docs/STYLE.md")
     for name in names:
         session.file(name, f"{name} START\n" + "\n".join(words(10, "z") for _ in range(400)))
+    session.chat(120)  # earlier work, then the kept tail: a compaction restores no more than it frees
     session.chat()
     engine, _ = session.compact(POLICY.with_(POLICY.settings(Restore).with_(instruction_files=names)))
     (msg,) = [m for m in restored(engine) if m.id == "restore:instructions"]

@@ -29,7 +29,7 @@ from ctxengine.compaction.breaker import Breaker
 from ctxengine.compaction.notes import SessionNotes
 from ctxengine.compaction.plan import CompactionPlan, cache_cold, history_cut, plan_compaction
 from ctxengine.compaction.records import Compaction, CompactionFailed, SummaryCall
-from ctxengine.compaction.restore import FORCED_ROOM, fit, place, skeleton_lead, working_set
+from ctxengine.compaction.restore import fit, place, skeleton_lead, working_set
 from ctxengine.compaction.session_memory import sm_compaction, sm_policy_changes
 from ctxengine.compaction.styled import StyledSummarizer, make_summarizers, styled_cut
 from ctxengine.compaction.summary import llm_tail_summary, prepend_focus, quote_latest_request
@@ -425,13 +425,12 @@ class Compactor(SessionNotes):
         # a file restored again with the same content is the same message: the prompt cache
         # (compared by identity, as for every unchanged message) keeps serving it
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
-        # an automatic compaction never leaves the context larger than before it, nor over the
-        # compaction threshold less the room it must leave to grow (else the next call or two
-        # would compact again): what is restored fits in what it freed under both (in order; a
-        # restore that does not fit is left out and named). A forced one (the user's /compact)
-        # restores the working set as asked.
-        limit = min(cut.event.tokens_before - 1, plan.threshold - Restore.of(p).room_tokens)
-        room = limit - cut.event.tokens_after if not force else FORCED_ROOM
+        # no compaction leaves the context larger than before it, nor an automatic one over the
+        # threshold less the room it must leave to grow (else the next call would compact again;
+        # a forced one may end above it): what is restored fits (in order; the rest is named)
+        limit = cut.event.tokens_before - 1
+        limit = limit if force else min(limit, plan.threshold - Restore.of(p).room_tokens)
+        room = limit - cut.event.tokens_after
         counted = self._counted(ctx)
         lead_tokens, restored, skipped = fit(lead, restored, room, counted)
         restored_tokens = place(cut, lead, restored, lead_tokens, skipped, counted)

@@ -22,8 +22,6 @@ from ctxengine.messages import Message
 from ctxengine.policy import Policy
 from ctxengine.skeleton import Segment, extend_segments
 
-FORCED_ROOM = 10**12  # tokens: a forced compaction restores everything asked for
-
 
 def skeleton_lead(
     p: Policy,
