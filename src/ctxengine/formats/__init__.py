@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ctxengine.messages import Session, SessionFormat, TranscriptError
+from ctxengine.messages import Session, SessionFormat, TranscriptError, Usage
 
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
 SNIFF_MAX_BYTES = 1024 * 1024  # read on (up to this) while the only line seen is unreadable
@@ -23,7 +23,26 @@ DETECT_SCAN_BYTES = 4 * DETECT_MAX_BYTES  # ... and the file up to this
 # The only bytes that make a JSONL line blank: JSON's whitespace. A line of form feeds or
 # vertical tabs (which bytes.strip() removes) is not blank but one bad record.
 JSON_WHITESPACE = b" \t\r\n"
+UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark: not JSON, written by some editors; left out
 TOO_DEEP = "nested too deeply to read"  # a JSON value past the parser's recursion limit
+# Tokens: no call of any model reads or writes this many (windows are at most a few million); a
+# recorded usage count above it is a corrupt record, not a figure (a SQLite integer ends at 2**63).
+MAX_USAGE_TOKENS = 10**9
+_USAGE_FIELDS: tuple[str, ...] = ("input_tokens", "cache_read_tokens", "cache_write_tokens")
+_USAGE_FIELDS += ("cache_write_1h_tokens", "output_tokens")
+
+
+def usage_problem(usage: Usage | None) -> str | None:
+    """Why a recorded ``usage`` is not one (a count above ``MAX_USAGE_TOKENS``), None when it
+    is or when there is none. The readers then report the record as malformed by file and line
+    and keep the message without its usage."""
+    if usage is None:
+        return None
+    for field in _USAGE_FIELDS:
+        value = getattr(usage, field)
+        if value > MAX_USAGE_TOKENS:
+            return f"usage {field} {value:,} is not a token count (over {MAX_USAGE_TOKENS:,}); usage left out"
+    return None
 
 # Named only to say what a binary file is; the verdict itself is made line by line.
 BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -51,8 +70,9 @@ _CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
 def json_line(line: bytes) -> bytes:
     """``line`` (one line of a JSONL file) without the JSON whitespace around it (space, tab, CR,
     LF); empty for a blank line. Form feeds and vertical tabs stay: JSON does not allow them, so
-    a line of them is a bad record, not a blank line."""
-    return line.strip(JSON_WHITESPACE)
+    a line of them is a bad record, not a blank line. A UTF-8 byte-order mark (which editors on
+    Windows write at the start of a file) goes too."""
+    return line.strip(JSON_WHITESPACE).removeprefix(UTF8_BOM).lstrip(JSON_WHITESPACE)
 
 
 def bad_line_reason(line: bytes) -> str | None:
@@ -181,7 +201,7 @@ def detect(path: Path) -> SessionFormat:
         raise TranscriptError(f"{path}: no such file")
     if path.is_dir():
         raise TranscriptError(f"{path}: is a directory, not a transcript")
-    stripped = sniff(path).lstrip()
+    stripped = sniff(path).lstrip().removeprefix("\ufeff").lstrip()  # a byte-order mark: not JSON
     fmt = _detect_by_lines(path)
     if fmt is not None:
         return fmt
@@ -246,7 +266,7 @@ def _record_format(value: object) -> SessionFormat | None:
 def _whole_document(path: Path) -> object:
     """The file at ``path`` parsed as one JSON document, or ``_UNREADABLE``."""
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return json.loads(path.read_bytes().decode("utf-8-sig"))
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError alike
         return _UNREADABLE
 
@@ -308,7 +328,7 @@ def _detect_document(path: Path, doc: object | None) -> SessionFormat:
     if doc is None:
         data = path.read_bytes()
         try:
-            doc = json.loads(data.decode("utf-8"))
+            doc = json.loads(data.decode("utf-8-sig"))
         except UnicodeDecodeError as exc:  # one document: a bad line spoils it; named by number
             line = data.count(b"\n", 0, exc.start) + 1
             raise TranscriptError(f"{path}:{line}: not valid JSON (not UTF-8)") from None

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import TOO_DEEP, readable_text
+from ctxengine.formats import TOO_DEEP, UTF8_BOM, readable_text
 from ctxengine.media import image_size_bytes
 from ctxengine.messages import (
     Document,
@@ -61,7 +61,7 @@ def read_bytes(path: Path) -> bytes:
     if not data.strip():
         raise TranscriptError(f"{path}: empty file")
     readable_text(path, data[:BINARY_SNIFF_BYTES], complete=len(data) <= BINARY_SNIFF_BYTES)
-    return data
+    return data.removeprefix(UTF8_BOM)  # a byte-order mark is not JSON (lines keep their numbers)
 
 
 def load_json_document(path: Path) -> Any:

@@ -55,13 +55,14 @@ single Codex record, raises ``TranscriptError``.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from ctxengine.formats import TOO_DEEP, bad_line_reason, json_line
+from ctxengine.formats import TOO_DEEP, bad_line_reason, json_line, usage_problem
 from ctxengine.formats.chat_common import (
     ShapeError,
     as_int,
@@ -149,6 +150,7 @@ class _Reader:
         self.last_total: Any = None  # info.total_token_usage of the previous token_count
         self.usage_target: Message | None = None  # latest assistant message without usage
         self.records = 0
+        self.item_lines: set[bytes] = set()  # digests of the response_item lines read
 
     # -- records --------------------------------------------------------------------------
 
@@ -213,6 +215,8 @@ class _Reader:
             return  # the same event re-emitted when the next request starts
         self.last_total = total
         usage = codex_usage(info.get("last_token_usage"))
+        if (problem := usage_problem(usage)) is not None:
+            raise ShapeError(problem.removesuffix("; usage left out"))
         target = self.usage_target
         if usage is None or target is None:
             self.meta["unattached_token_counts"] = self.meta.get("unattached_token_counts", 0) + 1
@@ -326,6 +330,18 @@ class _Reader:
             )
         self.usage_target = None
 
+    def repeated(self, rec: Any, line: bytes) -> bool:
+        """Whether ``rec`` is a timestamped ``response_item`` written before byte for byte (a
+        retried append): read once, the copy counted in ``skipped["duplicate:response_item"]``."""
+        if not isinstance(rec, dict) or rec.get("type") != "response_item" or not rec.get("timestamp"):
+            return False
+        digest = hashlib.blake2b(line, digest_size=16).digest()
+        if digest in self.item_lines:
+            self.b.skip("duplicate:response_item")
+            return True
+        self.item_lines.add(digest)
+        return False
+
     # -- driver -----------------------------------------------------------------------------
 
     def read(self) -> Session:
@@ -348,6 +364,8 @@ class _Reader:
                 continue
             except RecursionError:
                 self.b.bad(n, f"not valid JSON ({TOO_DEEP})")
+                continue
+            if self.repeated(rec, stripped):
                 continue
             try:
                 self.record(rec, n)

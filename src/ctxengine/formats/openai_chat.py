@@ -45,6 +45,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxengine.formats import usage_problem
 from ctxengine.formats.chat_common import (
     BINARY_SNIFF_BYTES,
     NEWLINE,
@@ -147,13 +148,11 @@ def add_chat_message(b: SessionBuilder, raw: Any, index: int, default_model: str
             blocks.append(openai_tool_call({"function": legacy}, f"call_{mid}"))
         response = _response(raw)
         model = response.get("model") if isinstance(response.get("model"), str) else default_model
-        b.assistant(
-            blocks,
-            id=mid,
-            timestamp=_timestamp(raw),
-            usage=openai_usage(response.get("usage")),
-            model=model,
-        )
+        usage = openai_usage(response.get("usage"))
+        if (problem := usage_problem(usage)) is not None:
+            b.bad(index + 1, f"message {index + 1}: {problem}")
+            usage = None
+        b.assistant(blocks, id=mid, timestamp=_timestamp(raw), usage=usage, model=model)
         return
     if role in ("tool", "function"):
         call_id = raw.get("tool_call_id")

@@ -66,12 +66,13 @@ class BuilderBase:
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
-    def malformed(self, lineno: int, error: str) -> None:
+    def malformed(self, lineno: int, error: str, *, kept: bool = False) -> None:
+        """Record a malformed record (``kept``: its message was read without the bad part)."""
         self.malformed_list.append(Malformed(self.source, lineno, error))
         self.warned += 1
         if self.warned <= MAX_WARNINGS:
             warnings.warn(
-                f"{self.source}:{lineno}: malformed record skipped: {error}",
+                f"{self.source}:{lineno}: malformed record {'kept in part' if kept else 'skipped'}: {error}",
                 MalformedRecordWarning,
                 stacklevel=2,
             )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxengine.formats import usage_problem
 from ctxengine.formats.claude_code.attachments import render_attachment
 from ctxengine.formats.claude_code.blocks import Draft, block_key, content_blocks, timestamp
 from ctxengine.formats.claude_code.builder import SYNTHETIC_MODEL, BuilderBase
@@ -95,6 +96,9 @@ class Builder(BuilderBase):
             added += 1
         if not draft.meta.get("synthetic"):
             usage = anthropic_usage(msg.get("usage"))
+            if (problem := usage_problem(usage)) is not None:
+                self.malformed(lineno, problem, kept=True)
+                usage = None
             if usage is not None and not usage.is_zero:
                 draft.usage = usage
         if is_new:

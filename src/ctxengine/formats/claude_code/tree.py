@@ -22,8 +22,13 @@ TURNS = ("user", "assistant")
 
 def is_main_file(records: list[tuple[int, dict[str, Any]]]) -> bool:
     """Whether the file is a main session's: one of its user/assistant records says
-    ``isSidechain: false`` (a file of sidechain records only is one sidechain session)."""
-    return any(r.get("isSidechain") is False and r.get("type") in TURNS for _, r in records)
+    ``isSidechain: false``, or, when none does (older and hand-edited files leave the field out
+    or null it), its first one is not marked ``isSidechain: true``. A sidechain file (every
+    record marked) stays one sidechain session, a stray unmarked record in it too."""
+    turns = [r for _, r in records if r.get("type") in TURNS and isinstance(r.get("message"), dict)]
+    if any(r.get("isSidechain") is False for r in turns):
+        return True
+    return bool(turns) and turns[0].get("isSidechain") is not True
 
 
 def sidechain_key(record: dict[str, Any], main_file: bool) -> str | None:
