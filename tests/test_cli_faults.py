@@ -605,3 +605,21 @@ def test_a_window_above_the_models_own_is_one_warning_line(tmp_path: Path) -> No
     assert any(
         ln.startswith("warning: window of 64,000 tokens is above") for ln in res.stderr.splitlines()
     ), res.stderr
+
+
+@pytest.mark.parametrize("window", ["16000", "24000"])
+def test_llm_unreachable_never_fails_a_layer(tmp_path: Path, dead_server: Any, window: str) -> None:
+    """When the third failed call (a pre-compaction notes flush) tripped the client's breaker
+    between a compaction's plan and its summary, the compaction still took the model route
+    with no summarizer: an assertion, reported as ``layer _compaction failed:`` with no reason.
+    It takes the $0 summary, as every later one does."""
+    from conftest import SWE_AGENT
+
+    dead_server()
+    src = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
+    out = tmp_path / "r.json"
+    res = cli("replay", str(src), "--window", window, "--llm", "openai:gpt-4o-mini", "--json", str(out))
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["layer_failures"] == 0, res.stderr
+    assert "layer _compaction failed" not in res.stderr

@@ -254,7 +254,7 @@ class Compactor(SessionNotes):
             return None  # only the session-memory compaction runs below the threshold (cold cache)
         if plan.route == "styled":
             return self._styled(plan, ctx, events, history, reason=reason, instructions=instructions)
-        if plan.route == "llm":
+        if plan.route == "llm" and not self.llm_declines:  # (a notes flush may just have tripped it)
             return self._llm(
                 plan, ctx, events, history, reason=reason, instructions=instructions, system=system
             )
