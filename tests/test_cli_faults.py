@@ -623,3 +623,25 @@ def test_llm_unreachable_never_fails_a_layer(tmp_path: Path, dead_server: Any, w
     summary = json.loads(out.read_text())["summary"]
     assert summary["layer_failures"] == 0, res.stderr
     assert "layer _compaction failed" not in res.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_json_and_plot_naming_one_file_is_refused_before_the_work(tmp_path: Path, command: str) -> None:
+    """``--json X --plot X`` wrote the report and then the plot over it (exit 0)."""
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    same = tmp_path / "out.png"
+    res = cli(command, str(src), "--json", str(same), "--plot", str(same))
+    assert res.exit_code == 2 and not same.exists()
+    [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert "--json and --plot both name" in error
+
+
+def test_a_policy_file_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None:
+    """A policy file in Latin-1 printed ``error: utf-8`` alone."""
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    bad = tmp_path / "p.toml"
+    bad.write_bytes(b'base = "default"\n# caf\xe9\n')
+    res = cli("replay", str(src), "--policy-file", str(bad))
+    assert res.exit_code == 2
+    [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert f"{bad}:2:" in error and "not UTF-8" in error

@@ -20,6 +20,7 @@ from ctxengine.cli_common import (
     LlmTimeoutOption,
     ModelOption,
     ModelsOption,
+    check_distinct_outputs,
     check_model,
     check_not_an_input,
     check_output,
@@ -244,6 +245,7 @@ def _check_replay_options(
     check_window_option(window)
     check_output(json_out, "--json")
     check_output(plot_out, "--plot")
+    check_distinct_outputs(json_out, plot_out)
     if quiet and not (json_out or plot_out):
         raise fail("--quiet leaves the table out and nothing else is written: add --json FILE or --plot FILE")
     engines = EngineRegistry()

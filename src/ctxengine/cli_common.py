@@ -265,6 +265,13 @@ def check_output(path: Path | None, option: str) -> None:
                 raise fail(f"{option} {path}: matplotlib cannot write .{kind}; use one of {formats}")
 
 
+def check_distinct_outputs(json_out: Path | None, plot_out: Path | None) -> None:
+    """``--json`` and ``--plot`` name two files (the plot would overwrite the report): else one
+    ``error:`` line and ``typer.Exit(2)``, before any work."""
+    if json_out is not None and plot_out is not None and json_out.absolute() == plot_out.absolute():
+        raise fail(f"--json and --plot both name {json_out}: the plot would overwrite the report")
+
+
 def check_not_an_input(path: Path | None, option: str, inputs: Iterable[Path]) -> None:
     """Refuse (``error: OPTION PATH: ...``, ``typer.Exit(2)``), before any work, an output file
     that is one of the transcripts to be read: an input file itself, or a transcript inside an

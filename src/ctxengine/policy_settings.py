@@ -137,6 +137,9 @@ def load_file(path: Path, lookup: Callable[[str], P], kind: type[P]) -> P:
     not reported as its base. Raises ``ValueError`` naming the file."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes().count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path}:{line}: cannot read policy: not UTF-8 text (TOML is UTF-8)") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"{path}: cannot read policy: {exc}") from None
     base_name = str(data.pop("base", "default"))

@@ -30,6 +30,7 @@ def _runners(
     common.check_window_option(window)
     common.check_output(json_out, "--json")
     common.check_output(plot_out, "--plot")
+    common.check_distinct_outputs(json_out, plot_out)
     if jobs < 1:
         raise common.fail(f"--jobs must be at least 1, not {jobs}")
     try:
