@@ -251,3 +251,35 @@ def test_no_summarizer_request_asks_for_more_output_than_its_model_gives(
     engine.compact(force=True)
     assert llm.requests, "a model summary was asked for"
     assert all(r.max_tokens <= most for r in llm.requests), [(r.purpose, r.max_tokens) for r in llm.requests]
+
+
+@pytest.mark.parametrize("session_memory", [True, False], ids=["sm", "no-sm"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_rolling_summary_with_a_long_previous_part_stays_in_a_small_summarizers_window(
+    policy: str, session_memory: bool
+) -> None:
+    """L18's kind on the chunked path: a small summarizer (gpt-4, 8,192 tokens shared by input and
+    output), a 32,000-token main window and 30,000-char pastes every five rounds. Each chunk's
+    body was cut to the window but the previous summary (quoting a paste) and the prompt were
+    not counted: 7,711 + 2,048 tokens were asked of gpt-4 (claude-code, openclaw, pi, letta).
+    Every request, with its output budget, fits the summarizer's window by its own tokenizer."""
+    llm = StrictLLM()
+    llm.model = "gpt-4"
+    engine = make_engine(policy, 32_000, llm, session_memory=session_memory, summarizer="llm")
+    engine.ingest(Message("user", (Text("Migrate the service to the new queue API."),), "u0", timestamp=T0))
+    for k in range(40):
+        ts = T0 + 10 * k
+        proj = engine.assemble(now=ts)
+        if k % 5 == 0:
+            paste = f"paste {k}:\n" + prose(30_000, 500 + k)
+            engine.ingest(Message("user", (Text(paste),), f"up{k}", timestamp=ts))
+        engine.ingest(call(f"t{k}", f"cat m{k}.py", f"a{k}", ts))
+        engine.ingest(result(f"t{k}", prose(12_000, k), f"r{k}", ts + 1))
+        engine.after_turn(Usage(input_tokens=proj.tokens, output_tokens=100))
+    info = Registry.default().get("gpt-4")
+    counter = counter_for(info)
+    sizes = [
+        counter.count_text(r.system) + sum(counter.count_message(m) for m in r.messages) + r.max_tokens
+        for r in llm.requests
+    ]
+    assert sizes and max(sizes) <= info.context_window, sorted(sizes)[-3:]

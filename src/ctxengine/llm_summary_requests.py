@@ -212,17 +212,18 @@ class SummaryRequests:
         groups = tool_groups(span)
         first_group = 0
         retries = 0
+        head = self.prompt.format(where="below", extra=self._focus(instructions) + extra)
+        if previous:  # at most half the request (it quotes requests, which may be long pastes)
+            half = self._room() // 2 - self._tokens(head)
+            previous = self._cut_to(previous, half, "the previous summary")
+            head += f"\n\n<previous-summary>\n{previous}\n</previous-summary>"
+        fixed = self._tokens(head)
         while True:
             start = groups[first_group][0] if groups else 0
-            body = self._within_window(serialize(span[start:]))
+            body = self._within_window(serialize(span[start:]), fixed)
             if start:
                 body = f"[{start} older messages were dropped to fit the summarizer]\n" + body
-            prev = f"\n\n<previous-summary>\n{previous}\n</previous-summary>" if previous else ""
-            prompt = (
-                self.prompt.format(where="below", extra=self._focus(instructions) + extra)
-                + prev
-                + f"\n\n<conversation>\n{body}\n</conversation>"
-            )
+            prompt = head + f"\n\n<conversation>\n{body}\n</conversation>"
             try:
                 msg = Message(role="user", blocks=(Text(prompt),), id="summary-request")
                 return self._call(SYSTEM, [msg], spent, cache_prefix=False), retries
@@ -234,19 +235,34 @@ class SummaryRequests:
             except LLMError as exc:
                 raise SummaryError(f"summary request failed: {exc}", spent) from exc
 
-    def _within_window(self, body: str) -> str:
+    def _within_window(self, body: str, fixed: int = 0) -> str:
         """A serialized span within the summarizer's window (tokens, with the safety margin, the
-        output and the prompt's overhead): a chunk of one message larger than the window (chunks
-        never split a tool group) keeps its head and tail, its middle left out behind a marker,
-        so no request is sent that the model cannot take."""
-        room = int((self.window - self.max_output - self.overhead) / SAFETY_MARGIN)
-        size = self.count(Message(role="user", blocks=(Text(body),), id="summary-size"))
+        output and the prompt: ``fixed`` tokens of instructions and previous summary, at least the
+        overhead allowance): a chunk of one message larger than the window (chunks never split a
+        tool group) keeps its head and tail, its middle left out behind a marker, so no request
+        is sent that the model cannot take (a rolling summary's previous part counts too: 7,711 +
+        2,048 tokens were asked of gpt-4's 8,192)."""
+        return self._cut_to(body, self._room() - max(fixed, int(self.overhead / SAFETY_MARGIN)), "")
+
+    def _room(self) -> int:
+        """Tokens a request's input may take: the window less the output, over the margin."""
+        return int((self.window - self.max_output) / SAFETY_MARGIN)
+
+    def _tokens(self, text: str) -> int:
+        return self.count(Message(role="user", blocks=(Text(text),), id="summary-size"))
+
+    def _cut_to(self, text: str, room: int, what: str) -> str:
+        """``text`` within ``room`` tokens (at least 1): whole when it fits, else its head and tail
+        with the middle left out behind a marker naming ``what`` was cut."""
+        room = max(1, room)
+        size = self._tokens(text)
         if size <= room:
-            return body
-        keep = int(len(body) * room / size * 0.9)
+            return text
+        keep = int(len(text) * room / size * 0.9)
         head = keep // 2
-        marker = f"\n[... {len(body) - keep:,} chars left out to fit the summarizer's window ...]\n"
-        return body[:head] + marker + body[len(body) - (keep - head) :]
+        of = f" of {what}" if what else ""
+        marker = f"\n[... {len(text) - keep:,} chars{of} left out to fit the summarizer's window ...]\n"
+        return text[:head] + marker + text[len(text) - (keep - head) :]
 
     def _groups_to_drop(
         self, span: Sequence[Message], groups: list[tuple[int, int]], first: int, gap: int | None
