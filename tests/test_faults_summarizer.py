@@ -208,6 +208,37 @@ def test_a_call_in_flight_during_a_compaction_keeps_its_result_visible(policy: s
     assert any(c.id == "call_export" for m in proj.messages for c in m.tool_calls)
 
 
+@pytest.mark.parametrize("window", [16_000, 18_000, 24_000])
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("with_llm", [False, True])
+def test_a_result_that_just_arrived_is_never_summarized_unseen(
+    policy: str, window: int, with_llm: bool
+) -> None:
+    """The kind of L23 once the call has answered: 14 rounds of work, then ``cat export.log``
+    returns 0.6x-1.5x the window. letta at 16,000 and 18,000 summarized everything, the fresh
+    result with it: the next request (2,233 tokens) held no line of it. The newest round stays
+    (the guard cuts it to fit), every request within the window and valid."""
+    llm = StrictLLM() if with_llm else None
+    engine = make_engine(policy, window, llm)
+    engine.ingest(Message("user", (Text("Export Q3 orders to parquet, then validate."),), "u0", timestamp=T0))
+    for k in range(14):
+        proj = engine.assemble(now=T0 + 10 * k)
+        engine.ingest(call(f"t{k}", f"psql -c 'select {k}'", f"a{k}", T0 + 10 * k))
+        engine.ingest(result(f"t{k}", prose(5_000, k), f"r{k}", T0 + 10 * k + 1))
+        engine.after_turn(Usage(input_tokens=proj.tokens, output_tokens=100))
+    for n, mult in enumerate((0.6, 1.5)):
+        ts = T0 + 200 + 100 * n
+        engine.ingest(call(f"x{n}", "cat export.log", f"ax{n}", ts))
+        head = f"export complete: 48213 rows, part {n}"
+        text = head + "\n" + prose(int(window * 4.5 * mult), 77)
+        engine.ingest(result(f"x{n}", text, f"rx{n}", ts + 1))
+        proj = engine.assemble(now=ts + 2)
+        shown = "\n".join(str(b) for m in proj.messages for r in m.tool_results for b in r.content)
+        assert head in shown, [e.layer for e in proj.events]
+        assert proj.tokens <= window
+        assert validate_anthropic(to_anthropic(proj.messages, system="sys", model=MODEL)) == []
+
+
 @pytest.mark.parametrize("with_llm", [False, True])
 def test_default_keeps_compacting_after_a_call_in_flight(with_llm: bool) -> None:
     """L23's kind under ``default``: a manual compaction while a long-running call is pending,

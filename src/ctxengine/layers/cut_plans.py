@@ -103,10 +103,29 @@ def pending_start(view: Sequence[Message]) -> int:
     return first if calls - answered else len(view)
 
 
+def open_round_start(view: Sequence[Message]) -> int:
+    """View index where the newest assistant turn starts when the model has not yet seen what
+    it asked for: a call still in flight (``pending_start``), or tool results after it that no
+    later assistant message answered; else ``len(view)``. Summarized away, a result that just
+    arrived would never reach the model (letta at 16,000 folded a fresh ``cat export.log`` into
+    the summary: its first line was in no request)."""
+    pending = pending_start(view)
+    if pending < len(view):
+        return pending
+    i = len(view) - 1
+    while i >= 0 and view[i].role != "assistant":
+        i -= 1
+    if i < 0 or not any(m.tool_results for m in view[i + 1 :]):
+        return len(view)
+    while i > 0 and view[i - 1].role == "assistant":
+        i -= 1
+    return i
+
+
 def all_plan(ctx: LayerContext, start: int, mode: str = "all") -> CutPlan | None:
-    """Summarize every history message; none kept but a turn whose tool call is in flight
-    (``pending_start``)."""
-    cut = max(start, pending_start(ctx.view))
+    """Summarize every history message; none kept but the newest turn when the model has not
+    seen its results yet, or one of its calls is in flight (``open_round_start``)."""
+    cut = max(start, open_round_start(ctx.view))
     if start >= cut:
         return None
     return CutPlan(cut=cut, start=start, span=list(ctx.view[start:cut]), mode=mode)
