@@ -645,3 +645,31 @@ def test_a_policy_file_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) 
     assert res.exit_code == 2
     [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
     assert f"{bad}:2:" in error and "not UTF-8" in error
+
+
+def test_the_readmes_models_example_is_accepted(tmp_path: Path) -> None:
+    """The README's ``--models`` example (a window and two prices) was refused: "needs a
+    'provider'", then "missing required field 'max_output'". A new model's other fields are
+    guessed from its name as for an unknown model; its prices are the file's."""
+    import re
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if '`[models."my-model"]`' in x)
+    models = tmp_path / "m.toml"
+    models.write_text("\n".join(re.findall(r"`([^`]+)`", line)) + "\n", encoding="utf-8")
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    out = tmp_path / "r.json"
+    res = cli("replay", str(src), "--models", str(models), "--model", "my-model", "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    from ctxengine.models import Registry
+
+    info = Registry.default().with_overrides(models).get("my-model")
+    assert (info.context_window, info.input, info.output, info.price_known) == (128_000, 1.0, 4.0, True)
+
+
+def test_a_bad_models_file_is_named_once(tmp_path: Path) -> None:
+    models = tmp_path / "m.toml"
+    models.write_text('[models."x"]\ncontext_window = -5\n', encoding="utf-8")
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 3)), "--models", str(models))
+    [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert res.exit_code == 2 and error.count(str(models)) == 1 and "positive" in error

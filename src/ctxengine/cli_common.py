@@ -302,7 +302,8 @@ def load_registry(models: Path | None) -> Registry:
     try:
         return Registry.default().with_overrides(models) if models else Registry.default()
     except (OSError, ValueError) as exc:
-        raise fail(f"{models}: {exc}") from None
+        why = str(exc)  # a RegistryError names the file already
+        raise fail(why if why.startswith(f"{models}:") else f"{models}: {why}") from None
 
 
 def collect(path: Path) -> tuple[list[Session], list[str]]:

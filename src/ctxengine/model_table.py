@@ -186,6 +186,13 @@ def _parse_table(
                 if as_of:
                     entry["prices_as_of"] = as_of
             entry.update(raw)
+        elif base is not None and "provider" not in raw:
+            # a user's new model: what the file leaves out is guessed from its name as for an
+            # unknown model (provider, tokenizer, cache style, max output; the README's example)
+            guess = msgspec.structs.asdict(fallback_info(name))
+            for key in (*PRICE_FIELDS, "price_known"):
+                guess.pop(key)
+            entry = {**guess, "prices_as_of": as_of, **providers.get(guess["provider"], {}), **raw}
         else:
             provider = raw.get("provider")
             if not isinstance(provider, str):
