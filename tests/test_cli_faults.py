@@ -673,3 +673,33 @@ def test_a_bad_models_file_is_named_once(tmp_path: Path) -> None:
     res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 3)), "--models", str(models))
     [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
     assert res.exit_code == 2 and error.count(str(models)) == 1 and "positive" in error
+
+
+def test_an_overflow_reserve_of_half_the_window_is_one_clear_error(tmp_path: Path) -> None:
+    """``[overflow_guard] reserve = 1000000`` at ``--window 16000`` was accepted: 23
+    compactions in 12 calls, the guard cutting every request to nothing."""
+    from ctxengine.engine import ContextEngine
+    from ctxengine.model_window import ReserveTooLargeError
+    from ctxengine.policy import OverflowGuard, get_policy
+
+    policy = tmp_path / "p.toml"
+    policy.write_text("[overflow_guard]\nreserve = 1000000\n", encoding="utf-8")
+    src = cc_session(tmp_path / "s.jsonl", 3)
+    res = cli("replay", str(src), "--policy-file", str(policy), "--window", "16000")
+    [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert res.exit_code == 2 and "[overflow_guard] reserve" in error and "8,000" in error
+    p = get_policy("default")
+    big = p.with_(p.settings(OverflowGuard).with_(reserve=8_000))
+    with pytest.raises(ReserveTooLargeError):
+        ContextEngine(big, model="claude-sonnet-4-5", window=16_000)
+    ContextEngine(big, model="claude-sonnet-4-5", window=32_000)  # a quarter of it is fine
+
+
+def test_a_ttl_prune_soft_ratio_above_its_hard_ratio_is_refused(tmp_path: Path) -> None:
+    """As ``cache_clear``'s target above its trigger is: the soft trim would start after the hard
+    clear."""
+    policy = tmp_path / "p.toml"
+    policy.write_text("[ttl_prune]\nsoft_ratio = 0.9\nhard_ratio = 0.1\n", encoding="utf-8")
+    res = cli("replay", str(cc_session(tmp_path / "s.jsonl", 3)), "--policy-file", str(policy))
+    [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert res.exit_code == 2 and "soft_ratio (0.9) must not exceed hard_ratio (0.1)" in error

@@ -45,6 +45,7 @@ from ctxengine.engine_view import Projection as Projection  # moved: import it f
 from ctxengine.layers.base import LayerEvent
 from ctxengine.layers.tool_result_budget import budget_message
 from ctxengine.messages import Message, RecordedCompaction, Usage
+from ctxengine.model_window import ReserveTooLargeError
 from ctxengine.models import ModelInfo, Registry, check_model_window, check_window, resolve_window
 from ctxengine.policy import Policy
 from ctxengine.store import SessionStore, SQLiteStore
@@ -127,7 +128,7 @@ class ContextEngine(EngineSubagents):
     Raises:
         WindowTooSmallError: when the resolved window is under 16,000 tokens (a
             ``WindowWarning`` under 32,000, a ``ModelWindowWarning`` above the known model's own
-            window).
+            window); ``ReserveTooLargeError`` when the overflow guard's reserve is half of it.
     """
 
     engine_id = "ctxengine"
@@ -152,6 +153,8 @@ class ContextEngine(EngineSubagents):
         self.registry, self.model, self.window, self.counter = resolve_model(
             model, window=window, agent_cap=agent_cap, registry=registry, counter=counter
         )
+        if policy.overflow_guard and policy.overflow_reserve * 2 >= self.window:
+            raise ReserveTooLargeError(self.window, policy.overflow_reserve)
         self.store: SessionStore = store or SQLiteStore()
         self.session_id = session_id
         self.system = ""

@@ -158,6 +158,16 @@ class TtlPrune(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
     head_chars: int = 1_500
     tail_chars: int = 1_500
 
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """Each field out of range, and the soft trim starting above the hard clear.
+
+        Returns:
+            ``(field, phrase)`` pairs, as ``Settings.problems``; empty when the record is sound.
+        """
+        yield from super().problems()
+        if self.soft_ratio > self.hard_ratio:
+            yield "soft_ratio", f"({self.soft_ratio}) must not exceed hard_ratio ({self.hard_ratio})"
+
 
 class CacheClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Cache-aware clearing of old tool results under pressure (``layers.cache_clear``).

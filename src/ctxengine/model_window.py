@@ -32,6 +32,26 @@ class WindowTooSmallError(ValueError):
         return (type(self), (self.tokens,))
 
 
+class ReserveTooLargeError(WindowTooSmallError):
+    """The overflow guard's reserve (``[overflow_guard] reserve``, tokens kept free for the
+    response) is half the window or more: the guard would cut every request to (almost) nothing.
+    A ``WindowTooSmallError`` whose message names the setting."""
+
+    def __init__(self, tokens: int, reserve: int) -> None:
+        ValueError.__init__(
+            self,
+            f"the overflow guard's reserve ([overflow_guard] reserve) of {reserve:,} tokens is half "
+            f"the {tokens:,}-token window or more: give a reserve under {tokens // 2:,} tokens or a "
+            "larger window",
+        )
+        self.tokens = tokens
+        self.reserve = reserve
+
+    def __reduce__(self) -> tuple[type, tuple[int, int]]:  # type: ignore[override]
+        """Pickled by its arguments (a worker process hands it back to the parent whole)."""
+        return (type(self), (self.tokens, self.reserve))
+
+
 class WindowWarning(UserWarning):
     """Warning category for a context window below ``WARN_WINDOW_TOKENS`` (32,000 tokens)."""
 

@@ -175,4 +175,7 @@ def range_problems(policy: Any) -> list[str]:
     target, trigger = policy.cache_clear_target, policy.cache_clear_trigger
     if not problems and target > trigger:
         problems.append(f"cache_clear_target ({target}) must not exceed cache_clear_trigger ({trigger})")
+    soft, hard = policy.ttl_prune_soft_ratio, policy.ttl_prune_hard_ratio
+    if not problems and soft > hard:
+        problems.append(f"ttl_prune_soft_ratio ({soft}) must not exceed ttl_prune_hard_ratio ({hard})")
     return problems
