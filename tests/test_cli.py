@@ -495,3 +495,16 @@ def test_a_window_too_small_in_a_worker_process_is_the_same_one_line_error(tmp_p
     errors = [[ln for ln in r.stderr.splitlines() if ln.startswith("error:")] for r in results]
     assert errors[0] == errors[1] and len(errors[0]) == 1 and "fixed prefix" in errors[0][0]
     assert "Traceback" not in results[1].stderr
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_table_keeps_to_columns_when_piped(columns: int) -> None:
+    """``COLUMNS=80 ctxengine replay ... | cat`` was 107 columns wide (126 with sub-agents):
+    piped, the table took its log width whatever ``COLUMNS`` said."""
+    env = {k: v for k, v in os.environ.items() if k != "LINES"} | {"COLUMNS": str(columns)}
+    for path in (SIDECHAIN, SIDECHAIN.parent):
+        res = subprocess.run(
+            [str(console_script()), "replay", str(path)], capture_output=True, text=True, env=env, check=False
+        )
+        assert res.returncode == 0, res.stderr
+        assert max(len(line) for line in res.stdout.splitlines()) <= columns

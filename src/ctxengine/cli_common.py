@@ -97,8 +97,10 @@ def load_policy(name: str, policy_file: Path | None) -> Policy:
 
 
 def stdout_console() -> Console:
-    """The console for tables: the terminal's width, or ``TABLE_WIDTH`` columns in a log or pipe."""
-    return Console() if sys.stdout.isatty() else Console(width=TABLE_WIDTH)
+    """The console for tables: the terminal's width, or in a log or pipe ``COLUMNS`` when it is
+    set (as rich reads it), else ``TABLE_WIDTH`` columns."""
+    columns = os.environ.get("COLUMNS", "")
+    return Console() if sys.stdout.isatty() or columns.isdigit() else Console(width=TABLE_WIDTH)
 
 
 def progress_bar(*, disable: bool = False) -> Progress:
