@@ -191,3 +191,50 @@ def test_no_real_codex_rollout_repeats_an_item() -> None:
     for path in sorted(CODEX.glob("*.jsonl")):
         for s in _quiet_load(path):
             assert "duplicate:response_item" not in s.skipped
+
+
+# ------------------------------------------------------------------ a document, then an interrupted append
+
+
+@pytest.mark.parametrize("tail", [b"\x00" * 100, b"\xff\xfe garbage", b"\x00" * 40 + b"\n\n" + b"\x00" * 8])
+def test_a_document_followed_by_unreadable_lines_loads_and_names_them(tmp_path: Path, tail: bytes) -> None:
+    """A complete SWE-agent trajectory followed by a NUL-padded line (an interrupted append) was
+    refused whole: "not valid JSON (trailing characters)", exit 2. The document loads; each line
+    after it is one malformed record by number."""
+    src = sorted(SWE_AGENT.glob("*.traj"))[0]
+    data = src.read_bytes().rstrip(b"\n")
+    path = tmp_path / src.name
+    path.write_bytes(data + b"\n" + tail + b"\n")
+    first = data.count(b"\n") + 2
+    with pytest.warns(UserWarning, match=rf"{path.name}:{first}: after the document"):
+        [s] = load(path)
+    clean = _quiet_load(src)[0]
+    assert shape(s) == shape(clean)
+    bad = [m.line for m in s.malformed]  # the NUL runs, not the blank line between them
+    assert bad[0] == first and len(bad) == len([x for x in tail.split(b"\n") if x])
+    res = CliRunner().invoke(app, ["replay", str(path), "--json", str(tmp_path / "r.json"), "--quiet"])
+    assert res.exit_code == 0, res.output
+
+
+def test_an_openai_chat_document_followed_by_a_nul_line_loads(tmp_path: Path) -> None:
+    path = tmp_path / "chat.json"
+    doc = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    path.write_bytes(json.dumps(doc).encode() + b"\n" + b"\x00" * 64 + b"\n")
+    with pytest.warns(UserWarning, match=r"chat.json:2: after the document"):
+        [s] = load(path)
+    assert [m.role for m in s.messages] == ["user", "assistant"] and [m.line for m in s.malformed] == [2]
+
+
+def test_a_document_with_a_bad_line_inside_is_still_refused(tmp_path: Path) -> None:
+    """Only lines *after* the document are set aside: a bad line inside it spoils it (named)."""
+    src = sorted(SWE_AGENT.glob("*.traj"))[0]
+    lines = src.read_bytes().split(b"\n")
+    if len(lines) < 3:
+        pytest.skip("a one-line document")
+    lines.insert(1, b"\x00" * 10)
+    path = tmp_path / src.name
+    path.write_bytes(b"\n".join(lines))
+    from ctxengine.messages import TranscriptError
+
+    with pytest.raises(TranscriptError, match=rf"{path.name}"):
+        _quiet_load(path)

@@ -96,6 +96,25 @@ def bad_line_reason(line: bytes) -> str | None:
     return None
 
 
+def bad_tail(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
+    """A one-document file (``data``) without the unreadable lines at its end (an interrupted
+    append after a complete document: NUL bytes, not UTF-8), and those lines as (1-based line
+    number, ``bad_line_reason``); blank lines among them go too."""
+    lines = data.split(b"\n")
+    bad: list[tuple[int, str]] = []
+    while lines:
+        line = lines[-1]
+        if json_line(line):
+            reason = bad_line_reason(line)
+            if reason is None:
+                break
+            bad.append((len(lines), reason))
+        lines.pop()
+    if not bad:
+        return data, []
+    return b"\n".join(lines), bad[::-1]
+
+
 def _cut_char(line: bytes) -> bytes:
     """``line`` without a multi-byte UTF-8 character cut at its end (by a read of fixed size)."""
     try:
@@ -264,9 +283,10 @@ def _record_format(value: object) -> SessionFormat | None:
 
 
 def _whole_document(path: Path) -> object:
-    """The file at ``path`` parsed as one JSON document, or ``_UNREADABLE``."""
+    """The file at ``path`` parsed as one JSON document (unreadable lines after it aside:
+    ``bad_tail``), or ``_UNREADABLE``."""
     try:
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
+        return json.loads(bad_tail(path.read_bytes())[0].decode("utf-8-sig"))
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError alike
         return _UNREADABLE
 
@@ -326,7 +346,7 @@ def _detect_document(path: Path, doc: object | None) -> SessionFormat:
     Raises ``TranscriptError`` naming the line when the file is not valid JSON, or "unknown
     transcript format" for a document of no known shape."""
     if doc is None:
-        data = path.read_bytes()
+        data = bad_tail(path.read_bytes())[0]
         try:
             doc = json.loads(data.decode("utf-8-sig"))
         except UnicodeDecodeError as exc:  # one document: a bad line spoils it; named by number

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import TOO_DEEP, UTF8_BOM, readable_text
+from ctxengine.formats import TOO_DEEP, UTF8_BOM, bad_tail, readable_text
 from ctxengine.media import image_size_bytes
 from ctxengine.messages import (
     Document,
@@ -69,9 +69,18 @@ def load_json_document(path: Path) -> Any:
 
     Raises ``TranscriptError`` as ``read_bytes`` does, or when the file is not valid JSON.
     """
-    data = read_bytes(path)
+    doc, _ = load_json_document_and_tail(path)
+    return doc
+
+
+def load_json_document_and_tail(path: Path) -> tuple[Any, list[Malformed]]:
+    """The JSON document of the file at ``path`` and the unreadable lines after it (an
+    interrupted append: ``formats.bad_tail``) as malformed records, warned about by file and line.
+
+    Raises ``TranscriptError`` as ``load_json_document`` does."""
+    data, tail = bad_tail(read_bytes(path))
     try:
-        return msgspec.json.decode(data)
+        doc = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         reason = str(exc).replace("\n", " ")
         at = re.search(r"\(byte (\d+)\)", reason)  # one document: a bad line spoils it, named
@@ -79,6 +88,7 @@ def load_json_document(path: Path) -> Any:
         raise TranscriptError(f"{path}{where}: not valid JSON ({reason})") from None
     except RecursionError:
         raise TranscriptError(f"{path}: not valid JSON ({TOO_DEEP})") from None
+    return doc, [report_malformed(path, line, f"after the document: {why}") for line, why in tail]
 
 
 def report_malformed(path: Path | str, line: int, error: str, *, warn: bool = True) -> Malformed:

@@ -57,6 +57,7 @@ from ctxengine.formats.chat_common import (
     content_text,
     image_from_url,
     load_json_document,
+    load_json_document_and_tail,
     openai_tool_call,
     openai_usage,
     parse_arguments,
@@ -277,7 +278,13 @@ def read(path: Path) -> list[Session]:
     when the file is missing, empty, binary, not JSON, or JSON of another shape.
     """
     path = Path(path)
-    doc = load_json_document(path)
+    doc, tail = load_json_document_and_tail(path)
+    sessions = _sessions(path, doc)
+    sessions[0].malformed.extend(tail)  # the lines after the document: the file's first session
+    return sessions
+
+
+def _sessions(path: Path, doc: Any) -> list[Session]:
     if isinstance(doc, dict):
         if not isinstance(doc.get("messages"), list):
             raise TranscriptError(f"{path}: not an OpenAI chat transcript (no 'messages' list)")

@@ -49,7 +49,7 @@ from ctxengine.formats.chat_common import (
     as_dict,
     content_blocks,
     content_text,
-    load_json_document,
+    load_json_document_and_tail,
     openai_tool_call,
 )
 from ctxengine.formats.session_builder import SessionBuilder
@@ -239,9 +239,11 @@ def read(path: Path) -> list[Session]:
     SWE-agent trajectory object (no ``trajectory``/``history``).
     """
     path = Path(path)
-    doc = load_json_document(path)
+    doc, tail = load_json_document_and_tail(path)
     if not isinstance(doc, dict) or not (
         isinstance(doc.get("history"), list) or isinstance(doc.get("trajectory"), list)
     ):
         raise TranscriptError(f"{path}: not a SWE-agent trajectory (no 'history'/'trajectory')")
-    return [_Reader(path, doc).session()]
+    session = _Reader(path, doc).session()
+    session.malformed.extend(tail)
+    return [session]
