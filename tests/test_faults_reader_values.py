@@ -238,3 +238,55 @@ def test_a_document_with_a_bad_line_inside_is_still_refused(tmp_path: Path) -> N
 
     with pytest.raises(TranscriptError, match=rf"{path.name}"):
         _quiet_load(path)
+
+
+# ------------------------------------------------------------------ tool calls that cannot be paired
+
+
+def _cc_rounds(tmp_path: Path, ids: list[str | None]) -> Path:
+    """A Claude Code session: a prompt, then one Bash call per entry of ``ids`` (None: no id)
+    with its result, each call in its own message."""
+    from test_faults_readers import tool_result
+
+    t0 = 1_760_000_000.0
+    recs = [cc("user", "List the files, three times.", "u0", None, t0)]
+    parent = "u0"
+    for k, cid in enumerate(ids):
+        use: dict[str, Any] = {"type": "tool_use", "name": "Bash", "input": {"command": f"ls {k}"}}
+        if cid is not None:
+            use["id"] = cid
+        recs.append(cc("assistant", [use], f"a{k}", parent, t0 + 10 * k + 1, msg_id=f"msg_{k}"))
+        answer = tool_result(cid or f"toolu_lost{k}", f"file{k}.py")
+        recs.append(cc("user", answer, f"r{k}", f"a{k}", t0 + 10 * k + 2))
+        parent = f"r{k}"
+    return _write(tmp_path / "s.jsonl", recs)
+
+
+@pytest.mark.parametrize(
+    ("ids", "bad"),
+    [(["toolu_0", None, "toolu_2"], [4]), (["toolu_0", "toolu_0", "toolu_0"], [4, 6])],
+    ids=["no-id", "reused-id"],
+)
+def test_a_call_that_cannot_be_paired_is_a_malformed_record(
+    tmp_path: Path, ids: list[str | None], bad: list[int]
+) -> None:
+    """A ``tool_use`` with no id lost its result, and one reusing an earlier message's id became
+    an empty message whose result was dropped as a duplicate, both without a word. Each is
+    one malformed record by line; the other calls load."""
+    with pytest.warns(UserWarning, match="the Bash call is left out"):
+        [s] = load(_cc_rounds(tmp_path, ids))
+    assert [m.line for m in s.malformed] == bad
+    assert sum(len(m.tool_calls) for m in s.messages) == len(ids) - len(bad)
+
+
+def test_one_message_written_over_several_lines_is_still_one_call(tmp_path: Path) -> None:
+    """Claude Code writes one line per content block under one message id: the repeated
+    tool_use is the same call, not a reused id."""
+    path = _cc_rounds(tmp_path, ["toolu_0", "toolu_1"])
+    recs = _lines(path)
+    recs.insert(2, dict(recs[1], uuid="a0-again"))
+    _write(path, recs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        [s] = load(path)
+    assert s.malformed == [] and [c.id for m in s.messages for c in m.tool_calls] == ["toolu_0", "toolu_1"]

@@ -52,6 +52,7 @@ class BuilderBase:
         self.latest_assistant: Draft | None = None
         self.call_ids: set[str] = set()
         self.call_names: dict[str, str] = {}
+        self.call_owner: dict[str, str] = {}  # tool_use id -> id of the message that made the call
         self.result_ids: set[str] = set()
         self.user_keys: set[tuple[float, Any]] = set()  # (timestamp, block key) seen in user turns
         self.pending_calls: set[str] = set()  # unanswered calls of the latest assistant message

@@ -81,8 +81,13 @@ class Builder(BuilderBase):
         added = 0
         for block in content_blocks(msg["content"], draft):
             if isinstance(block, ToolCall):
-                if block.id in self.call_ids:
+                if not block.id or self.call_owner.setdefault(block.id, draft.id) != draft.id:
+                    # no id, or another message's: its result cannot be paired (said, not lost quietly)
+                    why = f"tool_use id {block.id!r} of an earlier message" if block.id else "no tool_use id"
+                    self.malformed(lineno, f"{why}: the {block.name or 'tool'} call is left out", kept=True)
                     continue
+                if block.id in self.call_ids:
+                    continue  # the same message written again (one line per content block)
                 self.call_ids.add(block.id)
                 self.call_names[block.id] = block.name
                 if draft is self.latest_assistant:
