@@ -84,7 +84,7 @@ DEFAULT = Policy.compose(
     IdleClear(),
     CacheClear(trigger=0.4, target=0.25),
     OverflowGuard(),
-    CompactionSettings(at_share=0.5, cold_at_share=0.1, min_gain=0.1, keep_recent_tokens=10_000),
+    CompactionSettings(at_share=0.55, cold_at_share=0.1, min_gain=0.1, keep_recent_tokens=10_000),
     SessionNotes(max_share=0.01),
     SessionMemory(
         keep_min_tokens=3_000,
@@ -104,7 +104,7 @@ DEFAULT = Policy.compose(
         change_share=0.03,
         error_tokens=1_000,
         skeleton_tokens=100_000,
-        skeleton_share=0.25,
+        skeleton_share=0.30,
         skeleton_block_tokens=6_000,
         skeleton_user_tokens=300,
         room_tokens=8_000,
@@ -125,13 +125,13 @@ the window or two fifths of it:
   pages them back with ``retrieve``; a
   ``preview_share`` of 0.6% of the free window saves 1% more at 64,000 but leaves small windows
   with 300-character previews, so it is off);
-- session notes are kept in the background ($0); above 50% of the free window (Claude Code's
+- session notes are kept in the background ($0); above 55% of the free window (Claude Code's
   window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
   notes (cut to 1% of the free window) become the summary (session-memory compaction, $0);
 - that compaction keeps only the newest 4-8% of the free window verbatim (at least 3,000 tokens where a safe
   cut allows) and re-attaches what the agent re-uses, by content: the *transcript skeleton*
   (``ctxengine.skeleton``: the user's and the agent's own words, every tool-call input verbatim, tool
-  results, harness notices, replaced text, command descriptions and todo lists left out; 25% of the
+  results, harness notices, replaced text, command descriptions and todo lists left out; 30% of the
   free window, newest first, each block at most 6,000 tokens, an earlier user message at most 300)
   as append-only segments that lead the prefix (the next compaction reads the kept segments from the
   prompt cache: a prefix-caching provider's, OpenAI or DeepSeek, and Anthropic's through the breakpoint
