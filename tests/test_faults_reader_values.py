@@ -290,3 +290,37 @@ def test_one_message_written_over_several_lines_is_still_one_call(tmp_path: Path
         warnings.simplefilter("error")
         [s] = load(path)
     assert s.malformed == [] and [c.id for m in s.messages for c in m.tool_calls] == ["toolu_0", "toolu_1"]
+
+
+# ------------------------------------------------------------------ epoch timestamps in milliseconds
+
+
+def test_epoch_timestamps_in_milliseconds_are_read_as_seconds(tmp_path: Path) -> None:
+    """mini-swe-agent's ``extra.timestamp`` written by a JavaScript clock (milliseconds) was read
+    as seconds: letta's compaction failed on "year 57742 is out of range" (a layer failure)."""
+    t_ms = 1_760_000_000_000
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
+    for k in range(6):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}
+        extra = {"timestamp": t_ms + 10_000 * k, "response": {"model": "gpt-4o"}}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call], "extra": extra})
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": "x" * 8_000})
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps({"messages": messages}), encoding="utf-8")
+    [s] = load(path)
+    stamps = [m.timestamp for m in s.messages if m.timestamp is not None]
+    assert stamps and all(1.7e9 < t < 1.8e9 for t in stamps)
+    out = tmp_path / "r.json"
+    args = ["replay", str(path), "--policy", "letta", "--window", "16000", "--json", str(out)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["summary"]["layer_failures"] == 0
+
+
+def test_epoch_seconds_scales_milli_and_micro_seconds() -> None:
+    from ctxengine.formats import epoch_seconds
+
+    assert epoch_seconds(1_760_000_000.5) == 1_760_000_000.5
+    assert epoch_seconds(1_760_000_000_500) == 1_760_000_000.5
+    assert epoch_seconds(1_760_000_000_500_000) == 1_760_000_000.5
+    assert epoch_seconds(-1.0) is None and epoch_seconds(float("inf")) is None

@@ -9,6 +9,7 @@ kept in ``Session.malformed`` (file and line) and the rest still loads.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +29,21 @@ TOO_DEEP = "nested too deeply to read"  # a JSON value past the parser's recursi
 # Tokens: no call of any model reads or writes this many (windows are at most a few million); a
 # recorded usage count above it is a corrupt record, not a figure (a SQLite integer ends at 2**63).
 MAX_USAGE_TOKENS = 10**9
+MAX_EPOCH_SECONDS = 1e11  # year 5138: an epoch number above it is in ms (or µs, ns), not seconds
 _USAGE_FIELDS: tuple[str, ...] = ("input_tokens", "cache_read_tokens", "cache_write_tokens")
 _USAGE_FIELDS += ("cache_write_1h_tokens", "output_tokens")
+
+
+def epoch_seconds(value: float) -> float | None:
+    """An epoch timestamp as seconds: one written in milliseconds or microseconds (JavaScript's
+    ``Date.now()``, some loggers) is scaled down; None for a value no clock gives (negative,
+    non-finite, or later than year 9999 in every unit)."""
+    if not math.isfinite(value) or value < 0:
+        return None
+    for scale in (1.0, 1e3, 1e6, 1e9):
+        if value / scale < MAX_EPOCH_SECONDS:
+            return value / scale
+    return None
 
 
 def usage_problem(usage: Usage | None) -> str | None:

@@ -62,7 +62,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.formats import TOO_DEEP, bad_line_reason, json_line, usage_problem
+from ctxengine.formats import TOO_DEEP, bad_line_reason, epoch_seconds, json_line, usage_problem
 from ctxengine.formats.chat_common import (
     ShapeError,
     as_int,
@@ -99,7 +99,7 @@ CONTEXT_PREFIXES = (
 def parse_timestamp(value: Any) -> float | None:
     """An ISO-8601 timestamp (``2026-02-09T23:41:33.819Z``) or epoch number as epoch seconds."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        return epoch_seconds(float(value))
     if not isinstance(value, str):
         return None
     try:

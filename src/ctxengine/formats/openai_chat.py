@@ -45,7 +45,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctxengine.formats import usage_problem
+from ctxengine.formats import epoch_seconds, usage_problem
 from ctxengine.formats.chat_common import (
     BINARY_SNIFF_BYTES,
     NEWLINE,
@@ -97,12 +97,12 @@ def _timestamp(msg: dict[str, Any]) -> float | None:
     if isinstance(extra, dict):
         ts = extra.get("timestamp")
         if isinstance(ts, int | float) and not isinstance(ts, bool):
-            return float(ts)
+            return epoch_seconds(float(ts))
         response = extra.get("response")
         if isinstance(response, dict):
             created = response.get("created")
             if isinstance(created, int | float) and not isinstance(created, bool):
-                return float(created)
+                return epoch_seconds(float(created))
     return None
 
 
