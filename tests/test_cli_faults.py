@@ -137,16 +137,22 @@ def test_output_path_in_a_folder_that_cannot_be_written_fails_in_one_line(
     locked.mkdir()
     real_access = common.os.access
     monkeypatch.setattr(common.os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
-    out = locked / "missing" / "report.json"
+    out = locked / "report.json"
     one_error_line(cli("replay", str(src), "--json", str(out)), "--json", "cannot write in", str(locked))
 
 
-def test_missing_folders_of_an_output_path_are_still_made(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+@pytest.mark.parametrize("command", ["replay", "bench"])
+def test_an_output_path_in_a_missing_folder_fails_before_the_work(
+    command: str, option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 9, item 16: a missing parent is a bad output path, as a directory is (the folders
+    were made: a typo in a path wrote the report somewhere unexpected)."""
+    no_work(monkeypatch)
     src = cc_session(tmp_path / "s.jsonl", 2)
-    out = tmp_path / "new" / "deeper" / "report.json"
-    res = cli("replay", str(src), "--json", str(out), "--quiet")
-    assert res.exit_code == 0, res.stderr
-    assert json.loads(out.read_text())["session"]["calls"] == 2
+    out = tmp_path / "new" / "deeper" / "report.png"
+    one_error_line(cli(command, str(src), option, str(out)), option, "does not exist")
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize("command", ["replay", "bench"])

@@ -238,9 +238,9 @@ def require_paths(paths: Iterable[Path]) -> None:
 
 def check_output(path: Path | None, option: str) -> None:
     """Check, before any work, that ``option``'s output file (``--json``, ``--plot``) can be
-    written: not a directory, and its folder exists or can be made (the nearest existing ancestor
-    is a writable directory). A bad path prints ``error: OPTION PATH: why`` and raises
-    ``typer.Exit(2)``; nothing is created here."""
+    written: not a directory, in a folder that exists and is writable (issue 9: a missing
+    parent is a bad path, as a directory is). A bad path prints ``error: OPTION PATH: why`` and
+    raises ``typer.Exit(2)``; nothing is created here."""
     if path is None:
         return
     if path.is_dir():
@@ -252,6 +252,8 @@ def check_output(path: Path | None, option: str) -> None:
         folder = folder.parent
     if not folder.is_dir():
         raise fail(f"{option} {path}: {folder} is not a directory")
+    if folder != path.absolute().parent:
+        raise fail(f"{option} {path}: the folder {path.absolute().parent} does not exist; make it first")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise fail(f"{option} {path}: cannot write in {folder}")
     if option == "--plot":
