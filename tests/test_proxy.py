@@ -603,3 +603,34 @@ def test_cli_without_the_proxy_extra() -> None:
         [sys.executable, "-c", hide + run, "proxy"], capture_output=True, text=True, timeout=60
     )
     assert proxy.returncode == 2 and "pip install 'ctxengine[proxy]'" in proxy.stderr
+
+
+def _retrieved(rig: Rig, key: str, msgs: list[dict[str, Any]]) -> str:
+    """What the proxy's retrieve round sends upstream for the first offloaded result of ``msgs``
+    (the model asks for it right away)."""
+    c = rig.anthropic(key=key)
+    rig.upstream.script.append({"content": [{"type": "text", "text": "probe"}]})
+    c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    aid = _offloaded_id(rig.upstream.seen[-1].body)
+    msgs = [*msgs, {"role": "assistant", "content": "probe"}, {"role": "user", "content": "what is in it?"}]
+    call = {"type": "tool_use", "id": "toolu_r1", "name": "retrieve", "input": {"id": aid}}
+    rig.upstream.script.append({"content": [call]})
+    c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    return str(rig.upstream.seen[-1].body["messages"][-1]["content"][0]["content"])
+
+
+def test_a_restarted_proxy_never_serves_an_earlier_runs_stored_results(tmp_path: Path) -> None:
+    """Session ids were ``<provider>-<n>`` from 1 at every start and the store keeps the first
+    artifact under an id: after a restart on the same ``--store`` a new session (another key's)
+    reusing the tool-call ids was served the earlier session's offloaded result by ``retrieve``."""
+    first = _turns(3, size=20_000)
+    second = json.loads(json.dumps(first).replace("value_", "other_"))
+    runs = []
+    for key, msgs in (("sk-user-a", first), ("sk-user-b", second)):  # a restart on the same store
+        gen = _rig(tmp_path, window=32_000, retrieve_tool=True)
+        try:
+            runs.append(_retrieved(next(gen), key, msgs))
+        finally:
+            gen.close()
+    assert "value_" in runs[0] and "other_" not in runs[0]
+    assert "other_" in runs[1] and "value_" not in runs[1]

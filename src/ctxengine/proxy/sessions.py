@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -101,6 +102,9 @@ class SessionTable:
         self._by_link: dict[bytes, ProxySession] = {}
         self._named: dict[tuple[str, str], ProxySession] = {}
         self._ids = itertools.count(1)
+        # ids are the store's keys: a proxy restarted on the same --store must not reuse them,
+        # or a new session (another key's, too) would be served the old one's stored results
+        self._run = secrets.token_hex(6)
 
     def match(self, links: Sequence[bytes], name: tuple[str, str] | None) -> tuple[ProxySession | None, bool]:
         """The session a request continues, and whether all of it is a prefix of the request
@@ -118,8 +122,9 @@ class SessionTable:
         return None, False
 
     def new_id(self, provider: str) -> str:
-        """A fresh session id, ``<provider>-<n>``."""
-        return f"{provider}-{next(self._ids)}"
+        """A fresh session id, ``<provider>-<run>-<n>``: unique to this proxy process's run
+        (``run`` random), so never one a store already holds from an earlier run."""
+        return f"{provider}-{self._run}-{next(self._ids)}"
 
     def add(
         self, session: ProxySession, *, branch_of: ProxySession | None, name: tuple[str, str] | None
