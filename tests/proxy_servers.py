@@ -5,7 +5,7 @@ is the loopback provider the proxy forwards to: it checks every request against 
 rules with the project's validators (``formats.validate``: pairing, roles, content, at most 4
 cache breakpoints), records it, and answers like the provider (JSON or server-sent events) with
 usage ``input_tokens = body chars // 4``. ``Upstream.script`` can queue special answers (an
-error status, a tool call) for the next requests.
+error status, a tool call, ``sse``: a stream exactly as given) for the next requests.
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ class Upstream:
             return JSONResponse({"type": "error", "error": error}, status_code=400)
         if special is not None and "status" in special:
             return JSONResponse(special["body"], status_code=special["status"])
+        if special is not None and "sse" in special:  # a stream exactly as given
+            return Response(special["sse"], media_type="text/event-stream")
         content = (special or {}).get("content") or [
             {"type": "text", "text": f"ok {len(seen.body['messages'])}"}
         ]
@@ -142,6 +144,8 @@ class Upstream:
             return JSONResponse({"error": error}, status_code=400)
         if special is not None and "status" in special:
             return JSONResponse(special["body"], status_code=special["status"])
+        if special is not None and "sse" in special:  # a stream exactly as given
+            return Response(special["sse"], media_type="text/event-stream")
         message = (special or {}).get("message") or {
             "role": "assistant",
             "content": f"ok {len(seen.body['messages'])}",

@@ -634,3 +634,45 @@ def test_a_restarted_proxy_never_serves_an_earlier_runs_stored_results(tmp_path:
             gen.close()
     assert "value_" in runs[0] and "other_" not in runs[0]
     assert "other_" in runs[1] and "value_" not in runs[1]
+
+
+ODD_STREAMS = {
+    "openai-null-index": (
+        "/v1/chat/completions",
+        'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,'
+        '"delta":{"tool_calls":[{"index":null,"id":"call_1","function":{"name":"f","arguments":"{}"}}]}}]}\n\n'
+        "data: [DONE]\n\n",
+    ),
+    "openai-delta-string": (
+        "/v1/chat/completions",
+        'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
+        '"choices":[{"index":0,"delta":"oops"}]}\n\ndata: [DONE]\n\n',
+    ),
+    "anthropic-usage-list": (
+        "/v1/messages",
+        'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
+        '"role":"assistant","content":[],"model":"m","usage":[1,2]}}\n\n'
+        'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ODD_STREAMS))
+def test_a_stream_the_proxy_cannot_read_still_reaches_the_client_byte_for_byte(rig: Rig, kind: str) -> None:
+    """Reading the usage and the reply out of a stream ran inside the relay: an event of an
+    undocumented shape (a null tool-call index, a delta that is a string, usage as a list) raised
+    there and cut the client's stream, often before its first byte, while the log said 200."""
+    path, sse = ODD_STREAMS[kind]
+    rig.upstream.script.append({"sse": sse})
+    if path == "/v1/messages":
+        body: dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 8, "stream": True}
+        body["messages"] = _turns(1)
+        headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+    else:
+        messages = [{"role": "user", "content": "hi"}]
+        body = {"model": "gpt-4o", "stream": True, "messages": messages}
+        headers = {"authorization": f"Bearer {KEY}"}
+    with httpx.stream("POST", rig.base + path, json=body, headers=headers, timeout=10) as r:
+        got = b"".join(r.iter_bytes())
+    assert r.status_code == 200 and got == sse.encode()
+    rig.settle()

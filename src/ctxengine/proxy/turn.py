@@ -90,8 +90,37 @@ class Turn:
         )
 
 
+class GuardedTap:
+    """``tap`` that can never cut the stream it reads: an event it cannot read (a shape the
+    provider did not document: a null index, arguments as an object) stops the reading, logs one
+    line and leaves the stream's usage and reply unread (the client's next request carries the
+    reply anyway); the bytes go on to the client as sent."""
+
+    def __init__(self, tap: StreamTap) -> None:
+        self.tap = tap
+        self.failed: str | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if self.failed is not None:
+            return
+        try:
+            self.tap.feed(chunk)
+        except Exception as exc:  # any shape the reader does not expect: fail open, said once
+            self.failed = f"{type(exc).__name__}: {exc}"
+            log.warning("proxy: the upstream's stream could not be read (%s); relayed as sent", self.failed)
+
+    @property
+    def usage(self) -> Usage | None:
+        return None if self.failed is not None else self.tap.usage
+
+    @property
+    def reply(self) -> dict[str, Any] | None:
+        return None if self.failed is not None else self.tap.reply
+
+
 async def relay(response: httpx.Response, tap: StreamTap) -> AsyncIterator[bytes]:
-    """The upstream's stream, byte for byte, read by ``tap`` on the way."""
+    """The upstream's stream, byte for byte, read by ``tap`` on the way (wrap it in
+    ``GuardedTap``: a reading error must not cut the stream)."""
     async for chunk in response.aiter_bytes():
         tap.feed(chunk)
         yield chunk
@@ -120,8 +149,9 @@ class TurnStream(StreamingResponse):
     the stream has ended or the client went away, and the upstream response is closed then."""
 
     def __init__(self, turn: Turn, upstream: httpx.Response, tap: StreamTap, headers: dict[str, str]) -> None:
-        super().__init__(relay(upstream, tap), status_code=upstream.status_code, headers=headers)
-        self._turn, self._upstream, self._tap = turn, upstream, tap
+        guarded = GuardedTap(tap)
+        super().__init__(relay(upstream, guarded), status_code=upstream.status_code, headers=headers)
+        self._turn, self._upstream, self._tap = turn, upstream, guarded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
