@@ -676,3 +676,14 @@ def test_a_stream_the_proxy_cannot_read_still_reaches_the_client_byte_for_byte(r
         got = b"".join(r.iter_bytes())
     assert r.status_code == 200 and got == sse.encode()
     rig.settle()
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions"])
+def test_a_body_nested_past_the_parsers_limit_gets_the_providers_400(rig: Rig, path: str) -> None:
+    """Valid JSON nested ~5,000 levels deep raised RecursionError in the proxy: a bare
+    text/plain 500 and a traceback in the log."""
+    deep = '{"model": "m", "max_tokens": 1, "messages": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    r = httpx.post(rig.base + path, content=deep, headers={"content-type": "application/json"}, timeout=10)
+    assert r.status_code == 400 and r.headers["content-type"].startswith("application/json")
+    assert "nested too deeply" in r.text
+    assert rig.upstream.seen == []

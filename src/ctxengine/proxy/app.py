@@ -180,6 +180,8 @@ class Proxy:
             parsed = wire.parse(msgspec.json.decode(raw))
         except (msgspec.DecodeError, BadRequest) as exc:
             return await self._bad_request(turn, exc)
+        except RecursionError:  # valid JSON nested past any parser's limit: a 500 before
+            return await self._bad_request(turn, BadRequest("the body is JSON nested too deeply to read"))
         turn.stream = parsed.stream
         content = raw
         try:
@@ -235,9 +237,15 @@ class Proxy:
         out = TurnResponse(turn, resp, await resp.aread(), back)  # completes once it has gone out
         await resp.aclose()
         if resp.status_code < 400:
-            with contextlib.suppress(msgspec.DecodeError):
+            try:  # the body goes back as sent whatever its shape; what cannot be read is said once
                 decoded = msgspec.json.decode(out.body)
                 out.usage, out.reply = turn.wire.usage(decoded), turn.wire.reply(decoded)
+            except msgspec.DecodeError:
+                pass
+            except Exception as exc:
+                out.usage = out.reply = None
+                why = f"{type(exc).__name__}: {exc}"
+                log.warning("proxy: the upstream's response could not be read (%s)", why)
         return out
 
     async def passthrough(self, request: Request) -> Response:
