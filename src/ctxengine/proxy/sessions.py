@@ -48,7 +48,6 @@ class SessionStats:
     compactions: int = 0
     offloads: int = 0
     cost_saved_usd: float = 0.0
-    fail_open: int = 0  # requests forwarded unchanged after an engine error
     upstream_errors: int = 0  # responses with a status >= 400, returned as sent
     replies_replaced: int = 0  # replies the client sent back changed (the client's turn won)
     retrieve_calls: int = 0  # retrieve-tool calls the proxy resolved itself
