@@ -687,3 +687,79 @@ def test_a_body_nested_past_the_parsers_limit_gets_the_providers_400(rig: Rig, p
     assert r.status_code == 400 and r.headers["content-type"].startswith("application/json")
     assert "nested too deeply" in r.text
     assert rig.upstream.seen == []
+
+
+UNCARRIED = {
+    "openai-input-audio": [
+        {
+            "role": "user",
+            "content": [{"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}],
+        }
+    ],
+    "openai-custom-call": [
+        {"role": "user", "content": "patch it"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "custom", "custom": {"name": "apply_patch", "input": "*** Begin"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ],
+    "openai-name": [{"role": "user", "name": "alice", "content": "hi"}],
+    "openai-detail": [
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png", "detail": "high"}}],
+        }
+    ],
+    "openai-file-id": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-abc"}}]}],
+    "anthropic-file-image": [
+        {"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "file_1"}}]}
+    ],
+    "anthropic-url-document": [
+        {
+            "role": "user",
+            "content": [{"type": "document", "source": {"type": "url", "url": "https://x/p.pdf"}}],
+        }
+    ],
+    "anthropic-cited-document": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "Grass is green."},
+                    "citations": {"enabled": True},
+                },
+                {"type": "text", "text": "What colour is grass?"},
+            ],
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNCARRIED))
+def test_what_the_engine_cannot_carry_goes_upstream_as_sent(
+    rig: Rig, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Valid requests the engine's messages have no place for were refused with the proxy's own
+    400 (an ``input_audio`` part, a ``custom`` tool call), silently lost part of themselves (a
+    message's ``name``, an image's ``detail``, a file by id, a document's citations) or were
+    rewritten invalid (a URL document as base64 of its JSON). They go upstream unchanged (fail
+    open, one log line) and the upstream answers."""
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    msgs = UNCARRIED[kind]
+    if kind.startswith("openai"):
+        body: dict[str, Any] = {"model": "gpt-4o", "messages": msgs}
+        r = httpx.post(
+            rig.base + "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {KEY}"}
+        )
+    else:
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": msgs}
+        r = httpx.post(rig.base + "/v1/messages", json=body, headers={"x-api-key": KEY})
+    assert r.status_code == 200, r.text
+    assert rig.upstream.seen[-1].body["messages"] == msgs
+    rig.settle()
+    assert any("fail open" in x.getMessage() for x in caplog.records if x.name == "ctxengine.proxy")

@@ -22,6 +22,13 @@ class BadRequest(ValueError):
     """The client's request cannot be parsed; the proxy answers with the provider's 400 shape."""
 
 
+class Unsupported(Exception):
+    """The client's request may well be valid but holds what the engine's messages cannot carry
+    unchanged (a newer content part, a source or field they have no place for): rewriting it
+    would drop or corrupt it, so the proxy forwards the request as sent (fail open, one log
+    line) instead of a 400 or a lossy rewrite."""
+
+
 @dataclass
 class ClientRequest:
     """One parsed client request.

@@ -24,7 +24,25 @@ from ctxengine.formats.claude_code.usage import anthropic_usage
 from ctxengine.formats.validate import validate_anthropic
 from ctxengine.messages import Block, Message, Text, Usage
 from ctxengine.proxy.sse import SSEReader
-from ctxengine.proxy.wire import BadRequest, ClientRequest, client_request, require_object
+from ctxengine.proxy.wire import BadRequest, ClientRequest, Unsupported, client_request, require_object
+
+_SOURCES = {"image": ("base64", "url"), "document": ("base64", "text")}
+_MEDIA_KEYS = frozenset({"type", "source", "cache_control"})
+
+
+def _unsupported(raw: dict[str, Any]) -> str | None:
+    """Why the engine cannot carry an image or document block unchanged (``Unsupported``): a
+    source it has no place for (the Files API's ``file``, a URL or content document) or a field
+    (a document's ``citations``, ``context``, ``title``); None for any other block."""
+    kind = raw.get("type")
+    if kind not in _SOURCES:
+        return None
+    source = raw.get("source")
+    if not isinstance(source, dict) or source.get("type") not in _SOURCES[kind]:
+        return f"a {kind} with a {source.get('type') if isinstance(source, dict) else 'missing'} source"
+    if set(raw) - _MEDIA_KEYS:
+        return f"a {kind} with field(s) {sorted(set(raw) - _MEDIA_KEYS)}"
+    return None
 
 
 def _blocks(content: Any, where: str) -> tuple[Block, ...]:
@@ -36,6 +54,8 @@ def _blocks(content: Any, where: str) -> tuple[Block, ...]:
     for k, raw in enumerate(content):
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
             raise BadRequest(f"{where}.content.{k}: Input should be an object with a type")
+        if (why := _unsupported(raw)) is not None:
+            raise Unsupported(f"{where}.content.{k}: {why}")
         block = to_block(raw)
         out.append(block if block is not None else Text(json.dumps(raw, ensure_ascii=False)))
     return tuple(out)

@@ -13,6 +13,7 @@ ledger keeps its estimate).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_openai_chat
 from ctxengine.messages import Message, Text, Usage
 from ctxengine.proxy.sse import SSEReader
-from ctxengine.proxy.wire import BadRequest, ClientRequest, client_request, require_object
+from ctxengine.proxy.wire import BadRequest, ClientRequest, Unsupported, client_request, require_object
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -38,6 +39,55 @@ def _leading_system(messages: list[Any]) -> int:
     while n < len(messages) and isinstance(messages[n], dict) and messages[n].get("role") in SYSTEM_ROLES:
         n += 1
     return n
+
+
+# what a chat message and a content part may hold for the engine to carry it unchanged
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "function_call", "refusal"})
+_PART_KEYS = frozenset({"type", "text", "image_url", "file", "refusal"})
+
+
+def unsupported(m: Any) -> str | None:
+    """Why the engine cannot carry chat message ``m`` unchanged (``Unsupported``), or None: a
+    field it has no place for (``name``, DeepSeek's ``prefix``, OpenRouter's
+    ``reasoning_details``), a part of a type or with a field it does not know (``input_audio``,
+    ``cache_control``, an image's ``detail``), a file given by id, a tool call that is not a
+    ``function`` call (GPT-5's ``custom``). Shape errors are left to the reader."""
+    if not isinstance(m, dict):
+        return None
+    extra = sorted(set(m) - _MESSAGE_KEYS)
+    if extra:
+        return f"message field(s) {extra}"
+    content = m.get("content")
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind not in ("text", "image_url", "file", "refusal", None):
+            return f"content part of type {kind!r}"
+        if set(part) - _PART_KEYS:
+            return f"content part field(s) {sorted(set(part) - _PART_KEYS)}"
+        image = part.get("image_url")
+        if isinstance(image, dict) and set(image) - {"url"} and image.get("detail", "auto") != "auto":
+            return "an image_url with a detail"
+        file = part.get("file")
+        if kind == "file" and (not isinstance(file, dict) or not file.get("file_data")):
+            return "a file part given by id"
+    calls = m.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        if isinstance(call, dict) and call.get("type", "function") != "function":
+            return f"a tool call of type {call.get('type')!r}"
+        fn = call.get("function") if isinstance(call, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        if isinstance(args, str) and args.strip() and not _json_object(args):
+            return "tool-call arguments that are not a JSON object"
+    return None
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 class OpenAIReader:
@@ -50,6 +100,8 @@ class OpenAIReader:
         b = self._b
         before = len(b.messages)
         for i, m in enumerate(raw, start):
+            if (why := unsupported(m)) is not None:
+                raise Unsupported(f"messages[{i}]: {why}")
             try:
                 if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES:
                     b.close()
