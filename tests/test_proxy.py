@@ -567,11 +567,18 @@ def test_cli_serves_and_logs_one_line_per_request(tmp_path: Path) -> None:
                 c.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=_turns(1)).content[0].text
                 == "ok 3"
             )  # type: ignore[union-attr]
+            # the upstream's Date and Server once each (uvicorn added its own beside them)
+            r = httpx.post(
+                f"http://127.0.0.1:{port}/v1/messages",
+                json={"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": _turns(2)},
+                headers={"x-api-key": KEY},
+            )
+            assert len(r.headers.get_list("date")) == 1 and len(r.headers.get_list("server")) <= 1
         finally:
             proc.terminate()
             _, err = proc.communicate(timeout=30)
     lines = [line for line in err.splitlines() if "POST /v1/messages" in line]
-    assert len(lines) == 1 and "status=200" in lines[0]
+    assert len(lines) == 2 and all("status=200" in line for line in lines)
     assert KEY not in err and "policy default, window 32,000 tokens" in err
     assert (tmp_path / "st" / "proxy.sqlite").exists()
 

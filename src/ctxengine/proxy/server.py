@@ -31,4 +31,7 @@ def serve(config: ProxyConfig, *, host: str = "127.0.0.1", port: int = 8787) -> 
         access_log=False,
         log_level="info",
         timeout_keep_alive=KEEP_ALIVE_S,
+        # the upstream's Date and Server headers go back as sent: uvicorn's own would double them
+        server_header=False,
+        date_header=False,
     )
