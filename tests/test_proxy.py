@@ -770,3 +770,25 @@ def test_what_the_engine_cannot_carry_goes_upstream_as_sent(
     assert rig.upstream.seen[-1].body["messages"] == msgs
     rig.settle()
     assert any("fail open" in x.getMessage() for x in caplog.records if x.name == "ctxengine.proxy")
+
+
+def test_the_clients_output_budget_is_left_free_of_the_prompt() -> None:
+    """The engine kept its overflow reserve (4,000 tokens) free whatever the client asked for:
+    with ``max_tokens`` 8,192 at a 32,000-token window letta sent a 27,441-token prompt (vLLM,
+    llama.cpp and OpenAI refuse a prompt plus ``max_tokens`` over the context)."""
+    from ctxengine.engine import ContextEngine
+    from ctxengine.messages import Message, Text, ToolCall, ToolResult
+    from ctxengine.policy import get_policy
+    from ctxengine.proxy.apply import response_budget
+
+    for name in ("default", "letta"):
+        engine = ContextEngine(get_policy(name), model="claude-sonnet-4-6", window=32_000)
+        engine.bootstrap(system="sys", fixed_prefix_tokens=1_000)
+        assert response_budget(engine, {"max_tokens": 1_000}) is None  # within the reserve
+        assert response_budget(engine, {"max_completion_tokens": 8_192}) == 32_000 - 4_192
+        engine.ingest(Message("user", (Text("go"),), "u"))
+        for k in range(30):
+            engine.ingest(Message("assistant", (ToolCall(f"t{k}", "sh", {"cmd": f"cat {k}"}),), f"a{k}"))
+            engine.ingest(Message("user", (ToolResult(f"t{k}", (Text(f"line {k} " * 600),)),), f"r{k}"))
+            projection = engine.assemble(response_budget(engine, {"max_tokens": 8_192}))
+            assert projection.tokens + 8_192 <= 32_000, (name, k, projection.tokens)

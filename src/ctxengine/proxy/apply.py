@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ctxengine.engine import Projection
+from ctxengine.engine import ContextEngine, Projection
 from ctxengine.messages import Message, Usage
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.sessions import ProxySession
@@ -36,6 +36,21 @@ class Prepared:
     client_tokens: int = 0  # the client's request (fixed prefix + whole history), set by ``finish``
 
 
+OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def response_budget(engine: ContextEngine, body: dict[str, Any]) -> int | None:
+    """The window this request's prompt may fill (tokens), or None for the engine's own: when
+    the client asks for more output (``max_tokens`` and its OpenAI names) than the overflow
+    guard keeps free, the prompt leaves room for all of it (vLLM, llama.cpp and OpenAI refuse a
+    prompt plus ``max_tokens`` over the context; letta at 32,000 sent 27,441 + 8,192)."""
+    asked = max((v for k in OUTPUT_FIELDS if type(v := body.get(k)) is int), default=0)
+    extra = asked - engine.policy.overflow_reserve
+    if extra <= 0:
+        return None
+    return max(engine.window - extra, engine.window // 2)  # more than half: the client's to weigh
+
+
 def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
     """Ingest, assemble, write and validate. Raises ``BadRequest`` for client messages of the
     wrong shape, ``InvalidProjection``, or whatever the engine raises (the caller drops the
@@ -50,7 +65,7 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     for m in new:
         engine.ingest(m)
     session.ingested = len(request.conversation)
-    projection = engine.assemble(now=time.time())
+    projection = engine.assemble(response_budget(engine, request.body), now=time.time())
     body = wire.build(request, with_recovery_hints(engine, projection.messages))
     problems = wire.validate(body)
     if problems:
