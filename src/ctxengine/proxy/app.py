@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +50,7 @@ from ctxengine.proxy.wire_openai import OpenAIWire
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
+DISCONNECT_POLL_S = 0.25  # how often a request waiting on the upstream checks that its client is still there
 
 
 @dataclass
@@ -200,13 +201,32 @@ class Proxy:
         headers = upstream.request_headers(request.headers)
         try:
             if self.config.retrieve_tool and turn.prepared is not None:
-                return await forward_rounds(self.client, turn, url, headers, turn.prepared.body)
-            return await self.forward(turn, url, headers, content)
+                work = forward_rounds(self.client, turn, url, headers, turn.prepared.body)
+            else:
+                work = self.forward(turn, url, headers, content)
+            return await self._unless_gone(request, turn, work)
         except Exception as exc:  # a bug on the way back: the session must not stay locked
             turn.failures.append(f"{type(exc).__name__}: {exc}")
             await turn.complete(502, None, None)
             msg = f"ctxengine proxy: failed relaying the upstream's response ({type(exc).__name__})"
             return JSONResponse(wire.error_body(msg, "api_error"), status_code=502)
+
+    async def _unless_gone(self, request: Request, turn: Turn, work: Awaitable[Response]) -> Response:
+        """``work`` (the upstream call), cancelled when the client goes away before it ends: a
+        client that timed out and retries must not wait behind its own abandoned request (its
+        session locked, the upstream still billing: 14 s behind a 15 s call)."""
+        task = asyncio.ensure_future(work)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+                turn.note = "the client went away before the upstream answered: its request cancelled"
+                await turn.complete(499, None, None)
+                return Response(status_code=499)
 
     async def _bad_request(self, turn: Turn, exc: Exception) -> Response:
         """The provider-shaped 400 for a request the proxy cannot parse (nothing goes upstream)."""
@@ -234,8 +254,11 @@ class Proxy:
         streamed = "text/event-stream" in resp.headers.get("content-type", "")
         if streamed:
             return TurnStream(turn, resp, turn.wire.tap(), back)
-        out = TurnResponse(turn, resp, await resp.aread(), back)  # completes once it has gone out
-        await resp.aclose()
+        try:
+            data = await resp.aread()
+        finally:  # read, or cancelled (the client went away): the connection goes back to the pool
+            await resp.aclose()
+        out = TurnResponse(turn, resp, data, back)  # completes once it has gone out
         if resp.status_code < 400:
             try:  # the body goes back as sent whatever its shape; what cannot be read is said once
                 decoded = msgspec.json.decode(out.body)
