@@ -324,3 +324,22 @@ def test_epoch_seconds_scales_milli_and_micro_seconds() -> None:
     assert epoch_seconds(1_760_000_000_500) == 1_760_000_000.5
     assert epoch_seconds(1_760_000_000_500_000) == 1_760_000_000.5
     assert epoch_seconds(-1.0) is None and epoch_seconds(float("inf")) is None
+
+
+@pytest.mark.parametrize("damage", ["usage-string", "no-type", "type-number"])
+def test_a_wrong_typed_record_field_is_named_by_line(tmp_path: Path, damage: str) -> None:
+    """A usage given as a string dropped the call's recorded cost without a word, and a record
+    with no ``type`` (or a number) was only counted among the skipped kinds, with no line."""
+    path = _cc_rounds(tmp_path, ["toolu_0", "toolu_1"])
+    recs = _lines(path)
+    if damage == "usage-string":
+        recs[1]["message"]["usage"] = "10 in, 40 out"
+    elif damage == "no-type":
+        del recs[2]["type"]
+    else:
+        recs[2]["type"] = 7
+    _write(path, recs)
+    with pytest.warns(UserWarning, match=r"s\.jsonl:(2|3): malformed record"):
+        [s] = load(path)
+    assert [m.line for m in s.malformed] == [2 if damage == "usage-string" else 3]
+    assert "<no type>" not in s.skipped

@@ -27,8 +27,8 @@ class Builder(BuilderBase):
 
     def add(self, rec: dict[str, Any], lineno: int) -> None:
         kind = rec.get("type")
-        if not isinstance(kind, str):
-            self.skipped["<no type>"] += 1
+        if not isinstance(kind, str):  # every Claude Code record names its type: a damaged one
+            self.malformed(lineno, f"record without a string 'type' ({type(kind).__name__})")
             return
         if kind in ("user", "assistant", "attachment"):
             uuid = rec.get("uuid")
@@ -99,6 +99,10 @@ class Builder(BuilderBase):
                 draft.keys.add(key)
             draft.blocks.append(block)
             added += 1
+        raw_usage = msg.get("usage")
+        if raw_usage is not None and not isinstance(raw_usage, dict):
+            why = f"usage is a {type(raw_usage).__name__}, not an object; usage left out"
+            self.malformed(lineno, why, kept=True)
         if not draft.meta.get("synthetic"):
             usage = anthropic_usage(msg.get("usage"))
             if (problem := usage_problem(usage)) is not None:
