@@ -310,3 +310,23 @@ def test_model_reaches_the_worker_processes(transcripts: Path, tmp_path: Path) -
         assert {r["model"] for r in data["sessions"]} == {"gpt-4o"}
         costs.append([r["cost_usd"] for r in data["sessions"]])
     assert costs[0] == costs[1]
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_bench_table_shows_every_figure_in_a_normal_terminal(columns: int) -> None:
+    """At 80 columns every figure of the bench table was cut to an ellipsis (``d…``, ``0.…``) and
+    the caption was one 623-character line: under 150 columns the table is two (content and
+    cost, then how the run went), every line within the terminal and no figure cut."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LINES"} | {"COLUMNS": str(columns)}
+    cmd = [sys.executable, "-m", "ctxengine.cli", "bench", str(SWE), "--policies", "default,claude-code"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert max(len(x) for x in lines) <= columns
+    rows = [x for x in lines if x.startswith("│")]
+    assert rows and not any("…" in x for x in rows)
+    assert any("claude-code" in x for x in rows)

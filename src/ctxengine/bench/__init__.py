@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ctxengine.bench.command import bench_command
 from ctxengine.bench.figures import compare, session_row, summarize_rows
-from ctxengine.bench.present import CAPTION, bench_table, comparison_line, plot, subagent_line
+from ctxengine.bench.present import CAPTION, bench_table, bench_tables, comparison_line, plot, subagent_line
 from ctxengine.bench.records import (
     BENCH_COMPACTION_LAYERS,
     DEFAULT_POLICIES,
@@ -47,6 +47,7 @@ __all__ = [
     "SessionRow",
     "bench_command",
     "bench_table",
+    "bench_tables",
     "compare",
     "comparison_line",
     "engine_registry",

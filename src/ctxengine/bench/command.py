@@ -13,7 +13,7 @@ import msgspec
 import typer
 
 from ctxengine import cli_common as common
-from ctxengine.bench.present import CAPTION, bench_table, comparison_line, plot, subagent_line
+from ctxengine.bench.present import CAPTION, bench_tables, comparison_line, plot, subagent_line
 from ctxengine.bench.records import DEFAULT_POLICIES, BenchResult, Runner
 from ctxengine.bench.run import resolve, run_bench
 from ctxengine.models import WindowTooSmallError
@@ -48,27 +48,25 @@ def _print_result(result: BenchResult, sessions: int, window: int | None, elapse
     caption (with the wall time, seconds), the sub-agent line and the first errors."""
     out = common.stdout_console()
     where = f"window {window:,} tokens" if window else "each model's window"
-    out.print(bench_table(result, f"ctxengine bench — {sessions} sessions, {where}"))
-    out.print(
-        comparison_line(result.comparison),
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
+    title = f"ctxengine bench — {sessions} sessions, {where}"
+    for table in bench_tables(result, title, width=out.width):
+        out.print(table)
+    out.print(comparison_line(result.comparison), markup=False, highlight=False)
     for half, label in (("tuning", "tuning half"), ("held_out", "held-out half")):
         part = result.halves.get(half) or {}
         n = max((r.sessions for r in part.values()), default=0)
         if n:
-            out.print(bench_table(result, f"{label} — {n} sessions (split: bench.held_out)", part))
+            title = f"{label} — {n} sessions (split: bench.held_out)"
+            for table in bench_tables(result, title, part, width=out.width):
+                out.print(table)
     out.print(
         CAPTION + f" Wall time is replay time per policy ({elapsed:,.1f} s in all).",
         markup=False,
         highlight=False,
-        soft_wrap=True,
     )
     sub = next((r for r in result.policies.values() if r.subagents_spawned), None)
     if sub is not None:  # recorded figures: the same under every policy
-        out.print(subagent_line(sub), markup=False, highlight=False, soft_wrap=True)
+        out.print(subagent_line(sub), markup=False, highlight=False)
     for row in result.policies.values():
         for e in row.errors[:5]:
             common.say("error:", f"{row.policy}: {e}")

@@ -4,6 +4,7 @@ sub-agent and comparison lines, and the plot of content recall against cost.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.table import Table
@@ -20,32 +21,64 @@ def _share(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def bench_table(result: BenchResult, title: str, rows: dict[str, PolicyRow] | None = None) -> Table:
+_COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
+    "sessions": lambda r: f"{r.sessions}" + (f" ({len(r.errors)} failed)" if r.errors else ""),
+    "peak tok\nmax": lambda r: _num(r.peak_sent_tokens),
+    "over-\nflows": lambda r: str(r.overflows),
+    "compactions\n(of them $0)": lambda r: f"{r.compactions:,} ({r.compactions_free:,})",
+    "LLM calls\n/ tokens": lambda r: f"{r.llm_calls:,} / {r.llm_tokens:,}",
+    "cost $": lambda r: f"{r.cost_usd:,.2f}",
+    "+ re-fetch\n$": lambda r: f"{r.cost_with_refetch_usd:,.2f}",
+    "cache\nhit": lambda r: _share(r.cache_hit_ratio),
+    "content\nrecall": lambda r: _share(r.content_recall),
+    "probe\nscore": lambda r: _share(r.probe_score),
+    "request\nkept": lambda r: _share(r.latest_request_kept),
+    "ref.\nrecall": lambda r: _share(r.reference_recall),
+    "pair-\ning": lambda r: str(r.pairing_violations),
+    "wall s": lambda r: f"{r.wall_time_s:,.1f}",
+    "layer\nfailures": lambda r: str(r.layer_failures),
+}
+# below this many columns the table is two: what was kept and what it cost, then how it ran
+WIDE_TABLE_COLUMNS = 150
+_FIDELITY: tuple[str, ...] = ("content\nrecall", "probe\nscore", "request\nkept", "ref.\nrecall")
+_FIDELITY += ("cost $", "+ re-fetch\n$", "cache\nhit")
+_RUN: tuple[str, ...] = ("sessions", "peak tok\nmax", "over-\nflows", "compactions\n(of them $0)")
+_RUN += ("LLM calls\n/ tokens",)
+_RUN += ("pair-\ning", "wall s", "layer\nfailures")
+
+
+def bench_tables(
+    result: BenchResult,
+    title: str,
+    rows: dict[str, PolicyRow] | None = None,
+    *,
+    width: int = WIDE_TABLE_COLUMNS,
+) -> list[Table]:
+    """The bench's table (``bench_table``): one, or at under ``WIDE_TABLE_COLUMNS`` columns of
+    terminal two (content and cost, then how the run went), so that a normal terminal shows
+    every figure instead of an ellipsis."""
+    if width >= WIDE_TABLE_COLUMNS:
+        return [bench_table(result, title, rows)]
+    return [bench_table(result, title, rows, columns=_FIDELITY), bench_table(result, "", rows, columns=_RUN)]
+
+
+def bench_table(
+    result: BenchResult,
+    title: str,
+    rows: dict[str, PolicyRow] | None = None,
+    *,
+    columns: tuple[str, ...] = (*_RUN[:5], *_FIDELITY[4:], *_FIDELITY[:4], *_RUN[5:]),
+) -> Table:
     """One row per policy (of ``rows``, default: every session): totals, pooled fidelity figures
-    (content recall, probe score, latest request kept, reference recall) and costs."""
+    (content recall, probe score, latest request kept, reference recall) and costs (``columns``:
+    which, by header; layer failures only when there are any)."""
     rows = result.policies if rows is None else rows
-    table = Table(title=title, show_lines=False)
-    for col in (
-        "policy",
-        "sessions",
-        "peak tok\nmax",
-        "over-\nflows",
-        "compactions\n(of them $0)",
-        "LLM calls\n/ tokens",
-        "cost $",
-        "+ re-fetch\n$",
-        "cache\nhit",
-        "content\nrecall",
-        "probe\nscore",
-        "request\nkept",
-        "ref.\nrecall",
-        "pair-\ning",
-        "wall s",
-    ):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+    table = Table(title=title or None, show_lines=False)
     failures = any(r.layer_failures for r in rows.values())
-    if failures:  # layer exceptions the engine caught: shown whenever there are any
-        table.add_column("layer\nfailures", justify="right")
+    shown = [c for c in columns if c != "layer\nfailures" or failures]
+    table.add_column("policy", justify="left", no_wrap=True, min_width=max(map(len, rows), default=6))
+    for col in shown:
+        table.add_column(col, justify="right")
     ours = ("default", "none", "recorded", *baselines.BASELINES)
     for group in (ours, PRESETS, tuple(peers.PEERS)):
         names = [n for n in rows if n in group]
@@ -57,26 +90,9 @@ def bench_table(result: BenchResult, title: str, rows: dict[str, PolicyRow] | No
         for name in names:
             r = rows[name]
             if r.unavailable:
-                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * (12 + failures))
+                table.add_row(name, "–", f"unavailable: {r.unavailable}", *[""] * (len(shown) - 2))
                 continue
-            table.add_row(
-                name,
-                f"{r.sessions}" + (f" ({len(r.errors)} failed)" if r.errors else ""),
-                _num(r.peak_sent_tokens),
-                str(r.overflows),
-                f"{r.compactions:,} ({r.compactions_free:,})",
-                f"{r.llm_calls:,} / {r.llm_tokens:,}",
-                f"{r.cost_usd:,.2f}",
-                f"{r.cost_with_refetch_usd:,.2f}",
-                _share(r.cache_hit_ratio),
-                _share(r.content_recall),
-                _share(r.probe_score),
-                _share(r.latest_request_kept),
-                _share(r.reference_recall),
-                str(r.pairing_violations),
-                f"{r.wall_time_s:,.1f}",
-                *([str(r.layer_failures)] if failures else []),
-            )
+            table.add_row(name, *(_COLUMNS[c](r) for c in shown))
     return table
 
 
