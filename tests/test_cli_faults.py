@@ -130,7 +130,7 @@ def test_output_path_under_a_file_fails_in_one_line(command: str, tmp_path: Path
 def test_output_path_in_a_folder_that_cannot_be_written_fails_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ctxengine.cli_common as common
+    import ctxengine.cli_outputs as common
 
     src = cc_session(tmp_path / "s.jsonl", 2)
     locked = tmp_path / "locked"

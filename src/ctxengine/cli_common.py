@@ -10,7 +10,6 @@ warning naming file and line, and the rest still loads. Depends on no command mo
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import threading
@@ -23,6 +22,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ctxengine.cli_outputs import check_distinct_outputs as check_distinct_outputs
+from ctxengine.cli_outputs import check_not_an_input as check_not_an_input
+from ctxengine.cli_outputs import check_output as check_output
+from ctxengine.cli_say import err as err
+from ctxengine.cli_say import fail as fail
+from ctxengine.cli_say import say as say
 from ctxengine.formats import link_sidechains, load
 from ctxengine.messages import Session, TranscriptError
 from ctxengine.models import MIN_WINDOW_TOKENS, Registry, WindowTooSmallError, WindowWarning, check_window
@@ -31,7 +36,6 @@ from ctxengine.policy import Policy, get_policy
 if TYPE_CHECKING:
     from ctxengine.llm import CallRecord, LLMClient, LLMRequest, LLMResponse
 
-err = Console(stderr=True)
 TABLE_WIDTH = 200  # columns when stdout is not a terminal (a log, a pipe)
 
 # the options both commands take (the default stays with each command: ``= None``, ``= 120.0``)
@@ -54,16 +58,6 @@ ModelOption: TypeAlias = Annotated[
     ),
 ]
 
-
-def say(prefix: str, message: str) -> None:
-    """One line to stderr, printed literally (no markup, no emoji codes, no wrapping)."""
-    err.print(prefix, message, markup=False, emoji=False, highlight=False, soft_wrap=True)
-
-
-def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` as one line to stderr; return the exit (code 2) to raise."""
-    say("error:", message)
-    return typer.Exit(2)
 
 
 def load_policy(name: str, policy_file: Path | None) -> Policy:
@@ -234,68 +228,6 @@ def require_paths(paths: Iterable[Path]) -> None:
     for p in paths:
         if not p.exists():
             raise fail(f"{p}: no such file or directory")
-
-
-def check_output(path: Path | None, option: str) -> None:
-    """Check, before any work, that ``option``'s output file (``--json``, ``--plot``) can be
-    written: not a directory, in a folder that exists and is writable (issue 9: a missing
-    parent is a bad path, as a directory is). A bad path prints ``error: OPTION PATH: why`` and
-    raises ``typer.Exit(2)``; nothing is created here."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise fail(f"{option} {path}: is a directory; give a file name")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise fail(f"{option} {path}: the file is not writable")
-    folder = path.absolute().parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise fail(f"{option} {path}: {folder} is not a directory")
-    if folder != path.absolute().parent:
-        raise fail(f"{option} {path}: the folder {path.absolute().parent} does not exist; make it first")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise fail(f"{option} {path}: cannot write in {folder}")
-    if option == "--plot":
-        if importlib.util.find_spec("matplotlib") is None:
-            raise fail("--plot needs matplotlib: pip install 'ctxengine[plot]'")
-        kind = path.suffix.lower().removeprefix(".")
-        if kind:
-            from matplotlib.backend_bases import FigureCanvasBase
-
-            known = FigureCanvasBase.get_supported_filetypes()
-            if kind not in known:
-                formats = ", ".join(sorted(known))
-                raise fail(f"{option} {path}: matplotlib cannot write .{kind}; use one of {formats}")
-
-
-def check_distinct_outputs(json_out: Path | None, plot_out: Path | None) -> None:
-    """``--json`` and ``--plot`` name two files (the plot would overwrite the report): else one
-    ``error:`` line and ``typer.Exit(2)``, before any work."""
-    if json_out is not None and plot_out is not None and json_out.absolute() == plot_out.absolute():
-        raise fail(f"--json and --plot both name {json_out}: the plot would overwrite the report")
-
-
-def check_not_an_input(path: Path | None, option: str, inputs: Iterable[Path]) -> None:
-    """Refuse (``error: OPTION PATH: ...``, ``typer.Exit(2)``), before any work, an output file
-    that is one of the transcripts to be read: an input file itself, or a transcript inside an
-    input folder. Written after the work, it would replace a transcript by the report."""
-    if path is None or not path.is_file():
-        return
-    from ctxengine.formats import load
-    from ctxengine.messages import TranscriptError
-
-    for src in inputs:
-        if src.is_file() and os.path.samefile(path, src):
-            raise fail(f"{option} {path}: is the transcript being replayed; give another file name")
-        if src.is_dir() and path.resolve().is_relative_to(src.resolve()):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # its bad lines are the replay's to report
-                    load(path)
-            except (TranscriptError, OSError):  # not a transcript (an earlier report): skipped anyway
-                continue
-            raise fail(f"{option} {path}: is a transcript of {src} being replayed; give another file name")
 
 
 def load_registry(models: Path | None) -> Registry:
