@@ -770,8 +770,12 @@ def test_what_the_engine_cannot_carry_goes_upstream_as_sent(
         r = httpx.post(rig.base + "/v1/messages", json=body, headers={"x-api-key": KEY})
     assert r.status_code == 200, r.text
     assert rig.upstream.seen[-1].body["messages"] == msgs
-    rig.settle()
-    assert any("fail open" in x.getMessage() for x in caplog.records if x.name == "ctxengine.proxy")
+    for _ in range(500):  # the log line is written once the response has gone out
+        if any("fail open" in x.getMessage() for x in caplog.records if x.name == "ctxengine.proxy"):
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("no fail-open line was logged")
 
 
 def test_the_clients_output_budget_is_left_free_of_the_prompt() -> None:

@@ -158,7 +158,8 @@ class AnthropicTap:
         self._sse = SSEReader()
         self._usage: dict[str, Any] = {}
         self._content: list[dict[str, Any]] = []
-        self._json: dict[int, str] = {}
+        self._json: dict[int, list[str]] = {}
+        self._parts: dict[tuple[int, str], list[str]] = {}  # deltas, joined once (not re-copied each time)
         self.done = False
 
     def feed(self, chunk: bytes) -> None:
@@ -177,7 +178,9 @@ class AnthropicTap:
         elif kind == "content_block_delta" and self._content:
             self._delta(len(self._content) - 1, data.get("delta") or {})
         elif kind == "content_block_stop":
-            for k, text in self._json.items():
+            self._join_text()
+            for k, pieces in self._json.items():
+                text = "".join(pieces)
                 try:
                     self._content[k]["input"] = json.loads(text) if text else {}
                 except ValueError:
@@ -186,13 +189,17 @@ class AnthropicTap:
         elif kind == "message_stop":
             self.done = True
 
+    def _join_text(self) -> None:
+        for (k, field), parts in self._parts.items():
+            self._content[k][field] = self._content[k].get(field, "") + "".join(parts)
+        self._parts.clear()
+
     def _delta(self, k: int, delta: dict[str, Any]) -> None:
-        block = self._content[k]
         for field, key in _DELTA_FIELDS:
             if field in delta and delta.get("type", "").startswith(key):
-                block[field] = block.get(field, "") + str(delta[field])
+                self._parts.setdefault((k, field), []).append(str(delta[field]))
         if delta.get("type") == "input_json_delta":
-            self._json[k] = self._json.get(k, "") + str(delta.get("partial_json", ""))
+            self._json.setdefault(k, []).append(str(delta.get("partial_json", "")))
 
     @property
     def usage(self) -> Usage | None:
@@ -200,7 +207,10 @@ class AnthropicTap:
 
     @property
     def reply(self) -> dict[str, Any] | None:
-        return {"role": "assistant", "content": self._content} if self.done else None
+        if not self.done:
+            return None
+        self._join_text()  # a block whose stop event never came
+        return {"role": "assistant", "content": self._content}
 
 
 _DELTA_FIELDS = (("text", "text"), ("thinking", "thinking"), ("signature", "signature"))
