@@ -818,3 +818,26 @@ def test_a_retry_does_not_wait_behind_the_request_its_client_abandoned(
     rig.settle()
     lines = [x.getMessage() for x in caplog.records if "POST /v1/messages" in x.getMessage()]
     assert [("status=499" in x, "status=200" in x) for x in lines] == [(True, False), (False, True)], lines
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions"])
+def test_a_cors_preflight_goes_to_the_upstream(tmp_path: Path, path: str) -> None:
+    """``OPTIONS /v1/messages`` was answered 405 by the proxy itself: a browser client's
+    preflight never reached the upstream. Only a POST is the engine's; the rest passes through."""
+    from starlette.applications import Starlette as App
+    from starlette.responses import Response
+    from starlette.routing import Route as R
+
+    seen: list[str] = []
+
+    async def preflight(request: Any) -> Response:
+        seen.append(request.method)
+        return Response(status_code=204, headers={"access-control-allow-origin": "*"})
+
+    up = App(routes=[R("/{p:path}", preflight, methods=["OPTIONS"])])
+    with serve(up) as up_url:
+        cfg = ProxyConfig(anthropic_upstream=up_url, openai_upstream=up_url + "/v1", store=tmp_path / "s")
+        with serve(create_app(cfg)) as base:
+            asked = {"origin": "https://app.example", "access-control-request-method": "POST"}
+            r = httpx.options(base + path, headers=asked)
+    assert r.status_code == 204 and r.headers["access-control-allow-origin"] == "*" and seen == ["OPTIONS"]

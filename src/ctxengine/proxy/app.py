@@ -328,9 +328,13 @@ def create_app(config: ProxyConfig) -> Starlette:
     cfg = config
 
     async def messages(request: Request) -> Response:
+        if request.method != "POST":  # a CORS preflight, a HEAD: the upstream's to answer
+            return await proxy.passthrough(request)
         return await proxy.managed(request, proxy.anthropic, cfg.anthropic_upstream, strip_v1=False)
 
     async def chat(request: Request) -> Response:
+        if request.method != "POST":
+            return await proxy.passthrough(request)
         return await proxy.managed(request, proxy.openai, cfg.openai_upstream, strip_v1=True)
 
     async def sessions(request: Request) -> Response:
@@ -341,11 +345,11 @@ def create_app(config: ProxyConfig) -> Starlette:
         yield
         await proxy.close()
 
-    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
     app = Starlette(
         routes=[
-            Route("/v1/messages", messages, methods=["POST"]),
-            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/messages", messages, methods=methods),
+            Route("/v1/chat/completions", chat, methods=methods),
             Route("/ctxengine/sessions", sessions, methods=["GET"]),
             Route("/{path:path}", proxy.passthrough, methods=methods),
         ],
