@@ -446,3 +446,19 @@ def test_a_forced_compaction_never_leaves_the_context_larger_than_before(policy:
         if before is not None:
             assert engine.assemble(now=501.0).tokens <= before
     assert made, "the forced compaction ran"
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
+def test_the_codex_sessions_fit_a_16000_window_under_every_policy(policy: str) -> None:
+    """letta at 16,000 on the recorded Codex session sent 16,089-16,295 tokens on 3 calls: the
+    room for a quoted request ignored what the guard keeps for the response (letta reserves
+    none), so its summary alone was over the guard's limit once the newest round was kept."""
+    from conftest import CODEX
+
+    for path in sorted(CODEX.glob("*.jsonl")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WindowWarning)
+            [session] = load(path)
+            report = replay_session(session, get_policy(policy), window=16_000)
+        assert report.summary.overflows == 0, (path.name, policy)
+        assert report.summary.pairing_violations == 0

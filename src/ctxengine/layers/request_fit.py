@@ -15,10 +15,15 @@ from ctxengine.layers.base import LayerContext
 
 def request_room(ctx: LayerContext) -> int:
     """Tokens a quoted request may take: half of what the window leaves after the fixed prefix
-    (system prompt, tool definitions) and the output reserve, at least 200."""
+    (system prompt, tool definitions) and the output reserve, at least 200. The output reserve
+    is at least what the overflow guard keeps free for the response: letta reserves none for
+    its threshold, and at 16,000 its quote (half of the window after a 7,660-token prefix) left
+    the summary alone over the guard's limit, the next rounds over the window."""
     p = ctx.policy
     fixed = max(0, ctx.predicted - sum(ctx.tokens))
-    return max(200, (ctx.window - fixed - min(ctx.max_output, p.compact_reserve_output)) // 2)
+    guard = p.overflow_reserve if p.overflow_guard else 0
+    reserve = max(min(ctx.max_output, p.compact_reserve_output), guard)
+    return max(200, (ctx.window - fixed - reserve) // 2)
 
 
 def partial_request(text: str, message_id: str, room: int, size: int, what: str = "request") -> str:
