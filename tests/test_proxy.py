@@ -841,3 +841,19 @@ def test_a_cors_preflight_goes_to_the_upstream(tmp_path: Path, path: str) -> Non
             asked = {"origin": "https://app.example", "access-control-request-method": "POST"}
             r = httpx.options(base + path, headers=asked)
     assert r.status_code == 204 and r.headers["access-control-allow-origin"] == "*" and seen == ["OPTIONS"]
+
+
+def test_the_1m_context_beta_gives_the_session_a_1m_window(tmp_path: Path) -> None:
+    """With ``anthropic-beta: context-1m-2025-08-07`` and no ``--window`` the session still
+    managed a 200,000-token window (compacting five times earlier than the client asked)."""
+    gen = _rig(tmp_path)
+    rig = next(gen)
+    try:
+        beta = {"anthropic-beta": "context-1m-2025-08-07"}
+        for client in (rig.anthropic(default_headers=beta), rig.anthropic(key="sk-other")):
+            client.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(1))
+        rig.settle()
+        windows = sorted(s.engine.window for s in rig.proxy.table.sessions.values())
+        assert windows == [200_000, 1_000_000]
+    finally:
+        gen.close()

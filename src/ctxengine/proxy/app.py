@@ -115,8 +115,9 @@ class Proxy:
 
     # ------------------------------------------------------------------ sessions
 
-    def _engine(self, sid: str, model: str) -> ContextEngine:
-        """A new engine (engine thread: the store is opened there)."""
+    def _engine(self, sid: str, model: str, window: int | None = None) -> ContextEngine:
+        """A new engine (engine thread: the store is opened there); ``window``: the request's own
+        (the 1M-context beta), else ``--window`` or the model's."""
         if self._store is None:
             path = self.config.store
             if path is not None:
@@ -125,7 +126,7 @@ class Proxy:
         return ContextEngine(
             self.config.policy,
             model=model,
-            window=self.config.window,
+            window=self.config.window or window,
             registry=self.config.registry,
             store=self._store,
             session_id=sid,
@@ -154,7 +155,7 @@ class Proxy:
                 if self.table.match(links, name) != (found, whole):
                     continue  # made meanwhile by a concurrent request: match again
                 sid = self.table.new_id(wire.provider)
-                engine = await self.run(self._engine, sid, request.model)
+                engine = await self.run(self._engine, sid, request.model, beta_window(headers))
                 new = ProxySession(sid, wire.provider, request.model, engine, wire.reader())
                 self.table.add(new, branch_of=found, name=name)
                 await new.lock.acquire()
@@ -303,6 +304,17 @@ class Proxy:
             "totals": vars(self.totals)
             | {"sessions": len(self.table.sessions), "sessions_evicted": self.table.evicted},
         }
+
+
+CONTEXT_1M_BETA = "context-1m-"  # anthropic-beta: context-1m-2025-08-07 (Sonnet 4 and 4.5)
+CONTEXT_1M_TOKENS = 1_000_000
+
+
+def beta_window(headers: Any) -> int | None:
+    """The window an Anthropic request asks for with a beta header (tokens): 1,000,000 with the
+    1M-context beta, else None (the model's)."""
+    betas = ",".join(headers.getlist("anthropic-beta")) if hasattr(headers, "getlist") else ""
+    return CONTEXT_1M_TOKENS if any(b.strip().startswith(CONTEXT_1M_BETA) for b in betas.split(",")) else None
 
 
 def _is_anthropic(request: Request) -> bool:
