@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from starlette.routing import Route
 
 import ctxengine.proxy.upstream as upstream
 from ctxengine.engine import ContextEngine
-from ctxengine.models import Registry
+from ctxengine.models import ModelWindowWarning, Registry
 from ctxengine.policy import Policy, get_policy
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
@@ -123,6 +124,12 @@ class Proxy:
             if path is not None:
                 path.mkdir(parents=True, exist_ok=True)
             self._store = ProxyStore(path / STORE_FILE if path is not None else ":memory:")
+        with warnings.catch_warnings():
+            if window is not None and not self.config.window:  # the beta's window is the model's
+                warnings.simplefilter("ignore", ModelWindowWarning)
+            return self._new_engine(sid, model, window)
+
+    def _new_engine(self, sid: str, model: str, window: int | None) -> ContextEngine:
         return ContextEngine(
             self.config.policy,
             model=model,
