@@ -462,3 +462,29 @@ def test_the_codex_sessions_fit_a_16000_window_under_every_policy(policy: str) -
             report = replay_session(session, get_policy(policy), window=16_000)
         assert report.summary.overflows == 0, (path.name, policy)
         assert report.summary.pairing_violations == 0
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_folder_replay_skips_only_the_sessions_its_window_cannot_take(tmp_path: Path, jobs: str) -> None:
+    """A folder replayed at 24,000 stopped at the first session whose fixed prefix was larger
+    than the window (one error, exit 2) and wrote nothing for the sessions that fit. Each refused
+    session is one ``warning:`` line and the others are replayed; when none fits it is one error."""
+    from typer.testing import CliRunner
+
+    from ctxengine.cli import app
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    _session_file(folder / "a_big_prefix.jsonl", "prose", fixed=30_000)
+    _session_file(folder / "b_small_prefix.jsonl", "prose", fixed=4_000)
+    out = tmp_path / "r.json"
+    args = ["replay", str(folder), "--window", "24000", "--jobs", jobs]
+    res = CliRunner().invoke(app, [*args, "--json", str(out)])
+    assert res.exit_code == 0, res.stderr
+    names = [r["session"]["source"].rsplit("/", 1)[-1] for r in json.loads(out.read_text())]
+    assert names == ["b_small_prefix.jsonl"]
+    skipped = [x for x in " ".join(res.stderr.split()).split("warning: ") if x.startswith("skipped:")]
+    assert len(skipped) == 1 and "a_big_prefix.jsonl" in skipped[0] and "--window" in skipped[0]
+    (folder / "b_small_prefix.jsonl").unlink()
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "error:" in res.stderr and "a_big_prefix.jsonl" in res.stderr

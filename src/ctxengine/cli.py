@@ -37,6 +37,7 @@ from ctxengine.cli_common import (
     say,
     stdout_console,
     window_error,
+    window_message,
 )
 from ctxengine.cli_common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
@@ -294,7 +295,7 @@ def _replay_sessions(
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if with_recorded else None
     rec_policy = get_policy("recorded")
-    refused: tuple[WindowTooSmallError, Session] | None = None
+    refused: list[tuple[WindowTooSmallError, Session]] = []
     with progress_bar(disable=len(sessions) < 2) as progress:
         task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
         for s in sessions:
@@ -311,8 +312,9 @@ def _replay_sessions(
                     )
                 )
             except WindowTooSmallError as exc:
-                refused = (exc, s)  # said once the progress bar is gone
-                break
+                refused.append((exc, s))  # said once the progress bar is gone
+                progress.advance(task)
+                continue
             if recorded_reports is not None:
                 recorded_reports.append(
                     reports[-1]
@@ -320,9 +322,17 @@ def _replay_sessions(
                     else replay_session(s, rec_policy, window=window, registry=registry, validate=False)
                 )
             progress.advance(task)
-    if refused is not None:
-        raise window_error(*refused) from None
+    _say_refused(refused, replayed=len(reports))
     return reports, recorded_reports
+
+
+def _say_refused(refused: list[tuple[WindowTooSmallError, Session]], *, replayed: int) -> None:
+    """The sessions whose window is too small for them: one error (exit 2) when none was
+    replayed; else each is one ``warning:`` line and the others' reports stand."""
+    if refused and not replayed:
+        raise window_error(*refused[0]) from None
+    for exc, s in refused:
+        say("warning:", f"skipped: {window_message(exc, s)}")
 
 
 def _replay_in_pool(
@@ -342,19 +352,22 @@ def _replay_in_pool(
     reports: list[SessionReport] = []
     recorded_reports: list[SessionReport] | None = [] if with_recorded else None
     rec_policy = get_policy("recorded") if with_recorded else None
-    try:
-        with progress_bar() as progress:
-            task = progress.add_task(f"replay ({pol.name}, {jobs} processes)", total=len(sessions))
-            many = replay_many(
-                sessions, pol, jobs=jobs, window=window, registry=registry, engine=engine, recorded=rec_policy
-            )
-            for report, rec in many:
-                reports.append(report)
-                if recorded_reports is not None and rec is not None:
-                    recorded_reports.append(rec)
-                progress.advance(task)
-    except WindowTooSmallError as exc:
-        raise window_error(exc, sessions[len(reports)]) from None
+    refused: list[tuple[WindowTooSmallError, Session]] = []
+    with progress_bar() as progress:
+        task = progress.add_task(f"replay ({pol.name}, {jobs} processes)", total=len(sessions))
+        many = replay_many(
+            sessions, pol, jobs=jobs, window=window, registry=registry, engine=engine, recorded=rec_policy
+        )
+        for s, outcome in zip(sessions, many, strict=True):
+            progress.advance(task)
+            if isinstance(outcome, WindowTooSmallError):
+                refused.append((outcome, s))
+                continue
+            report, rec = outcome
+            reports.append(report)
+            if recorded_reports is not None and rec is not None:
+                recorded_reports.append(rec)
+    _say_refused(refused, replayed=len(reports))
     return reports, recorded_reports
 
 

@@ -307,10 +307,15 @@ def check_window_option(window: int | None) -> None:
 
 
 def window_error(exc: WindowTooSmallError, session: Session | None = None) -> typer.Exit:
-    """``fail`` with what a user can do about a window the engine refuses: a fixed prefix larger
-    than the window says which window would do (its own message); a model window under the
-    minimum (16,000 tokens, the overflow guard's: room for the newest round and the response)
-    names the session and model, and the options that replay it."""
+    """``fail`` with what a user can do about a window the engine refuses (``window_message``)."""
+    return fail(window_message(exc, session))
+
+
+def window_message(exc: WindowTooSmallError, session: Session | None = None) -> str:
+    """What a user can do about a window the engine refuses: a fixed prefix larger than the
+    window says which window would do (its own message); a model window under the minimum
+    (16,000 tokens, the overflow guard's: room for the newest round and the response) names the
+    session and model, and the options that replay it."""
     message = str(exc)
     if type(exc) is WindowTooSmallError:
         whose = f"{session.source}: model {session.model}: " if session is not None else ""
@@ -319,7 +324,7 @@ def window_error(exc: WindowTooSmallError, session: Session | None = None) -> ty
             f"larger with --window {MIN_WINDOW_TOKENS} or more, or name a model with a larger window "
             "(--model for transcripts that name none, --models FILE.toml to change a window)"
         )
-    return fail(message)
+    return message
 
 
 def check_model(model: str | None, registry: Registry) -> None:

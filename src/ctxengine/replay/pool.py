@@ -89,9 +89,10 @@ def replay_many(
     registry: Registry,
     engine: str,
     recorded: Policy | None = None,
-) -> Iterator[Outcome]:
+) -> Iterator[Outcome | WindowTooSmallError]:
     """The reports of ``sessions`` under ``policy`` (and ``recorded``, for the plot), in order,
-    replayed in ``jobs`` worker processes.
+    replayed in ``jobs`` worker processes; a session whose window is too small for it yields the
+    ``WindowTooSmallError`` in its place (the caller says so and goes on, or stops).
 
     Args:
         sessions: the sessions to replay.
@@ -103,18 +104,14 @@ def replay_many(
         recorded: the ``recorded`` policy when the caller also wants the recorded run's reports.
 
     Yields:
-        ``(report, recorded report or None)`` per session, in the sessions' order.
-
-    Raises:
-        WindowTooSmallError: for the first session (in order) whose window is too small; the
-            sessions before it have been yielded.
+        ``(report, recorded report or None)`` per session, in the sessions' order, or the
+        session's ``WindowTooSmallError``.
     """
     with ProcessPoolExecutor(jobs) as pool:
         futures = [pool.submit(_replay_one, s, policy, recorded, window, registry, engine) for s in sessions]
-        for future in futures:
-            outcome = future.result()
-            if isinstance(outcome, WindowTooSmallError):
-                for f in futures:
-                    f.cancel()
-                raise outcome
-            yield outcome
+        try:
+            for future in futures:
+                yield future.result()
+        finally:  # the caller stopped early: the rest are not replayed
+            for f in futures:
+                f.cancel()
