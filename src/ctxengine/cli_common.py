@@ -358,7 +358,8 @@ def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Se
         raise fail(f"{', '.join(map(str, paths))}: no transcripts found")
     malformed = sum(len(s.malformed) for s in sessions)
     if malformed:
-        say("note:", f"{malformed} malformed record(s) skipped in all; the rest loaded")
+        what = "left out, or read without their bad part"
+        say("note:", f"{malformed} malformed record(s) in all ({what}); the rest loaded")
     callless = [s for s in sessions if not has_model_calls(s)]
     if len(callless) == len(sessions):
         what = (
