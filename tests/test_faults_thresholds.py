@@ -488,3 +488,29 @@ def test_a_folder_replay_skips_only_the_sessions_its_window_cannot_take(tmp_path
     (folder / "b_small_prefix.jsonl").unlink()
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and "error:" in res.stderr and "a_big_prefix.jsonl" in res.stderr
+
+
+@pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
+def test_a_forced_compaction_that_would_grow_the_context_is_not_made(policy: str) -> None:
+    """pi at 32,000 with a one-line 8,557-token request (base64, no spaces) summarized it under a
+    kept tail and quoted it back whole: 23,979 -> 28,489 tokens on the user's /compact. A
+    compaction, forced or not, never leaves the context larger: it is not made and an event
+    says so (or it is made and shrinks the context)."""
+    import base64
+
+    blob = base64.b64encode(random.Random(1).randbytes(8_000)).decode()
+    engine = ContextEngine(get_policy(policy), model=MODEL, window=32_000)
+    engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    request = "Decode this payload and say its format: " + blob
+    engine.ingest(Message("user", (Text(request),), "u0", timestamp=1.0))
+    for k in range(14):
+        proj = engine.assemble(now=10.0 * k + 2)
+        tool_round(engine, proj, k, "Bash", {"command": f"cat f{k}.py"}, 4_000)
+    before = engine.assemble(now=200.0).tokens
+    event = engine.compact(force=True)
+    after = engine.assemble(now=201.0)
+    assert after.tokens <= before
+    if event is None:
+        assert any(e.layer == "compaction_skipped" for e in engine.events[-5:])
+    else:
+        assert event.tokens_after <= event.tokens_before
