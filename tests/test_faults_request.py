@@ -578,6 +578,19 @@ def test_a_message_the_reader_tagged_as_injected_is_not_the_latest_request(
         assert _as_the_users_words(request, projection), f"{layer}: the typed request is not in the context"
 
 
+def _bash_rounds(n: int, tag: str, say: str, cmd: str, t0: float, size: int, seed: int) -> list[Message]:
+    """``n`` rounds: the assistant's text and a Bash call ``<cmd><k>`` (ids ``<tag><k>``), then its
+    ``size``-word result; ten seconds apart from ``t0``."""
+    out: list[Message] = []
+    for k in range(n):
+        call = ToolCall(f"{tag}{k}", "Bash", {"command": f"{cmd}{k}"})
+        text = Text(f"{say} {k}")
+        out.append(Message("assistant", (text, call), f"a{tag}{k}", timestamp=t0 + 10 * k, model=MODEL))
+        result = ToolResult(f"{tag}{k}", (Text(words(size, seed + k)),))
+        out.append(Message("user", (result,), f"r{tag}{k}", timestamp=t0 + 1 + 10 * k))
+    return out
+
+
 @pytest.mark.parametrize("policy", ["default", "claude-code", "openclaw", "pi", "letta"])
 def test_a_request_shown_with_its_offloaded_attachment_is_kept_and_quoted_once(policy: str) -> None:
     """The line the tool-result budget shows for an offloaded document of the request's own message
@@ -587,45 +600,11 @@ def test_a_request_shown_with_its_offloaded_attachment_is_kept_and_quoted_once(p
 
     request = "REQ_BEGIN implement section 3 of the attached spec: " + words(1_200, 11) + " REQ_END"
     msgs = [Message("user", (Text("first task: profile the importer"),), "q0", timestamp=T0)]
-    for k in range(25):
-        msgs.append(
-            Message(
-                "assistant",
-                (Text(f"step {k}"), ToolCall(f"t{k}", "Bash", {"command": f"pytest -k p{k}"})),
-                f"a{k}",
-                timestamp=T0 + 10 + 10 * k,
-                model=MODEL,
-            )
-        )
-        msgs.append(
-            Message(
-                "user",
-                (ToolResult(f"t{k}", (Text(words(700, 100 + k)),)),),
-                f"r{k}",
-                timestamp=T0 + 11 + 10 * k,
-            )
-        )
+    msgs += _bash_rounds(25, "t", "step", "pytest -k p", T0 + 10, 700, 100)
     msgs.append(Message("assistant", (Text("Profiling done."),), "b0", timestamp=T0 + 400, model=MODEL))
     spec = Document("text/plain", words(20_000, 3), title="spec.txt")
     msgs.append(Message("user", (Text(request), spec), "ureq", timestamp=T0 + 401))
-    for k in range(6):
-        msgs.append(
-            Message(
-                "assistant",
-                (Text(f"impl {k}"), ToolCall(f"s{k}", "Bash", {"command": f"cat part{k}"})),
-                f"c{k}",
-                timestamp=T0 + 410 + 10 * k,
-                model=MODEL,
-            )
-        )
-        msgs.append(
-            Message(
-                "user",
-                (ToolResult(f"s{k}", (Text(words(500, 500 + k)),)),),
-                f"rs{k}",
-                timestamp=T0 + 411 + 10 * k,
-            )
-        )
+    msgs += _bash_rounds(6, "s", "impl", "cat part", T0 + 410, 500, 500)
     msgs.append(Message("assistant", (Text("done"),), "a-end", timestamp=T0 + 500, model=MODEL))
     engine = make(policy, window=32_000)
     at = next(i for i, m in enumerate(msgs) if m.id == "ureq")
