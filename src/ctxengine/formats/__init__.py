@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+
 from ctxengine.messages import Session, SessionFormat, TranscriptError, Usage
 
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
@@ -30,8 +32,6 @@ TOO_DEEP = "nested too deeply to read"  # a JSON value past the parser's recursi
 # recorded usage count above it is a corrupt record, not a figure (a SQLite integer ends at 2**63).
 MAX_USAGE_TOKENS = 10**9
 MAX_EPOCH_SECONDS = 1e11  # year 5138: an epoch number above it is in ms (or µs, ns), not seconds
-_USAGE_FIELDS: tuple[str, ...] = ("input_tokens", "cache_read_tokens", "cache_write_tokens")
-_USAGE_FIELDS += ("cache_write_1h_tokens", "output_tokens")
 
 
 def epoch_seconds(value: float) -> float | None:
@@ -52,8 +52,7 @@ def usage_problem(usage: Usage | None) -> str | None:
     and keep the message without its usage."""
     if usage is None:
         return None
-    for field in _USAGE_FIELDS:
-        value = getattr(usage, field)
+    for field, value in msgspec.structs.asdict(usage).items():
         if value > MAX_USAGE_TOKENS:
             return f"usage {field} {value:,} is not a token count (over {MAX_USAGE_TOKENS:,}); usage left out"
     return None

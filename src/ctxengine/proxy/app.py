@@ -127,18 +127,15 @@ class Proxy:
         with warnings.catch_warnings():
             if window is not None and not self.config.window:  # the beta's window is the model's
                 warnings.simplefilter("ignore", ModelWindowWarning)
-            return self._new_engine(sid, model, window)
-
-    def _new_engine(self, sid: str, model: str, window: int | None) -> ContextEngine:
-        return ContextEngine(
-            self.config.policy,
-            model=model,
-            window=self.config.window or window,
-            registry=self.config.registry,
-            store=self._store,
-            session_id=sid,
-            background_notes=self.config.background_notes,
-        )
+            return ContextEngine(
+                self.config.policy,
+                model=model,
+                window=self.config.window or window,
+                registry=self.config.registry,
+                store=self._store,
+                session_id=sid,
+                background_notes=self.config.background_notes,
+            )
 
     async def session(self, wire: Wire, request: ClientRequest, headers: Any) -> ProxySession:
         """The session of ``request`` (continued, or new: a new conversation or a branch), its lock
