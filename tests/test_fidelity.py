@@ -11,14 +11,17 @@ import pytest
 
 from conftest import CLAUDE_CODE, SHARED
 from ctxengine import fidelity
-from ctxengine.fidelity import FidelityTracker, file_changes, shingles
+from ctxengine.fidelity import FidelityTracker, error_text, file_changes, shingles
 from ctxengine.formats import load as load_path
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.policy import get_policy
 from ctxengine.replay import replay_session
 
 FILE = "the function parse_header reads the first line of the file and splits it on commas"
-ERROR = "Traceback (most recent call last): ValueError: invalid literal for int() with base 10"
+ERROR = (
+    "Traceback (most recent call last):\n  File \"p.py\", line 3, in <module>\n    int('x')\n"
+    "ValueError: invalid literal for int() with base 10: 'x'"
+)
 
 
 def user(text: str, i: int) -> Message:
@@ -108,16 +111,49 @@ def test_probes_at_a_compaction() -> None:
     assert t.measure(call(5, "Bash", {"command": "ls"}), [], "", compaction=False).probes is None
 
 
-def test_error_probe_takes_the_last_matching_line_of_an_unflagged_result() -> None:
+@pytest.mark.parametrize(
+    ("text", "probe"),
+    [
+        # Claude Code's Bash: a non-zero exit code heads the output
+        (
+            "Exit code 1\nError: Session info not available for this run",
+            "Error: Session info not available for this run",
+        ),
+        # Codex: its status lines, then the output
+        (
+            "Chunk ID: 470b82\nWall time: 0.0515 seconds\nProcess exited with code 2\n"
+            "Original token count: 16\nOutput:\n"
+            "sed: can't read ./Use cases/UC-19.md: No such file or directory\n",
+            "sed: can't read ./Use cases/UC-19.md: No such file",
+        ),
+        # mini-swe-agent
+        (
+            "<returncode>1</returncode>\n<output>\nmake: *** [test] Error 2 in the build\n</output>",
+            "make: *** [test] Error 2 in the build",
+        ),
+        # a traceback without an exit status: the exception line
+        (ERROR + "\n3 passed", "ValueError: invalid literal for int() with base 10:"),
+    ],
+)
+def test_an_error_is_recognised_by_its_structure(text: str, probe: str) -> None:
+    assert error_text(ToolResult(call_id="c1", content=(Text(text),))) == probe
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a file that was read
+        "1\tdef handle(error):\n2\t    raise RuntimeError('failed to parse')  # the exception path",
+        "Exit code 0\nFAILED is a word this script prints",
+        "Process exited with code 0\nOutput:\nerror handling documented in README",
+    ],
+)
+def test_a_read_that_mentions_errors_is_not_an_error(text: str) -> None:
+    assert error_text(ToolResult(call_id="c1", content=(Text(text),))) is None
     t = FidelityTracker("", len)
-    t.observe(result(1, "collecting ...\nFAILED tests/test_p.py::test_quoted - AssertionError: x\n3 passed"))
-    f = t.measure(
-        call(2, "Bash", {"command": "ls"}),
-        [user("FAILED tests/test_p.py::test_quoted - AssertionError: x", 1)],
-        "",
-        compaction=True,
-    )
-    assert f.probes is not None and f.probes["error"] == 1.0
+    t.observe(result(1, text))
+    f = t.measure(call(2, "Bash", {"command": "ls"}), [user("x", 1)], "", compaction=True)
+    assert f.probes is not None and "error" not in f.probes
 
 
 @pytest.mark.parametrize(
@@ -212,3 +248,70 @@ def test_probe_kinds_are_reported_per_session() -> None:
     assert set(s.probes) == set(fidelity.PROBE_KINDS)
     assert s.probe_score is not None and 0 <= s.probe_score <= 1
     assert s.latest_request_kept is not None
+
+
+# ------------------------------------------------------------------ read recall
+
+WRITTEN = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi"
+
+
+def test_the_agents_own_words_are_not_read_sources() -> None:
+    t = FidelityTracker("", len)
+    t.observe(call(1, "Bash", {"command": FILE}))  # the agent typed it: content, not read
+    t.observe(result(1, "ok"))
+    f = t.measure(call(2, "Bash", {"command": FILE}), [], "", compaction=False)
+    assert f.grounded > 0 and f.read_grounded == 0 and f.refetch_tokens == 0
+
+
+def test_a_quoted_tool_result_is_read_grounded_and_charged_when_missing() -> None:
+    t = FidelityTracker("", lambda s: 100)
+    t.observe(call(1, "Read", {"file_path": "p.py"}))
+    t.observe(result(1, FILE))
+    out = call(2, "Edit", {"file_path": "p.py", "old_string": FILE, "new_string": "x"})
+    held = t.measure(out, [result(1, FILE)], "", compaction=False)
+    assert held.read_grounded == held.read_hits > 0
+    gone = t.measure(out, [user("a summary", 9)], "", compaction=True)
+    assert gone.read_hits == 0 and gone.read_grounded > 0 and gone.refetch_tokens == 100
+
+
+def test_a_written_file_is_a_source_until_its_text_is_replaced() -> None:
+    t = FidelityTracker("", len)
+    t.observe(call(1, "Write", {"file_path": "/n.txt", "content": WRITTEN}))
+    t.observe(result(1, "File created"))
+    quote = call(2, "Edit", {"file_path": "/n.txt", "old_string": WRITTEN, "new_string": "short"})
+    f = t.measure(quote, [], "", compaction=False)
+    assert f.read_grounded == len(shingles(WRITTEN))  # grounded in the file's current text
+    t.observe(quote)  # the edit replaced the whole text: the old words are gone from the file
+    again = t.measure(call(3, "Bash", {"command": WRITTEN}), [], "", compaction=False)
+    assert again.grounded > 0 and again.read_grounded == 0
+
+
+def test_an_edit_applied_to_a_written_file_keeps_the_rest_as_source() -> None:
+    t = FidelityTracker("", len)
+    t.observe(call(1, "Write", {"file_path": "/n.txt", "content": WRITTEN + "\n" + FILE}))
+    t.observe(call(2, "Edit", {"file_path": "/n.txt", "old_string": WRITTEN, "new_string": "gone"}))
+    f = t.measure(call(3, "Bash", {"command": FILE}), [], "", compaction=False)
+    assert f.read_grounded == len(shingles(FILE))
+
+
+def test_read_recall_on_a_real_session_none_keeps_all_own_words_only_little(transcripts: Path) -> None:
+    path = next(transcripts.glob("codex-rollout-jsonl/codex_gpt-5.2-codex_cli-0.98_*.jsonl"))
+    session = load_path(path)[0]
+    from ctxengine.baselines import OwnWordsOnlyEngine, policy_for
+    from ctxengine.plugins import EngineRegistry
+
+    engines = EngineRegistry()
+    none = replay_session(session, get_policy("none"), window=64_000).summary
+    own = replay_session(
+        session,
+        policy_for("own-words-only"),
+        window=64_000,
+        engine_id=OwnWordsOnlyEngine.engine_id,
+        engines=engines,
+    ).summary
+    default = replay_session(session, get_policy("default"), window=64_000).summary
+    assert none.read_grounded > 500 and none.read_recall == 1.0
+    assert own.read_grounded == none.read_grounded
+    assert own.read_recall is not None and default.read_recall is not None
+    assert own.read_recall < 0.5 < default.read_recall  # its own words do not carry what it read
+    assert set(none.grounded_by_source) <= {"user", "attachment", "tool_result", "file_state", "own_output"}

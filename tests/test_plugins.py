@@ -143,7 +143,7 @@ def test_a_plugin_id_cannot_be_taken_by_another_owner() -> None:
         reg.register("fast", second, owner="core")
     assert reg.owner("fast") == "plugin:acme"
     reg.register("fast", second, owner="plugin:acme")  # its own owner may replace it
-    assert reg.ids() == ["ctxengine", "fast", "identifiers-only"]
+    assert reg.ids() == ["ctxengine", "fast", "identifiers-only", "own-words-only"]
 
 
 def test_an_unknown_engine_id_names_the_known_ones() -> None:

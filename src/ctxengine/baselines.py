@@ -4,22 +4,33 @@
 results) and a list of every identifier seen so far, nothing else. It scores high on *reference
 recall* (every identifier is in the list) and low on *content recall* (no file, command output or
 edit text survives): a metric that rewards it measures names, not what a model can work from.
-Registered as a core engine; ``bench`` runs it under the name ``identifiers-only``.
+
+``own-words-only`` sends the fixed prefix, the latest user request and, newest first within the
+window, every earlier text and tool-call input of the agent's own, nothing it read (no tool result,
+no other user message). It proves *read recall* does not reward self-repetition: what it keeps
+the agent could write again, and it must score below every real policy there (its content recall,
+which counts the agent's own words as sources, stays high).
+
+Registered as core engines; ``bench`` runs them under their names.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ctxengine.audit import latest_user_request, span_identifiers
 from ctxengine.engine import Projection
 from ctxengine.history_engine import HistoryEngine
 from ctxengine.layers.base import LayerEvent
-from ctxengine.messages import Message, Text
+from ctxengine.messages import Message, Text, ToolCall
 from ctxengine.policy import NONE, Policy
 
 BASELINES: dict[str, str] = {
     "identifiers-only": "baseline: the latest user request and a list of every identifier seen, nothing else",
+    "own-words-only": (
+        "baseline: the latest user request and the agent's own earlier text and tool calls, nothing read"
+    ),
 }
 """Baseline engine ids (each runs under the policy of the same name) and what each sends."""
 
@@ -59,3 +70,57 @@ class IdentifiersOnlyEngine(HistoryEngine):
     def dispose(self) -> None:
         super().dispose()
         self._ids.clear()
+
+
+OWN_WORDS_RESERVE = 8_000  # tokens left free of the window for the response and the estimate's error
+
+
+class OwnWordsOnlyEngine(HistoryEngine):
+    """The ``own-words-only`` baseline (see the module docstring): one user message with the
+    latest user request and the agent's own earlier output (its text blocks, each tool call as
+    its name and input), newest first within the window less the fixed prefix and
+    ``OWN_WORDS_RESERVE``, placed oldest first. Tokens."""
+
+    engine_id = "own-words-only"
+
+    def __init__(self, policy: Policy, **kwargs: Any) -> None:
+        super().__init__(policy, **kwargs)
+        self._entries: list[tuple[str, int]] = []  # (text, tokens), oldest first
+        self._fixed = 0
+
+    def bootstrap(self, *, fixed_prefix_tokens: int | None = None, **kwargs: Any) -> None:
+        super().bootstrap(fixed_prefix_tokens=fixed_prefix_tokens, **kwargs)
+        self._fixed = self.ledger.state.fixed_prefix
+
+    def ingest(self, message: Message) -> list[LayerEvent]:
+        n = len(self.history)
+        super().ingest(message)
+        if len(self.history) > n and message.role == "assistant":
+            for b in message.blocks:
+                if isinstance(b, Text) and b.text.strip():
+                    text = b.text
+                elif isinstance(b, ToolCall):
+                    inp = b.input if isinstance(b.input, str) else json.dumps(b.input, ensure_ascii=False)
+                    text = f"[tool call {b.name}] {inp}"
+                else:
+                    continue
+                self._entries.append((text, self.counter.count_text(text)))
+        return []
+
+    def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection:
+        window = min(self.window, budget) if budget else self.window
+        request = latest_user_request(self.history) or "(no user request yet)"
+        room = window - self._fixed - OWN_WORDS_RESERVE - self.counter.count_text(request)
+        kept: list[str] = []
+        for text, tokens in reversed(self._entries):
+            if tokens > room:
+                break
+            room -= tokens
+            kept.append(text)
+        own = "Your own earlier messages and tool calls:\n\n" + "\n\n".join(reversed(kept))
+        msg = Message(role="user", blocks=(Text(own), Text(request)), id="own-words-only")
+        return self.projection([msg], self.counter.count_message(msg), window, [])
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._entries.clear()

@@ -27,49 +27,19 @@ compactions of a Claude Code file. Units: shares in [0, 1], tokens, USD.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 
 import msgspec
 
 from ctxengine.audit import user_request
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.fidelity_files import FileStates
+from ctxengine.file_writes import SWE_OPEN_RE, file_changes, input_strings
+from ctxengine.messages import Block, Message, Text, ToolCall, ToolResult
 from ctxengine.view_counts import ViewCounts
 
 SHINGLE_WORDS = 8
 PROBE_KINDS = ("request", "artifact", "error", "continuation")
-ERROR_LINE_RE = re.compile(r"error|exception|traceback|failed", re.I)
-# tools whose call writes a file, and the input keys of the new text (Claude Code, SWE-agent,
-# OpenHands, Codex); apply_patch's patch text is parsed for its added lines
-WRITE_TEXT_KEYS: dict[str, tuple[str, ...]] = {
-    "edit": ("new_string",),
-    "multiedit": ("new_string",),
-    "write": ("content",),
-    "create": ("file_text", "content"),
-    "notebookedit": ("new_source",),
-    "str_replace_editor": ("new_str", "file_text"),
-    "str_replace_based_edit_tool": ("new_str", "file_text", "insert_text"),
-    "edit_file": ("new_string", "new_str", "content"),
-    "write_file": ("content",),
-}
-PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
-PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$", re.M)
-PATCH_END_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: |^\*\*\* End Patch", re.M)
-# SWE-agent 0.x: "edit 10:20\n<new text>\nend_of_edit" (the open file is the one edited)
-SWE_EDIT_RE = re.compile(r"^edit \d+:\d+\n(.*?)\nend_of_edit", re.S | re.M)  # searched up to the last end
-# a shell heredoc that writes a file: cat > path <<'EOF' ... EOF (mini-swe-agent, Codex)
-HEREDOC_RES = (
-    re.compile(
-        r"cat\s*>\s*(?P<path>\S+)\s*<<-?\s*['\"]?(?P<tag>\w+)['\"]?[^\n]*\n(?P<body>.*?)\n(?P=tag)[ \t]*$",
-        re.S | re.M,
-    ),
-    re.compile(
-        r"cat\s*<<-?\s*['\"]?(?P<tag>\w+)['\"]?\s*>\s*(?P<path>\S+)[^\n]*\n(?P<body>.*?)\n(?P=tag)[ \t]*$",
-        re.S | re.M,
-    ),
-)
-
-
 # ------------------------------------------------------------------ reading text
 
 
@@ -81,30 +51,13 @@ def shingles(text: str) -> set[int]:
     return set(map(hash, zip(*(w[i:] for i in range(SHINGLE_WORDS)), strict=False)))
 
 
-def _strings(v: Any) -> Iterator[str]:
-    if isinstance(v, str):
-        yield v
-    elif isinstance(v, dict):
-        for x in v.values():
-            yield from _strings(x)
-    elif isinstance(v, list):
-        for x in v:
-            yield from _strings(x)
-
-
 def units(msg: Message, *, outputs_only: bool = False) -> Iterator[str]:
     """The text units of ``msg`` read for shingles: each ``Text`` block, each string value of a
     tool call's input, each text part of a tool result (left out with ``outputs_only``). Thinking,
     images and documents are not read."""
     for b in msg.blocks:
-        if isinstance(b, Text):
-            yield b.text
-        elif isinstance(b, ToolCall):
-            yield from _strings(b.input)
-        elif isinstance(b, ToolResult) and not outputs_only:
-            for p in b.content:
-                if isinstance(p, Text):
-                    yield p.text
+        if not (outputs_only and isinstance(b, ToolResult)):
+            yield from _block_units(b)
 
 
 def normalized(text: str) -> str:
@@ -115,80 +68,59 @@ def normalized(text: str) -> str:
 # ------------------------------------------------------------------ what a session changed
 
 
-class FileChange(msgspec.Struct, frozen=True):
-    """The new text a tool call wrote to ``path`` (an edit's replacement, a write's content, a
-    patch's added lines)."""
-
-    path: str
-    text: str
-
-
-def _patch_changes(patch: str) -> list[FileChange]:
-    out = []
-    for m in PATCH_FILE_RE.finditer(patch):
-        end = PATCH_END_RE.search(patch, m.end())
-        body = patch[m.end() : end.start() if end else len(patch)]
-        added = [ln[1:] for ln in body.splitlines() if ln.startswith("+")]
-        if added:
-            out.append(FileChange(path=m.group(1).strip(), text="\n".join(added)))
-    return out
+def _block_units(b: Block) -> Iterator[str]:
+    if isinstance(b, Text):
+        yield b.text
+    elif isinstance(b, ToolCall):
+        yield from input_strings(b.input)
+    elif isinstance(b, ToolResult):
+        for p in b.content:
+            if isinstance(p, Text):
+                yield p.text
 
 
-def file_changes(call: ToolCall, open_file: str = "") -> list[FileChange]:
-    """The files ``call`` modified and the new text of each (Edit / MultiEdit / Write / create /
-    NotebookEdit / str_replace_editor / apply_patch / SWE-agent 0.x ``edit`` / a shell heredoc);
-    ``open_file`` is the file a SWE-agent 0.x ``edit`` applies to. [] for a call that writes
-    nothing."""
-    name = call.name.lower()
-    inp = call.input
-    if isinstance(inp, str):
-        if name == "apply_patch" or "*** Begin Patch" in inp:
-            return _patch_changes(inp)
-        return []
-    path = next((v for k in PATH_KEYS if isinstance(v := inp.get(k), str) and v), "")
-    keys = WRITE_TEXT_KEYS.get(name)
-    if keys is not None and path:
-        if name == "multiedit" and isinstance(inp.get("edits"), list):
-            texts = [e.get("new_string", "") for e in inp["edits"] if isinstance(e, dict)]
-            text = "\n".join(t for t in texts if isinstance(t, str))
-        else:
-            text = next((v for k in keys if isinstance(v := inp.get(k), str)), "")
-        return [FileChange(path=path, text=text)] if text.strip() else []
-    out: list[FileChange] = []
-    for v in _strings(inp):
-        if "*** Begin Patch" in v:
-            out += _patch_changes(v)
-        end = v.rfind(SWE_EDIT_END)  # a match ends at an end marker: none is searched past the last
-        for m in SWE_EDIT_RE.finditer(v, 0, end + len(SWE_EDIT_END) if end >= 0 else 0):
-            if open_file and m.group(1).strip():
-                out.append(FileChange(path=open_file, text=m.group(1)))
-        if "<<" in v:
-            last = _last_tag_line(v)  # a match ends at a line holding only its tag: none past the last
-            for rx in HEREDOC_RES:
-                for m in rx.finditer(v, 0, last):
-                    if m.group("body").strip():
-                        out.append(FileChange(path=m.group("path").strip("'\""), text=m.group("body")))
-    return out
+def _read_kind(msg: Message, b: Block) -> str:
+    """The read-source kind of block ``b`` of ``msg``: ``tool_result``, ``attachment`` (a file or
+    notice the harness injected), ``user`` (the user's text); "" for the agent's own output."""
+    if isinstance(b, ToolResult):
+        return "tool_result"
+    if msg.role != "user" or not isinstance(b, Text):
+        return ""
+    return "attachment" if msg.origin == "attachment" else "user"
 
 
-SWE_EDIT_END = "\nend_of_edit"
-_TAG_LINE_RE = re.compile(r"^\w+[ \t]*$", re.M)
+# ------------------------------------------------------------------ what counts as an error
+
+_EXIT_RE = re.compile(
+    r"^(?:Exit code:? |Process exited with code |<returncode>)(-?\d+)|\"exit_code\": ?(-?\d+)", re.M
+)
+_HEADER_RE = re.compile(
+    r"^(?:Exit code:? -?\d+|Chunk ID: .*|Wall time: .*|Process exited with code -?\d+|Original token "
+    r"count: .*|Output:|</?returncode>.*|</?output>)\s*$"
+)
+TRACEBACK = "Traceback (most recent call last):"
 
 
-def _last_tag_line(text: str) -> int:
-    """Where the last line holding only a word (a here-document's end tag) ends; 0 when none.
+def error_text(result: ToolResult) -> str | None:
+    """The probe text of ``result`` when it reports a failure by its structure, else None.
 
-    The here-document and SWE-agent edit patterns search lazily for their end: an opening with no
-    end after it was searched to the text's end once per opening (quadratic: 48 s for a command of
-    200,000 characters of unended heredoc openings). No match ends past the last possible end, so
-    the search stops there: the same matches."""
-    last = 0
-    for m in _TAG_LINE_RE.finditer(text):
-        last = m.end()
-    return last
-
-
-SWE_OPEN_RE = re.compile(r"^(?:open|create)\s+\"?([^\s\"]+)", re.M)
+    A failure: the harness flagged it (``is_error``), the command's exit status is not zero (Claude
+    Code's ``Exit code N``, Codex's ``Process exited with code N``, mini-swe-agent's
+    ``<returncode>N``, an ``"exit_code": N`` field), or it holds a Python traceback. The probe text
+    is the first ``SHINGLE_WORDS`` words of the failure's message: a traceback's last line (the
+    exception), else the output with the harness's status lines left out."""
+    text = "\n".join(p.text for p in result.content if isinstance(p, Text))
+    m = _EXIT_RE.search(text[:2_000])
+    code = int(m.group(1) or m.group(2)) if m else 0
+    if not (result.is_error or code != 0 or TRACEBACK in text):
+        return None
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if TRACEBACK in text:  # the exception: the first unindented line after the frames
+        after = text[text.rindex(TRACEBACK) :].splitlines()[1:]
+        lines = [next((ln for ln in after if ln.strip() and not ln.startswith((" ", "\t"))), lines[0])]
+    body = [ln for ln in lines if not _HEADER_RE.match(ln.strip())] or lines
+    words = " ".join(body).split()[:SHINGLE_WORDS]
+    return " ".join(words) if words else None
 
 
 # ------------------------------------------------------------------ figures
@@ -220,13 +152,17 @@ def probe_score(stats: dict[str, ProbeStat]) -> float | None:
 
 
 class CallFidelity(msgspec.Struct, kw_only=True):
-    """Fidelity figures of one call: content-recall ``hits`` of ``grounded`` shingles, the
-    ``refetch_tokens`` charged at it, and the ``probes`` when the call followed a compaction
-    (kind -> score in [0, 1]; a kind with nothing to probe is absent) with
+    """Fidelity figures of one call: read-recall ``read_hits`` of ``read_grounded`` shingles
+    (grounded in what the agent read or a file's current text), content-recall ``hits`` of
+    ``grounded`` shingles (grounded anywhere earlier, the agent's own output included), the
+    ``refetch_tokens`` charged at it for read recall's misses, and the ``probes`` when the call
+    followed a compaction (kind -> score in [0, 1]; a kind with nothing to probe is absent) with
     ``request_whole`` (the latest user request whole in the context)."""
 
     hits: int
     grounded: int
+    read_hits: int
+    read_grounded: int
     refetch_tokens: int
     probes: dict[str, float] | None = None
     request_whole: bool | None = None
@@ -249,8 +185,14 @@ class FidelityTracker:
     def __init__(self, fixed_prefix: str, count_text: Callable[[str], int]) -> None:
         self._fixed = shingles(fixed_prefix)
         self._count_text = count_text
-        self._seen: set[int] = set()
+        self._seen: set[int] = set()  # every source (content recall)
         self._last_src: dict[int, int] = {}  # shingle -> index in _sources of its latest holder
+        self._read: dict[int, str] = {}  # shingle -> kind of its latest read source
+        self._last_read: dict[int, int] = {}  # shingle -> index of its latest read source
+        self._files = FileStates()
+        self._file_sh: dict[str, frozenset[int]] = {}  # path -> shingles of its current text
+        self._file_count: Counter[int] = Counter()  # shingle -> current files holding it
+        self._file_src: dict[int, int] = {}  # shingle -> index of the latest file text holding it
         self._sources: list[_Source] = []
         self._charged: set[int] = set()  # sources charged in this epoch
         self._view: ViewCounts[int] = ViewCounts(self._of)
@@ -260,6 +202,8 @@ class FidelityTracker:
         self._error = ""  # the latest error's probe text
         self._request = ""
         self._system: tuple[str, set[int]] = ("", set())  # the last system text and its shingles
+        self.grounded_by_kind: Counter[str] = Counter()  # grounded shingles by latest source kind
+        self.read_hits_by_kind: Counter[str] = Counter()  # read-recall hits by that kind
 
     # ---- the session, in order
 
@@ -274,43 +218,60 @@ class FidelityTracker:
         self._cache[id(msg)] = (msg, fs)
         return fs
 
+    def _source(self, text: str, sh: set[int] | frozenset[int], into: dict[int, int]) -> None:
+        k = len(self._sources)
+        self._sources.append(_Source(text))
+        into.update(dict.fromkeys(sh, k))
+
     def observe(self, msg: Message) -> None:
-        """Fold ``msg`` (a message of the session's own content) into what later calls can use."""
+        """Fold ``msg`` (a message of the session's own content) into what later calls can use:
+        every unit is a content-recall source; a user message's text and a tool result's text are
+        read sources (kind ``user``, ``attachment`` or ``tool_result``); a tool call that writes a
+        file updates that file's current text (kind ``file_state``)."""
         every: set[int] = set()
-        for u in units(msg):
-            sh = shingles(u)
-            if sh:
-                k = len(self._sources)
-                self._sources.append(_Source(u))
-                self._last_src.update(dict.fromkeys(sh, k))
+        for b in msg.blocks:
+            kind = _read_kind(msg, b)
+            for u in _block_units(b):
+                sh = shingles(u)
+                if not sh:
+                    continue
+                self._source(u, sh, self._last_src)
                 every |= sh
+                if kind:
+                    self._last_read.update(dict.fromkeys(sh, len(self._sources) - 1))
+                    self._read.update(dict.fromkeys(sh, kind))
         self._seen |= every
         self._cache[id(msg)] = (msg, frozenset(every))  # the view counts it when it is sent
         for b in msg.blocks:
             if isinstance(b, ToolCall):
-                for v in _strings(b.input):
+                for v in input_strings(b.input):
                     for m in SWE_OPEN_RE.finditer(v):
                         self._open_file = m.group(1)
                 for ch in file_changes(b, self._open_file):
                     self._changes.pop(ch.path, None)
                     self._changes[ch.path] = ch.text
-            elif isinstance(b, ToolResult):
-                self._fold_error(b)
+                for path in self._files.apply(b, self._open_file):
+                    self._file_changed(path)
+            elif isinstance(b, ToolResult) and (err := error_text(b)) is not None:
+                self._error = err
         if t := user_request(msg):
             self._request = t
 
-    def _fold_error(self, b: ToolResult) -> None:
-        text = "\n".join(p.text for p in b.content if isinstance(p, Text))
-        if b.is_error:
-            line = text
-        else:
-            lines = [ln for ln in text.splitlines() if ERROR_LINE_RE.search(ln)]
-            if not lines:
-                return
-            line = lines[-1]
-        words = line.split()[:SHINGLE_WORDS]
-        if words:
-            self._error = " ".join(words)
+    def _file_changed(self, path: str) -> None:
+        text = self._files.text(path)
+        new = frozenset(shingles(text))
+        old = self._file_sh.get(path, frozenset())
+        self._file_count.subtract(old - new)
+        self._file_count.update(new - old)
+        self._file_sh[path] = new
+        if new:
+            self._source(text, new, self._file_src)
+
+    def _read_source(self, s: int) -> int | None:
+        """The latest read source of shingle ``s`` (a read or the current text of a file)."""
+        if self._file_count[s] > 0:
+            return max(self._file_src[s], self._last_read.get(s, -1))
+        return self._last_read.get(s)
 
     def new_epoch(self) -> None:
         """A compaction happened: sources may be charged again."""
@@ -323,7 +284,7 @@ class FidelityTracker:
     ) -> CallFidelity:
         """The figures of ``call`` (the recorded assistant output) given what the policy sent
         (``messages`` and ``system``); ``compaction`` when the projection carried one (then the
-        probes are scored and a new re-fetch epoch starts)."""
+        probes are scored and a new re-fetch epoch starts). Read recall's misses are charged."""
         if compaction:
             self.new_epoch()
         self._view.move_to(messages)
@@ -333,23 +294,39 @@ class FidelityTracker:
         out: set[int] = set()
         for u in units(call, outputs_only=True):
             out |= shingles(u)
-        grounded = [s for s in out if s in self._seen and s not in self._fixed]
-        hits = 0
-        refetch = 0
-        for s in grounded:
-            if self._view.holds(s) or s in sys_sh:
-                hits += 1
+        grounded = read_grounded = hits = read_hits = refetch = 0
+        for s in out:
+            if s in self._fixed or s not in self._seen:
                 continue
-            at = self._last_src.get(s)
-            if at is not None and at not in self._charged:
+            held = self._view.holds(s) or s in sys_sh
+            grounded += 1
+            hits += held
+            at = self._read_source(s)
+            kind = self._read.get(s) or ("own_output" if at is None else "file_state")
+            self.grounded_by_kind[kind] += 1
+            if at is None:
+                continue
+            read_grounded += 1
+            if held:
+                read_hits += 1
+                self.read_hits_by_kind[kind] += 1
+            elif at not in self._charged:
                 self._charged.add(at)
                 src = self._sources[at]
                 if src.tokens < 0:
                     src.tokens = self._count_text(src.text)
                 refetch += src.tokens
-        result = CallFidelity(hits=hits, grounded=len(grounded), refetch_tokens=refetch)
+        result = CallFidelity(
+            hits=hits,
+            grounded=grounded,
+            read_hits=read_hits,
+            read_grounded=read_grounded,
+            refetch_tokens=refetch,
+        )
         if compaction:
-            result.probes, result.request_whole = self._probes(messages, system, sys_sh, hits, len(grounded))
+            result.probes, result.request_whole = self._probes(
+                messages, system, sys_sh, read_hits, read_grounded
+            )
         return result
 
     def _present(self, text: str, flat: str, sys_sh: set[int]) -> float:

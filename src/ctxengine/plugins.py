@@ -62,9 +62,10 @@ class EngineRegistry:
     def __init__(self) -> None:
         self._factories: dict[str, tuple[str, EngineFactory]] = {}
         self.register(ContextEngine.engine_id, ContextEngine, owner=CORE_OWNER)
-        from ctxengine.baselines import IdentifiersOnlyEngine
+        from ctxengine.baselines import IdentifiersOnlyEngine, OwnWordsOnlyEngine
 
         self.register(IdentifiersOnlyEngine.engine_id, IdentifiersOnlyEngine, owner=CORE_OWNER)
+        self.register(OwnWordsOnlyEngine.engine_id, OwnWordsOnlyEngine, owner=CORE_OWNER)
 
     def register(self, engine_id: str, factory: EngineFactory, *, owner: str) -> None:
         """Register ``factory`` as ``engine_id``. Raises ``RegistrationError`` when the id is

@@ -66,7 +66,8 @@ COLUMNS = {
         _Column(
             "rec", "rec. $", "rec. $: the recorded run's cost (a total: on the sessions that recorded one)"
         ),
-        _Column("content", "content", "content: content recall"),
+        _Column("read", "read", "read: read recall (what the agent read, still in what was sent)"),
+        _Column("content", "content", "content: content recall (its own words counted too)"),
         _Column("refs", "refs", "refs: reference recall (identifiers used that were still in context)"),
         _Column("hit", "hit", "hit: prompt-cache hit ratio"),
         _Column("pair", "pair", "pair: tool-call pairing violations"),
@@ -89,10 +90,10 @@ STACKED: tuple[Slot, ...] = (
     ("peak", "ovf"),
     ("compact", "fail"),
     ("cost", "rec"),
-    ("content", "refs"),
-    ("hit", "pair"),
-    ("pred", "delta"),
-    ("sub",),
+    ("read", "content"),
+    ("refs", "hit"),
+    ("pair", "pred"),
+    ("delta", "sub"),
 )
 """Two figures per column, two lines per row: a normal terminal (80 columns) shows every one."""
 DROP_ORDER = ("sub", "fmt", "delta", "pred", "hit", "content", "pair", "compact")
@@ -216,7 +217,7 @@ def _fmt_share(x: float | None) -> str:
 def _cells(rs: Sequence[SessionReport]) -> dict[str, str]:
     """The figures of one row, by column key. ``rec. $`` only when every session of the row
     recorded a cost (else the ``with rec. $`` total row compares both costs on those that did);
-    recall of references and content recall pooled (hits / uses, hits / grounded shingles)."""
+    recall of references, read and content recall pooled (hits / uses, hits / grounded shingles)."""
     s = [r.summary for r in rs]
     uses = sum(x.recall_uses for x in s)
     hits = sum(x.recall_hits for x in s)
@@ -225,6 +226,8 @@ def _cells(rs: Sequence[SessionReport]) -> dict[str, str]:
     sent = sum(sum(c.sent_tokens for c in r.calls) for r in rs)
     read = sum(sum(c.cache_read_tokens for c in r.calls) for r in rs)
     formats = {FORMAT_SHORT.get(r.session.format, r.session.format) for r in rs}
+    r_grounded = sum(x.read_grounded for x in s)
+    r_hits = sum(x.read_hits for x in s)
     grounded = sum(x.content_grounded for x in s)
     c_hits = sum(x.content_hits for x in s)
     complete = bool(with_rec) and len(with_rec) == len(s)
@@ -236,6 +239,7 @@ def _cells(rs: Sequence[SessionReport]) -> dict[str, str]:
         "compact": f"{sum(sum(x.compactions.values()) for x in s)} ({sum(x.compactions_free for x in s)})",
         "cost": f"{sum(x.cost_usd for x in s):.2f}",
         "rec": f"{sum(x.recorded_cost_usd or 0.0 for x in with_rec):.2f}" if complete else "–",
+        "read": _fmt_share(r_hits / r_grounded if r_grounded else None),
         "content": _fmt_share(c_hits / grounded if grounded else None),
         "refs": _fmt_share(hits / uses if uses else None),
         "hit": _fmt_share(read / sent if sent else None),

@@ -18,6 +18,7 @@ Pure apart from reading the files: it returns messages; the engine places them a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -198,11 +199,11 @@ def recent_changes(
     shown: str = "",
 ) -> list[Message]:
     """Messages re-attaching the last change of up to ``max_files`` recently modified files,
-    newest first (``fidelity.file_changes``: Edit / Write / MultiEdit / str_replace_editor /
+    newest first (``file_writes.file_changes``: Edit / Write / MultiEdit / str_replace_editor /
     apply_patch / heredoc writes), each cut to ``change_tokens`` (head kept), ``total_tokens``
     in all; a file whose last change is in the ``kept`` messages is left out (it is there), and
     so is one whose new text is already in ``shown`` (the transcript skeleton restored with it)."""
-    from ctxengine.fidelity import file_changes
+    from ctxengine.file_writes import file_changes
 
     in_tail = _calls_in(kept)
     last: dict[str, tuple[str, str, str]] = {}  # path -> (call id, tool, new text)
@@ -229,13 +230,27 @@ def recent_changes(
     return out
 
 
+_EXIT_STATUS = re.compile(
+    r"^(?:Exit code:? |Process exited with code |<returncode>)-?0*[1-9]\d*|\"exit_code\": ?[1-9]\d*",
+    re.M,
+)
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def failed(result: ToolResult, text: str) -> bool:
+    """Whether a tool result reports a failure by its structure: the harness flagged it
+    (``is_error``), a shell's non-zero exit status (Claude Code's ``Exit code N``, Codex's ``Process
+    exited with code N``, mini-swe-agent's ``<returncode>N``, an ``"exit_code": N`` field), or a
+    Python traceback. A word such as "error" in a file that was read is not a failure."""
+    return result.is_error or _EXIT_STATUS.search(text[:2_000]) is not None or _TRACEBACK in text
+
+
 def latest_error(
     history: Sequence[Message], kept: Sequence[Message], count: Callable[[str], int], *, max_tokens: int
 ) -> list[Message]:
-    """The latest failed tool result (``is_error``, or a result with an error line) with the call
-    that produced it, its head within ``max_tokens``, unless it is in the ``kept`` messages."""
-    from ctxengine.fidelity import ERROR_LINE_RE
-
+    """The latest failed tool result (``failed``: flagged ``is_error``, a non-zero exit status,
+    a Python traceback) with the call that produced it, its head within ``max_tokens``, unless
+    it is in the ``kept`` messages."""
     calls: dict[str, ToolCall] = {}
     found: tuple[ToolCall | None, ToolResult, str] | None = None
     for m in history:
@@ -244,7 +259,7 @@ def latest_error(
                 calls[b.id] = b
             elif isinstance(b, ToolResult):
                 text = result_text(b)
-                if b.is_error or ERROR_LINE_RE.search(text):
+                if failed(b, text):
                     found = (calls.get(b.call_id), b, text)
     if found is None or found[1].call_id in _calls_in(kept):
         return []
@@ -262,6 +277,7 @@ def latest_error(
 
 
 __all__ = [
+    "failed",
     "instruction_files",
     "latest_error",
     "normalize_path",

@@ -51,9 +51,14 @@ def session_row(report: SessionReport, wall: float) -> SessionRow:
         reference_recall=s.reference_recall,
         recall_hits=s.recall_hits,
         recall_uses=s.recall_uses,
+        read_recall=s.read_recall,
+        read_hits=s.read_hits,
+        read_grounded=s.read_grounded,
         content_recall=s.content_recall,
         content_hits=s.content_hits,
         content_grounded=s.content_grounded,
+        grounded_by_source=s.grounded_by_source,
+        read_hits_by_source=s.read_hits_by_source,
         probes=s.probes,
         probe_score=s.probe_score,
         requests_whole=s.requests_whole,
@@ -105,6 +110,16 @@ def summarize_rows(runner: Runner, rows: list[SessionRow], errors: list[str]) ->
     out.recall_hits = sum(r.recall_hits for r in rows)
     out.recall_uses = sum(r.recall_uses for r in rows)
     out.reference_recall = round(out.recall_hits / out.recall_uses, 4) if out.recall_uses else None
+    out.read_hits = sum(r.read_hits for r in rows)
+    out.read_grounded = sum(r.read_grounded for r in rows)
+    out.read_recall = round(out.read_hits / out.read_grounded, 4) if out.read_grounded else None
+    sources: Counter[str] = Counter()
+    hits: Counter[str] = Counter()
+    for r in rows:
+        sources.update(r.grounded_by_source)
+        hits.update(r.read_hits_by_source)
+    out.grounded_by_source = dict(sorted(sources.items()))
+    out.read_hits_by_source = dict(sorted(hits.items()))
     out.content_hits = sum(r.content_hits for r in rows)
     out.content_grounded = sum(r.content_grounded for r in rows)
     out.content_recall = round(out.content_hits / out.content_grounded, 4) if out.content_grounded else None
@@ -139,6 +154,7 @@ def compare(rows: dict[str, PolicyRow]) -> Comparison | None:
     among = [p for p in PRESETS if p in rows and rows[p].sessions]
     if d is None or not d.sessions or not among:
         return None
+    best_rr = _best([rows[p].read_recall for p in among], max)
     best_cr = _best([rows[p].content_recall for p in among], max)
     best_ps = _best([rows[p].probe_score for p in among], max)
     cheapest = _best([rows[p].cost_with_refetch_usd for p in among], min)
@@ -148,12 +164,15 @@ def compare(rows: dict[str, PolicyRow]) -> Comparison | None:
 
     return Comparison(
         among=among,
+        best_preset_read_recall=best_rr,
         best_preset_content_recall=best_cr,
         best_preset_probe_score=best_ps,
         cheapest_preset_cost_with_refetch_usd=cheapest,
+        default_read_recall=d.read_recall,
         default_content_recall=d.content_recall,
         default_probe_score=d.probe_score,
         default_cost_with_refetch_usd=d.cost_with_refetch_usd,
+        default_read_recall_highest=at_least(d.read_recall, best_rr),
         default_content_recall_highest=at_least(d.content_recall, best_cr),
         default_probe_score_highest=at_least(d.probe_score, best_ps),
         default_cost_with_refetch_lowest=cheapest is None or d.cost_with_refetch_usd <= cheapest,

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ctxengine import baselines, peers
 from ctxengine.bench.records import PRESETS, BenchResult, Comparison, PolicyRow
+from ctxengine.fidelity import PROBE_KINDS
 
 
 def _num(x: float) -> str:
@@ -19,6 +20,11 @@ def _num(x: float) -> str:
 
 def _share(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _probe_means(r: PolicyRow) -> str:
+    """Each probe's pooled mean (request / artifact / error / continuation), two digits."""
+    return "/".join(_share(r.probes[k].mean, 2) if k in r.probes else "–" for k in PROBE_KINDS)
 
 
 _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
@@ -30,8 +36,10 @@ _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
     "cost $": lambda r: f"{r.cost_usd:,.2f}",
     "+ re-fetch\n$": lambda r: f"{r.cost_with_refetch_usd:,.2f}",
     "cache\nhit": lambda r: _share(r.cache_hit_ratio),
+    "read\nrecall": lambda r: _share(r.read_recall),
     "content\nrecall": lambda r: _share(r.content_recall),
     "probe\nscore": lambda r: _share(r.probe_score),
+    "probes req/\nart/err/cont": lambda r: _probe_means(r),
     "request\nkept": lambda r: _share(r.latest_request_kept),
     "ref.\nrecall": lambda r: _share(r.reference_recall),
     "pair-\ning": lambda r: str(r.pairing_violations),
@@ -40,7 +48,8 @@ _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
 }
 # below this many columns the table is two: what was kept and what it cost, then how it ran
 WIDE_TABLE_COLUMNS = 150
-_FIDELITY: tuple[str, ...] = ("content\nrecall", "probe\nscore", "request\nkept", "ref.\nrecall")
+_FIDELITY: tuple[str, ...] = ("read\nrecall", "content\nrecall", "probe\nscore", "probes req/\nart/err/cont")
+_FIDELITY += ("request\nkept", "ref.\nrecall")
 _FIDELITY += ("cost $", "+ re-fetch\n$", "cache\nhit")
 _RUN: tuple[str, ...] = ("sessions", "peak tok\nmax", "over-\nflows", "compactions\n(of them $0)")
 _RUN += ("LLM calls\n/ tokens",)
@@ -59,7 +68,8 @@ def bench_tables(
     every figure instead of an ellipsis."""
     if width >= WIDE_TABLE_COLUMNS:
         return [bench_table(result, title, rows)]
-    return [bench_table(result, title, rows, columns=_FIDELITY), bench_table(result, "", rows, columns=_RUN)]
+    narrow = tuple(c for c in _FIDELITY if c != "probes req/\nart/err/cont")  # in the JSON: probes.*.mean
+    return [bench_table(result, title, rows, columns=narrow), bench_table(result, "", rows, columns=_RUN)]
 
 
 def bench_table(
@@ -67,7 +77,7 @@ def bench_table(
     title: str,
     rows: dict[str, PolicyRow] | None = None,
     *,
-    columns: tuple[str, ...] = (*_RUN[:5], *_FIDELITY[4:], *_FIDELITY[:4], *_RUN[5:]),
+    columns: tuple[str, ...] = (*_RUN[:5], *_FIDELITY[6:], *_FIDELITY[:6], *_RUN[5:]),
 ) -> Table:
     """One row per policy (of ``rows``, default: every session): totals, pooled fidelity figures
     (content recall, probe score, latest request kept, reference recall) and costs (``columns``:
@@ -97,8 +107,10 @@ def bench_table(
 
 
 CAPTION = (
-    "content recall: share of the 8-word runs the agent reused from earlier content that were in "
-    "what was sent (pooled); probe score: mean of the request / artifact / error / continuation "
+    "read recall: share of the 8-word runs the agent reused from what it read (user messages, tool "
+    "results, attachments, the current text of files it wrote) that were in what was sent (pooled); "
+    "content recall: the same with its own earlier output counted as a source; probe score: mean "
+    "of the request / artifact / error / continuation "
     "probes at each compaction; request kept: share of compactions with the latest user request "
     "whole; ref. recall: identifiers (a name list scores 1 here, see identifiers-only); "
     "+ re-fetch: cost plus re-reading what was missing, once per source per compaction epoch. "
@@ -125,8 +137,8 @@ def comparison_line(c: Comparison | None) -> str:
         return good if ok else f"NOT the {good}"
 
     return (
-        f"default vs {', '.join(c.among)}: content recall {c.default_content_recall} "
-        f"({word(c.default_content_recall_highest, 'highest')}; best preset {c.best_preset_content_recall}), "
+        f"default vs {', '.join(c.among)}: read recall {c.default_read_recall} "
+        f"({word(c.default_read_recall_highest, 'highest')}; best preset {c.best_preset_read_recall}), "
         f"probe score {c.default_probe_score} ({word(c.default_probe_score_highest, 'highest')}; best preset "
         f"{c.best_preset_probe_score}), cost with re-fetch ${c.default_cost_with_refetch_usd:,.2f} "
         f"({word(c.default_cost_with_refetch_lowest, 'lowest')}; cheapest preset "
@@ -135,7 +147,7 @@ def comparison_line(c: Comparison | None) -> str:
 
 
 def plot(result: BenchResult, path: Path) -> None:
-    """Content recall against the cost with re-fetches, one point per policy. Raises
+    """Read recall against the cost with re-fetches, one point per policy. Raises
     ``RuntimeError`` without matplotlib."""
     try:
         import matplotlib
@@ -146,16 +158,16 @@ def plot(result: BenchResult, path: Path) -> None:
         raise RuntimeError("--plot needs matplotlib: pip install 'ctxengine[plot]'") from exc
     fig, ax = plt.subplots(figsize=(7.5, 5))
     for name, r in result.policies.items():
-        if r.content_recall is None or not r.sessions:
+        if r.read_recall is None or not r.sessions:
             continue
         color = "tab:green" if name == "default" else "tab:blue" if name in PRESETS else "tab:gray"
-        x, y = r.cost_with_refetch_usd, r.content_recall
+        x, y = r.cost_with_refetch_usd, r.read_recall
         ax.scatter([x], [y], s=60, color=color, zorder=3)
         ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     window = f"{result.window_tokens:,}-token window" if result.window_tokens else "model windows"
-    ax.set_title(f"content recall vs cost with re-fetch, {window}", fontsize=10)
+    ax.set_title(f"read recall vs cost with re-fetch, {window}", fontsize=10)
     ax.set_xlabel("cost with re-fetch (USD, prompt-cache pricing, all sessions)")
-    ax.set_ylabel("content recall (pooled)")
+    ax.set_ylabel("read recall (pooled)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

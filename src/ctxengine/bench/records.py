@@ -46,9 +46,14 @@ class SessionRow(msgspec.Struct, kw_only=True):
     reference_recall: float | None
     recall_hits: int
     recall_uses: int
+    read_recall: float | None
+    read_hits: int
+    read_grounded: int
     content_recall: float | None
     content_hits: int
     content_grounded: int
+    grounded_by_source: dict[str, int]
+    read_hits_by_source: dict[str, int]
     probes: dict[str, ProbeStat]
     probe_score: float | None
     requests_whole: int
@@ -92,9 +97,14 @@ class PolicyRow(msgspec.Struct, kw_only=True):
     reference_recall: float | None = None  # pooled: hits / uses over every call of every session
     recall_hits: int = 0
     recall_uses: int = 0
+    read_recall: float | None = None  # the headline: pooled read hits / read-grounded shingles
+    read_hits: int = 0
+    read_grounded: int = 0
     content_recall: float | None = None  # pooled: content hits / grounded shingles over every call
     content_hits: int = 0
     content_grounded: int = 0
+    grounded_by_source: dict[str, int] = msgspec.field(default_factory=dict)  # shingles per source kind
+    read_hits_by_source: dict[str, int] = msgspec.field(default_factory=dict)  # read hits per source kind
     probes: dict[str, ProbeStat] = msgspec.field(default_factory=dict)  # pooled over compactions
     probe_score: float | None = None  # mean of the probe kinds' pooled means; None: no compaction
     latest_request_kept: float | None = None  # share of compactions with the latest request whole
@@ -113,16 +123,19 @@ class PolicyRow(msgspec.Struct, kw_only=True):
 
 
 class Comparison(msgspec.Struct, kw_only=True):
-    """``default`` against the presets on the fidelity figures: content recall and probe score
+    """``default`` against the presets on the fidelity figures: read recall and probe score
     (higher is better) and the cost with re-fetches (lower is better; what the bench ranks on)."""
 
     among: list[str]
+    best_preset_read_recall: float | None
     best_preset_content_recall: float | None
     best_preset_probe_score: float | None
     cheapest_preset_cost_with_refetch_usd: float | None
+    default_read_recall: float | None
     default_content_recall: float | None
     default_probe_score: float | None
     default_cost_with_refetch_usd: float | None
+    default_read_recall_highest: bool
     default_content_recall_highest: bool
     default_probe_score_highest: bool
     default_cost_with_refetch_lowest: bool

@@ -144,6 +144,8 @@ class _Replay:
                 recall_hits=recall.hits,
                 recall_uses=recall.uses,
                 forgotten=recall.forgotten,
+                read_hits=fid.read_hits,
+                read_grounded=fid.read_grounded,
                 content_hits=fid.hits,
                 content_grounded=fid.grounded,
                 refetch_tokens=fid.refetch_tokens,

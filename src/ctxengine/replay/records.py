@@ -83,9 +83,11 @@ class CallRecord(msgspec.Struct, kw_only=True):
     recall_hits: int
     recall_uses: int
     forgotten: list[str]  # identifiers used at this call, seen earlier, absent from what was sent
+    read_hits: int  # read-grounded shingles of this call's output present in what was sent
+    read_grounded: int  # shingles of its output that occurred earlier in what the agent read
     content_hits: int  # grounded shingles of this call's output present in what was sent
     content_grounded: int  # shingles of this call's output that occurred earlier in the session
-    refetch_tokens: int  # sources charged at this call for the grounded shingles missing
+    refetch_tokens: int  # sources charged at this call for the read-grounded shingles missing
     probes: dict[str, float] | None  # after a compaction: kind -> score (``fidelity``)
     events: list[dict[str, Any]]
 
@@ -118,9 +120,14 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     reference_recall: float | None
     recall_hits: int
     recall_uses: int
+    read_recall: float | None  # pooled over calls: read_hits / read_grounded (the headline)
+    read_hits: int
+    read_grounded: int
     content_recall: float | None  # pooled over calls: content_hits / content_grounded
     content_hits: int
     content_grounded: int
+    grounded_by_source: dict[str, int]  # grounded shingles by the kind of their latest source
+    read_hits_by_source: dict[str, int]  # read recall's hits by the same kinds
     refetch_tokens: int
     refetch_cost_usd: float  # refetch_tokens at the model's uncached input price
     cost_with_refetch_usd: float  # cost_usd + refetch_cost_usd

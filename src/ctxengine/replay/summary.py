@@ -96,11 +96,13 @@ def event_figures(all_events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def call_figures(calls: list[CallRecord]) -> dict[str, Any]:
     """The figures summed over the call records: peak, overflows, cache breaks and hit ratio,
-    reference and content recall (pooled), and the probes per kind."""
+    reference, read and content recall (pooled), and the probes per kind."""
     read = sum(c.cache_read_tokens for c in calls)
     sent_total = sum(c.sent_tokens for c in calls)
     total_hits = sum(c.recall_hits for c in calls)
     total_uses = sum(c.recall_uses for c in calls)
+    r_hits = sum(c.read_hits for c in calls)
+    r_grounded = sum(c.read_grounded for c in calls)
     c_hits = sum(c.content_hits for c in calls)
     c_grounded = sum(c.content_grounded for c in calls)
     probes = {k: ProbeStat() for k in PROBE_KINDS}
@@ -115,6 +117,9 @@ def call_figures(calls: list[CallRecord]) -> dict[str, Any]:
         "reference_recall": round(total_hits / total_uses, 4) if total_uses else None,
         "recall_hits": total_hits,
         "recall_uses": total_uses,
+        "read_recall": round(r_hits / r_grounded, 4) if r_grounded else None,
+        "read_hits": r_hits,
+        "read_grounded": r_grounded,
         "content_recall": round(c_hits / c_grounded, 4) if c_grounded else None,
         "content_hits": c_hits,
         "content_grounded": c_grounded,
@@ -173,6 +178,8 @@ def summarize_session(
         latest_request_kept=round(fm.requests_whole / fm.requests_probed, 4) if fm.requests_probed else None,
         requests_whole=fm.requests_whole,
         requests_probed=fm.requests_probed,
+        grounded_by_source=dict(sorted(fm.tracker.grounded_by_kind.items())),
+        read_hits_by_source=dict(sorted(fm.tracker.read_hits_by_kind.items())),
         pairing_violations=violations,
         malformed_records=len(session.malformed),
         skipped_records=dict(session.skipped),
