@@ -1,6 +1,7 @@
 """Policies the tests share.
 
-``PRE_SKELETON`` is ``default`` as issue 8's first re-tuning left it (restore by content: the
+``PRE_SKELETON`` is ``default`` as issue 8's first re-tuning left it (Claude Code's 20,000 + 13,000
+compaction reserves; restore by content: the
 5 most recent files, the last changes and the latest error; a 3% identifier index in append-only
 segments; no transcript skeleton). The restore, summary and LLM-compaction tests were written
 for its mechanisms.
@@ -28,7 +29,7 @@ from ctxengine.policy import (
 )
 
 PRE_SKELETON = DEFAULT.with_(
-    DEFAULT.settings(CompactionSettings).with_(at_share=0.6),
+    DEFAULT.settings(CompactionSettings).with_(at_share=0.6, reserve_output=20_000, buffer=13_000),
     DEFAULT.settings(SessionMemory).with_(
         keep_min_tokens=10_000,
         keep_min_share=0.25,

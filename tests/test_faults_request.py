@@ -229,7 +229,7 @@ def test_a_compaction_is_measured_on_one_basis_when_the_provider_counts_differen
     freeing what it frees. The ledger dropped that offset at the compaction, so the prediction
     after it was 3,000 tokens over the provider's count (a small compaction read as growth)."""
     request = "Implement the following spec exactly.\n" + words(1_400, 3)
-    e = make(window=64_000, fixed=20_000, off=(SessionMemory,))
+    e = make(window=48_000, fixed=20_000, off=(SessionMemory,))
     events = []
     off_by = []
     for m in session(request, rounds=60, result_words=300):
@@ -604,7 +604,7 @@ def test_a_request_shown_with_its_offloaded_attachment_is_kept_and_quoted_once(p
     msgs.append(Message("assistant", (Text("Profiling done."),), "b0", timestamp=T0 + 400, model=MODEL))
     spec = Document("text/plain", words(20_000, 3), title="spec.txt")
     msgs.append(Message("user", (Text(request), spec), "ureq", timestamp=T0 + 401))
-    msgs += _bash_rounds(6, "s", "impl", "cat part", T0 + 410, 500, 500)
+    msgs += _bash_rounds(14, "s", "impl", "cat part", T0 + 410, 500, 500)
     msgs.append(Message("assistant", (Text("done"),), "a-end", timestamp=T0 + 500, model=MODEL))
     engine = make(policy, window=32_000)
     at = next(i for i, m in enumerate(msgs) if m.id == "ureq")

@@ -162,7 +162,7 @@ def drive(path: Path, window: int) -> list[tuple[list[str], list[Message]]]:
 
 def test_real_codex_session_restores_shell_reads_and_keeps_skeleton_segments_cached() -> None:
     path = next(CODEX.glob("codex_gpt-5.2-codex_cli-0.98_*.jsonl"))
-    found = drive(path, 64_000)
+    found = drive(path, 40_000)
     assert len(found) >= 2
     restored = [i for ids, _ in found for i in ids]
     # files read with sed -n / nl -ba come back as files

@@ -84,7 +84,14 @@ DEFAULT = Policy.compose(
     IdleClear(),
     CacheClear(trigger=0.4, target=0.25),
     OverflowGuard(),
-    CompactionSettings(at_share=0.55, cold_at_share=0.1, min_gain=0.1, keep_recent_tokens=10_000),
+    CompactionSettings(
+        reserve_output=8_000,
+        buffer=6_000,
+        at_share=0.75,
+        cold_at_share=0.1,
+        min_gain=0.1,
+        keep_recent_tokens=10_000,
+    ),
     SessionNotes(max_share=0.01),
     SessionMemory(
         keep_min_tokens=3_000,
@@ -112,7 +119,8 @@ DEFAULT = Policy.compose(
     name="default",
     shares_of_free_window=True,
 )
-"""Ours, tuned for *content* and cost on the tuning half of the shared transcripts
+"""Ours, tuned for *read recall* (what the agent read and the current text of the files it wrote,
+``ctxengine.fidelity``), the probes and cost on the tuning half of the shared transcripts
 (``bench.held_out``) at 64,000 and 200,000 tokens.
 
 Every share is a share of the *free* window (the window minus system prompt and tool
@@ -125,9 +133,11 @@ the window or two fifths of it:
   pages them back with ``retrieve``; a
   ``preview_share`` of 0.6% of the free window saves 1% more at 64,000 but leaves small windows
   with 300-character previews, so it is off);
-- session notes are kept in the background ($0); above 55% of the free window (Claude Code's
-  window - min(max output, 20,000) - 13,000 when lower) and when it frees at least 20% of it, the
-  notes (cut to 1% of the free window) become the summary (session-memory compaction, $0);
+- session notes are kept in the background ($0); above 75% of the free window (window -
+  min(max output, 8,000) - 6,000 when lower: room for a response the size models really write, not
+  Claude Code's 20,000 + 13,000, which at 64,000 compacted at half the window and threw away the
+  files the agent had just read) and when it frees at least 20% of it, the notes (cut to 1% of the
+  free window) become the summary (session-memory compaction, $0);
 - that compaction keeps only the newest 4-8% of the free window verbatim (at least 3,000 tokens where a safe
   cut allows) and re-attaches what the agent re-uses, by content: the *transcript skeleton*
   (``ctxengine.skeleton``: the user's and the agent's own words, every tool-call input verbatim, tool
