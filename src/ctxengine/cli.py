@@ -153,9 +153,9 @@ def newest_user_session() -> Path | None:
 
 
 POLICY_HELP = (
-    f"Policy: ours ({', '.join(BUILTIN)}), a harness preset ({', '.join(presets())}) or the baseline "
-    "identifiers-only (an engine: the latest request and every identifier seen); --policy-file for "
-    "your own."
+    f"Policy: ours ({', '.join(BUILTIN)}), a harness preset ({', '.join(presets())}) or a baseline "
+    "(identifiers-only: the latest request and every identifier seen; own-words-only: the latest "
+    "request and the agent's own earlier words); --policy-file for your own."
 )
 
 

@@ -1,9 +1,9 @@
 """The transcript skeleton restored after a compaction: the agent's own words, verbatim.
 
-Ours. A summary keeps what happened; what the agent re-uses after a compaction is mostly what
-it wrote itself: on the shared transcripts about 70% of the 8-word runs an agent repeats come
-from its own tool-call inputs (the files it wrote, the commands it ran, the edits it made) and
-its text, while tool results hold most tokens but are re-used little. So after the summary the
+Ours. A summary keeps what happened; the skeleton keeps the agent's own tool-call inputs, among
+them the current text of the files it wrote (on the shared transcripts 43% of the 8-word runs an
+agent re-uses are in a file it wrote, which read recall counts; its past commands and prose,
+which it can write again, are not counted there: ``ctxengine.fidelity``). So after the summary the
 compaction re-attaches, newest first within a token budget, the user's messages and the
 assistant's text and tool-call inputs from before the cut, each block as it was written (cut
 to its head when long), with every tool result left out (the call says how to get it again).
