@@ -1,7 +1,7 @@
 """Policies the tests share.
 
 ``PRE_SKELETON`` is ``default`` as issue 8's first re-tuning left it (Claude Code's 20,000 + 13,000
-compaction reserves; restore by content: the
+compaction reserves; no pinned rules or file ledger; restore by content: the
 5 most recent files, the last changes and the latest error; a 3% identifier index in append-only
 segments; no transcript skeleton). The restore, summary and LLM-compaction tests were written
 for its mechanisms.
@@ -47,6 +47,8 @@ PRE_SKELETON = DEFAULT.with_(
         change_share=0.05,
         shell_reads=False,
         skeleton_tokens=0,
+        rules_tokens=0,
+        ledger_tokens=0,
     ),
 )
 

@@ -330,7 +330,11 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
             summarized (a second compaction otherwise forgets the first's files).
         changes: ours: the last change (new text) of this many modified files ...
         change_tokens: ... tokens each at most.
-        error_tokens: ours: tokens of the latest error with its call (0: off).
+        error_tokens: ours: tokens of the latest error with its call (0: off); pinned: carried by
+            every compaction whatever room is left (``compaction.pinned``).
+        rules_tokens: ours: tokens of the user's standing rules and corrections, verbatim, pinned
+            (``rules``; 0: off).
+        ledger_tokens: ours: tokens of the file ledger, pinned (``file_ledger``; 0: off).
         shell_reads: ours: whether files printed by cat / sed -n / nl count as read.
         skeleton_tokens: ours: the transcript skeleton (``ctxengine.skeleton``): the user's and
             the agent's own words from before the cut, newest first within this many tokens
@@ -360,6 +364,8 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
         "changes": "restore_changes",
         "change_tokens": "restore_change_tokens",
         "error_tokens": "restore_error_tokens",
+        "rules_tokens": "restore_rules_tokens",
+        "ledger_tokens": "restore_ledger_tokens",
         "shell_reads": "restore_shell_reads",
         "skeleton_tokens": "restore_skeleton_tokens",
         "skeleton_block_tokens": "restore_skeleton_block_tokens",
@@ -383,6 +389,8 @@ class Restore(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
     changes: int = 0
     change_tokens: int = 4_000
     error_tokens: int = 0
+    rules_tokens: int = 0
+    ledger_tokens: int = 0
     shell_reads: bool = False
     skeleton_tokens: int = 0
     skeleton_block_tokens: int = 1_000

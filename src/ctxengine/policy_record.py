@@ -173,6 +173,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     restore_changes: int = 0
     restore_change_tokens: int = 4_000
     restore_error_tokens: int = 0
+    restore_rules_tokens: int = 0
+    restore_ledger_tokens: int = 0
     restore_shell_reads: bool = False
     restore_skeleton_tokens: int = 0
     restore_skeleton_block_tokens: int = 1_000
@@ -401,6 +403,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             ("restore_total_tokens", RESTORE_MAX_SHARE),
             ("restore_skeleton_tokens", RESTORE_MAX_SHARE),
             ("restore_room_tokens", RESTORE_MAX_SHARE),
+            ("restore_rules_tokens", RESTORE_MAX_SHARE / 2),
+            ("restore_ledger_tokens", RESTORE_MAX_SHARE / 2),
         ):
             out[name] = min(self._resolved(changes, name), max(1, int(free * share)))
         preview = min(

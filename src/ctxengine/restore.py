@@ -18,7 +18,6 @@ Pure apart from reading the files: it returns messages; the engine places them a
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from ctxengine.identifiers import normalize_path
 from ctxengine.layers.base import result_text
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
 from ctxengine.summary_state import READ_TOOLS, _tool_paths
+from ctxengine.tool_failures import failed
 
 RESTORE_MAX_FILES = 5
 RESTORE_FILE_TOKENS = 5_000
@@ -184,6 +184,15 @@ def instruction_files(workspace: Path | None, names: Sequence[str]) -> list[Mess
     ]
 
 
+def _shown_whole(call_id: str, text: str, kept: Sequence[Message]) -> bool:
+    """Whether a kept message holds the result of ``call_id`` with its whole ``text``."""
+    return any(
+        isinstance(b, ToolResult) and b.call_id == call_id and result_text(b) == text
+        for m in kept
+        for b in m.blocks
+    )
+
+
 def _calls_in(messages: Sequence[Message]) -> set[str]:
     return {b.id for m in messages for b in m.blocks if isinstance(b, ToolCall)}
 
@@ -230,27 +239,13 @@ def recent_changes(
     return out
 
 
-_EXIT_STATUS = re.compile(
-    r"^(?:Exit code:? |Process exited with code |<returncode>)-?0*[1-9]\d*|\"exit_code\": ?[1-9]\d*",
-    re.M,
-)
-_TRACEBACK = "Traceback (most recent call last):"
-
-
-def failed(result: ToolResult, text: str) -> bool:
-    """Whether a tool result reports a failure by its structure: the harness flagged it
-    (``is_error``), a shell's non-zero exit status (Claude Code's ``Exit code N``, Codex's ``Process
-    exited with code N``, mini-swe-agent's ``<returncode>N``, an ``"exit_code": N`` field), or a
-    Python traceback. A word such as "error" in a file that was read is not a failure."""
-    return result.is_error or _EXIT_STATUS.search(text[:2_000]) is not None or _TRACEBACK in text
-
-
 def latest_error(
     history: Sequence[Message], kept: Sequence[Message], count: Callable[[str], int], *, max_tokens: int
 ) -> list[Message]:
-    """The latest failed tool result (``failed``: flagged ``is_error``, a non-zero exit status,
-    a Python traceback) with the call that produced it, its head within ``max_tokens``, unless
-    it is in the ``kept`` messages."""
+    """The latest failed tool result of ``history`` (``failed``: flagged ``is_error``, a non-zero
+    exit status, a Python traceback) with the call that produced it, within ``max_tokens`` (its
+    head and its tail, where a traceback names the exception, when it is long), unless the ``kept``
+    messages show it whole (a kept result cut to a preview or cleared is restored all the same)."""
     calls: dict[str, ToolCall] = {}
     found: tuple[ToolCall | None, ToolResult, str] | None = None
     for m in history:
@@ -261,7 +256,7 @@ def latest_error(
                 text = result_text(b)
                 if failed(b, text):
                     found = (calls.get(b.call_id), b, text)
-    if found is None or found[1].call_id in _calls_in(kept):
+    if found is None or _shown_whole(found[1].call_id, found[2], kept):
         return []
     call, result, text = found
     what = "unknown call"
@@ -270,6 +265,9 @@ def latest_error(
             call.name + " " + (call.input if isinstance(call.input, str) else json.dumps(call.input))[:1_000]
         )
     header = f"[Restored after compaction] The latest error came from: {what}\nIts output"
+    if count(text) > max_tokens // 2:  # long: its head and its tail (a traceback ends with the exception)
+        half = max(200, max_tokens * 2)  # chars, ~half the budget each side
+        text = text[:half] + "\n[...]\n" + text[-half:] if len(text) > 2 * half else text
     msg = _fit_text(header, " [cut]", ":\n", text, max_tokens, count)
     if msg is None:
         return []
@@ -277,7 +275,6 @@ def latest_error(
 
 
 __all__ = [
-    "failed",
     "instruction_files",
     "latest_error",
     "normalize_path",

@@ -27,6 +27,7 @@ from ctxengine.audit import user_request
 from ctxengine.compaction.audit import SKIPPED_LAYER, grows, record_quality, retry
 from ctxengine.compaction.breaker import Breaker
 from ctxengine.compaction.notes import SessionNotes
+from ctxengine.compaction.pinned import PinnedFacts, pinned_messages
 from ctxengine.compaction.plan import CompactionPlan, cache_cold, history_cut, plan_compaction
 from ctxengine.compaction.records import Compaction, CompactionFailed, SummaryCall
 from ctxengine.compaction.restore import fit, place, skeleton_lead, working_set
@@ -88,12 +89,12 @@ class Compactor(SessionNotes):
         self._restored: dict[tuple[str, str], Message] = {}
         # the transcript skeleton's segments (``restore_skeleton_tokens``) and the history index
         # they cover up to; a compaction's new segments wait in ``_pending_skeleton`` for ``commit``
+        self.pinned = PinnedFacts()  # the rules and the file ledger (``compaction.pinned``)
         self._skeleton: tuple[Segment, ...] = ()
         self._skeleton_upto = 0
         self._pending_skeleton: tuple[list[Segment], int] | None = None
-        # the newest user-typed request of the whole history and its message id (``on_ingest``):
-        # once a compaction has summarized it away the view no longer holds it as a user message,
-        # so every later compaction must take it from here
+        # the newest user-typed request and its message id (``on_ingest``): once summarized away the
+        # view no longer holds it as a user message, so every later compaction takes it from here
         self.latest_request: tuple[str, str] | None = None
         self._skipped_at: int | None = None  # the context when a compaction was skipped (``audit.retry``)
 
@@ -110,6 +111,7 @@ class Compactor(SessionNotes):
     def on_ingest(self, msg: Message) -> None:
         """Count a new message's tool calls toward the notes cadence; keep the latest request."""
         self.cadence.tool_calls_since += len(msg.tool_calls)
+        self.pinned.observe(msg)
         if text := user_request(msg):
             self.latest_request = (text, msg.id)
 
@@ -422,17 +424,16 @@ class Compactor(SessionNotes):
             notes_facts=self.notes.facts,
             state=state,
         )
-        # a file restored again with the same content is the same message: the prompt cache
-        # (compared by identity, as for every unchanged message) keeps serving it
+        # restored again with the same content: the same message, which the prompt cache keeps serving
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
-        # no compaction leaves the context larger than before it, nor an automatic one over the
-        # threshold less the room it must leave to grow (else the next call would compact again;
-        # a forced one may end above it): what is restored fits (in order; the rest is named)
+        # no compaction leaves the context larger than before it, nor an automatic one over the threshold
+        # less the room it must leave to grow (a forced one may): what is restored fits, the rest named
         limit = cut.event.tokens_before - 1
         limit = limit if force else min(limit, plan.threshold - Restore.of(p).room_tokens)
         room = limit - cut.event.tokens_after
         counted = self._counted(ctx)
-        lead_tokens, restored, skipped = fit(lead, restored, room, counted)
+        pinned = pinned_messages(p, self.pinned, history, kept, self.count_text)
+        lead_tokens, restored, skipped = fit(lead, restored, room, counted, pinned)
         restored_tokens = place(cut, lead, restored, lead_tokens, skipped, counted)
         record_quality(cut, kept)
         cut.event.details["restored"] = [m.id for m, _ in lead] + [m.id for m in restored]

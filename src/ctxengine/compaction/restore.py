@@ -75,7 +75,8 @@ def working_set(
         state: the structured-summary facts after this compaction.
 
     Returns:
-        The messages: recent changes, latest error, recent files, instruction files, todos.
+        The messages: recent changes, recent files, instruction files, todos (the latest error
+        is pinned: ``compaction.pinned``).
     """
     r = Restore.of(p)
     restored: list[Message] = []
@@ -90,8 +91,6 @@ def working_set(
             shown=shown,
         )
     used = sum(count(m.text()) for m in restored)
-    if r.error_tokens > 0:
-        restored += restore.latest_error(before_cut, kept, count, max_tokens=r.error_tokens)
     if r.files > 0:
         restored += restore.recent_files(
             before_cut,
@@ -112,18 +111,24 @@ def working_set(
 
 
 def fit(
-    lead: list[Segment], restored: list[Message], room: int, count: Callable[[str], int]
+    lead: list[Segment],
+    restored: list[Message],
+    room: int,
+    count: Callable[[str], int],
+    pinned: Sequence[Message] = (),
 ) -> tuple[int, list[Message], list[str]]:
-    """Fit the skeleton ``lead`` and the ``restored`` messages in ``room`` tokens: the oldest
-    segments give way first (popped from ``lead`` in place), then each restore message fits or is
-    skipped, in order. Returns the lead's tokens, the messages that fit and the ids skipped."""
+    """Fit the skeleton ``lead`` and the ``restored`` messages in ``room`` tokens after the
+    ``pinned`` ones, which always stay (first among the restored): the oldest segments give way
+    first (popped from ``lead`` in place), then each restore message fits or is skipped, in order.
+    Returns the lead's tokens, the messages kept (pinned first) and the ids skipped."""
+    room -= sum(count(m.text()) for m in pinned)
     sizes = [count(m.text()) for m, _ in lead]  # on ``count``'s basis (the context's calibration)
     while lead and sum(sizes) > room:  # the oldest segments give way first
         lead.pop(0)  # (the pending segments are this same list)
         sizes.pop(0)
     lead_tokens = sum(sizes)
     room -= lead_tokens
-    fitting: list[Message] = []
+    fitting: list[Message] = list(pinned)
     skipped: list[str] = []
     for m in restored:
         t = count(m.text())

@@ -1,12 +1,15 @@
 """Shared mechanics of the two clearing layers: pick old tool results, newest kept, and replace
-them by placeholders. Each layer decides *when*; this module decides *what*."""
+them by placeholders. Each layer decides *when*; this module decides *what*. A policy that pins
+the latest failure (``Restore.error_tokens``) never clears it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ctxengine.compaction_settings import Restore
 from ctxengine.layers.base import LayerContext, cleared_result, result_key, result_text
 from ctxengine.messages import ToolResult
+from ctxengine.tool_failures import failed
 
 AT_LEAST_MARGIN = 1.05  # the minimum is checked with a margin: per-message overhead is not in the estimate
 
@@ -22,17 +25,26 @@ def clearable(ctx: LayerContext, keep_recent: int, min_tokens: int) -> Iterator[
         (i, r) for i, m in enumerate(ctx.view) if m.role == "user" for r in m.tool_results
     ]
     cutoff = len(positions) - keep_recent
+    pinned = _latest_failure(ctx, positions[:cutoff])
     for n, (i, r) in enumerate(positions):
         if n >= cutoff:
             break
         msg = ctx.view[i]
         key = result_key(msg.id, r.call_id)
-        if key in ctx.frozen:
+        if key in ctx.frozen or r.call_id == pinned:
             continue
         share = ctx.tokens[i] // max(1, len(msg.tool_results))
         if share < min_tokens:
             continue
         yield key, r, share
+
+
+def _latest_failure(ctx: LayerContext, positions: list[tuple[int, ToolResult]]) -> str:
+    """The call id of the newest failed result among ``positions`` when the policy pins the latest
+    failure (``Restore.error_tokens``: it is what the agent is working on, never cleared); ""."""
+    if Restore.of(ctx.policy).error_tokens <= 0:
+        return ""
+    return next((r.call_id for _, r in reversed(positions) if failed(r, result_text(r))), "")
 
 
 def clear_batch(
