@@ -24,6 +24,7 @@ EXPECTED_TOOLS = {
     "glob",
     "search",
     "retrieve",
+    "expand",
     "open_files",
     "close_files",
     "instructions",

@@ -1,6 +1,6 @@
-"""Every agent tool in one ``ToolExecutor``: read, grep, glob, retrieve, search, open_files,
-close_files and instructions, bound to one workspace (and one session's store for retrieve and
-search).
+"""Every agent tool in one ``ToolExecutor``: read, grep, glob, retrieve, expand, search,
+open_files, close_files and instructions, bound to one workspace (and one session's store for
+retrieve, expand and search).
 
 ``default_executor(root)`` is what the MCP server and an embedding agent loop use. ``build_tools``
 returns the same executor plus the stateful parts an engine needs to reach:
@@ -27,6 +27,7 @@ from ctxengine.store.base import SessionStore
 from ctxengine.store.sqlite import SQLiteStore
 from ctxengine.tokens.counter import TokenCounter
 from ctxengine.tools import bootstrap as bootstrap_tools
+from ctxengine.tools import expand as expand_tools
 from ctxengine.tools import grep as grep_tools
 from ctxengine.tools import read as read_tools
 from ctxengine.tools import retrieve as retrieve_tools
@@ -136,6 +137,8 @@ def build_tools(
     for spec in grep_tools.specs(ws_root):
         executor.register(spec)
     for spec in retrieve_tools.specs(the_store, sid, counter):
+        executor.register(spec)
+    for spec in expand_tools.specs(the_store, sid):
         executor.register(spec)
     for spec in search_tools.specs(box.search_index, artifacts=True, semantic=embedder is not None):
         executor.register(spec)
