@@ -101,12 +101,12 @@ def test_probes_at_a_compaction() -> None:
     t.observe(call(1, "Edit", {"file_path": "p.py", "old_string": "x", "new_string": change}))
     t.observe(result(1, "ok"))
     t.observe(result(2, ERROR + "\nmore output", is_error=True))
-    everything = [user(request, 0), user(change, 1), user(ERROR, 2)]
+    everything = [user(request, 0), user(change, 1), user(ERROR, 2), user("p.py was edited", 3)]
     f = t.measure(call(3, "Bash", {"command": "pytest"}), everything, "", compaction=True)
-    assert f.probes == {"request": 1.0, "artifact": 1.0, "error": 1.0}
+    assert f.probes == {"request": 1.0, "artifact": 1.0, "error": 1.0, "files": 1.0}
     assert f.request_whole is True
     nothing = t.measure(call(4, "Bash", {"command": "pytest"}), [user("summary", 3)], "", compaction=True)
-    assert nothing.probes == {"request": 0.0, "artifact": 0.0, "error": 0.0}
+    assert nothing.probes == {"request": 0.0, "artifact": 0.0, "error": 0.0, "files": 0.0}
     assert nothing.request_whole is False
     assert t.measure(call(5, "Bash", {"command": "ls"}), [], "", compaction=False).probes is None
 
@@ -240,12 +240,13 @@ def test_recorded_compactions_match_the_shared_anchor_script() -> None:
 
 
 def test_probe_kinds_are_reported_per_session() -> None:
-    assert fidelity.PROBE_KINDS == ("request", "artifact", "error", "continuation")
+    assert fidelity.PROBE_KINDS == ("request", "artifact", "error", "continuation", "rules", "files")
     path = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
     (session,) = load_path(Path(path))
     s = replay_session(session, get_policy("default"), window=64_000).summary
     assert s.probe_compactions > 0
     assert set(s.probes) == set(fidelity.PROBE_KINDS)
+    assert s.probes["files"].n > 0 and s.probes["error"].n > 0
     assert s.probe_score is not None and 0 <= s.probe_score <= 1
     assert s.latest_request_kept is not None
 
@@ -315,3 +316,31 @@ def test_read_recall_on_a_real_session_none_keeps_all_own_words_only_little(tran
     assert own.read_recall is not None and default.read_recall is not None
     assert own.read_recall < 0.5 < default.read_recall  # its own words do not carry what it read
     assert set(none.grounded_by_source) <= {"user", "attachment", "tool_result", "file_state", "own_output"}
+
+
+def test_the_rules_probe_counts_the_standing_rules_and_not_what_a_correction_replaced() -> None:
+    t = FidelityTracker("", len)
+    rule = "Always run the tests with `make test-fast`, never with plain pytest."
+    fix = "Correction: from now on run the tests with `make test-all`; `make test-fast` skips the slow suite."
+    t.observe(user(rule, 0))
+    kept = t.measure(call(1, "Bash", {"command": "ls"}), [user(rule, 0)], "", compaction=True)
+    assert kept.probes is not None and kept.probes["rules"] == 1.0
+    t.observe(user(fix, 1))
+    old_only = t.measure(call(2, "Bash", {"command": "ls"}), [user(rule, 0)], "", compaction=True)
+    assert old_only.probes is not None and old_only.probes["rules"] == 0.0  # the rule no longer stands
+    both = t.measure(call(3, "Bash", {"command": "ls"}), [user(fix, 1)], "", compaction=True)
+    assert both.probes is not None and both.probes["rules"] == 1.0
+
+
+def test_the_files_probe_wants_the_path_with_its_last_action() -> None:
+    t = FidelityTracker("", len)
+    t.observe(call(1, "Read", {"file_path": "C:\\src\\a.py"}))
+    t.observe(call(2, "Write", {"file_path": "/b.py", "content": "x = 1"}))
+    t.observe(call(3, "Bash", {"command": "rm old.txt"}))
+    shown = [user("read C:/src/a.py earlier; created /b.py; deleted old.txt", 0)]
+    f = t.measure(call(4, "Bash", {"command": "ls"}), shown, "", compaction=True)
+    assert f.probes is not None and f.probes["files"] == 1.0  # either slash, any harness's words
+    names_only = t.measure(
+        call(5, "Bash", {"command": "ls"}), [user("C:/src/a.py /b.py old.txt", 0)], "", compaction=True
+    )
+    assert names_only.probes is not None and names_only.probes["files"] == 0.0

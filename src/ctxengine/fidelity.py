@@ -14,7 +14,10 @@ use was still in what the policy sent, not whether its names were.
   compression, Dec 2025, made exact): *request* (the latest user request whole in the context:
   1.0, else the share of its shingles present), *artifact* (per file modified so far, the share of
   the shingles of its last change present; mean over files), *error* (the first 8 words of the
-  latest error present) and *continuation* (content recall at that call).
+  latest failure present: by structure, ``error_text``), *continuation* (read recall at that
+  call), *rules* (the share of the user's standing rules and corrections so far, found by
+  ``ctxengine.rules``, present verbatim) and *files* (the share of touched files whose path and
+  last action a line of the context states: ``fidelity_files.FileTrail``).
 - **Re-fetch cost.** Each grounded shingle missing at a call would have to be fetched again from
   its most recent earlier source (a tool result, or any block that held it); a source is charged
   its tokens once per compaction epoch (the calls between two compactions), at the model's
@@ -33,13 +36,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import msgspec
 
 from ctxengine.audit import user_request
-from ctxengine.fidelity_files import FileStates
+from ctxengine.fidelity_files import FileStates, FileTrail
 from ctxengine.file_writes import SWE_OPEN_RE, file_changes, input_strings
 from ctxengine.messages import Block, Message, Text, ToolCall, ToolResult
+from ctxengine.rules import RuleBook
 from ctxengine.view_counts import ViewCounts
 
 SHINGLE_WORDS = 8
-PROBE_KINDS = ("request", "artifact", "error", "continuation")
+PROBE_KINDS = ("request", "artifact", "error", "continuation", "rules", "files")
 # ------------------------------------------------------------------ reading text
 
 
@@ -77,6 +81,19 @@ def _block_units(b: Block) -> Iterator[str]:
         for p in b.content:
             if isinstance(p, Text):
                 yield p.text
+
+
+def _lines(system: str, messages: Sequence[Message]) -> list[str]:
+    """The context as lines for the files probe: text lines, and each tool call as one line of
+    its name and input strings."""
+    out = system.splitlines()
+    for m in messages:
+        for b in m.blocks:
+            if isinstance(b, ToolCall):
+                out.append(" ".join([b.name, *input_strings(b.input)]).replace("\n", " "))
+            else:
+                out += [ln for u in _block_units(b) for ln in u.splitlines()]
+    return out
 
 
 def _read_kind(msg: Message, b: Block) -> str:
@@ -190,6 +207,8 @@ class FidelityTracker:
         self._read: dict[int, str] = {}  # shingle -> kind of its latest read source
         self._last_read: dict[int, int] = {}  # shingle -> index of its latest read source
         self._files = FileStates()
+        self._trail = FileTrail()  # the files probe: each touched file's last action
+        self._rules = RuleBook()  # the rules probe: the user's standing rules (``ctxengine.rules``)
         self._file_sh: dict[str, frozenset[int]] = {}  # path -> shingles of its current text
         self._file_count: Counter[int] = Counter()  # shingle -> current files holding it
         self._file_src: dict[int, int] = {}  # shingle -> index of the latest file text holding it
@@ -250,12 +269,15 @@ class FidelityTracker:
                 for ch in file_changes(b, self._open_file):
                     self._changes.pop(ch.path, None)
                     self._changes[ch.path] = ch.text
-                for path in self._files.apply(b, self._open_file):
+                changed = self._files.apply(b, self._open_file)
+                for path in changed:
                     self._file_changed(path)
+                self._trail.observe(b, changed)
             elif isinstance(b, ToolResult) and (err := error_text(b)) is not None:
                 self._error = err
         if t := user_request(msg):
             self._request = t
+            self._rules.add_text(t)
 
     def _file_changed(self, path: str) -> None:
         text = self._files.text(path)
@@ -352,6 +374,11 @@ class FidelityTracker:
             probes["error"] = 1.0 if normalized(self._error) in flat else 0.0
         if grounded:
             probes["continuation"] = round(hits / grounded, 4)
+        if self._rules.rules:
+            kept = sum(normalized(r.text) in flat for r in self._rules.rules)
+            probes["rules"] = round(kept / len(self._rules.rules), 4)
+        if (files := self._trail.score(_lines(system, messages))) is not None:
+            probes["files"] = files
         return probes, whole
 
 

@@ -134,4 +134,59 @@ class FileStates:
         return changed
 
 
-__all__ = ["FileStates"]
+# ------------------------------------------------------------------ the files probe
+
+_READ_TOOLS = frozenset({"read", "read_file", "view", "open", "notebookread"})
+_VERBS = {  # what a line must say, beside the path, to tell the action
+    "read": ("read", "view", "cat ", "sed -n", "head ", "tail ", "nl ", "open"),
+    "edited": ("edit", "patch", "replace", "str_replace", "updat", "modif", "chang", "insert"),
+    "created": ("creat", "writ", "wrote", "add file", "new file"),
+    "deleted": ("delet", "remov", "rm "),
+}
+
+
+class FileTrail:
+    """The evaluation's trail of touched files: each path's last action (``read``, ``created``,
+    ``edited``, ``deleted``), from the read tools' paths and ``FileStates``' changes."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, str] = {}
+
+    def observe(self, call: ToolCall, changed: list[str]) -> None:
+        """Fold one tool call (``changed``: the paths ``FileStates.apply`` changed for it)."""
+        inp = call.input
+        if call.name.lower() in _READ_TOOLS and isinstance(inp, dict) and (path := _path(inp)):
+            self.last.setdefault(path, "read")
+            if self.last[path] == "read":
+                self.last.pop(path)
+                self.last[path] = "read"
+        patch = inp if isinstance(inp, str) else "\n".join(input_strings(inp))
+        deleted = set(re.findall(r"^\*\*\* Delete File: (.+)$", patch, re.M))
+        shell = isinstance(inp, dict) and ("command" in inp or "cmd" in inp)
+        for m in re.finditer(r"(?:^|[;&|]\s*)rm\s+(?:-\w+\s+)*([^;&|\n]+)", patch if shell else "", re.M):
+            for path in (w.strip("'\"") for w in m.group(1).split()):
+                deleted.add(path)
+                changed = [*changed, path] if path not in changed else changed
+        whole = call.name.lower() in _WHOLE_WRITES or "<<" in patch or "*** Add File:" in patch
+        for path in changed:
+            action = (
+                "deleted" if path in deleted else "created" if whole and path not in self.last else "edited"
+            )
+            self.last.pop(path, None)
+            self.last[path] = action
+
+    def score(self, lines: list[str]) -> float | None:
+        """The share of touched files whose path and last action some line of the context states
+        (``lines``: the context's text and each tool call as its name and input); None when no
+        file was touched."""
+        if not self.last:
+            return None
+        low = [ln.lower().replace("\\", "/") for ln in lines]  # one separator: the same file either way
+        hits = 0
+        for path, action in self.last.items():
+            p = path.lower().replace("\\", "/")
+            hits += any(p in ln and any(v in ln for v in _VERBS[action]) for ln in low)
+        return round(hits / len(self.last), 4)
+
+
+__all__ = ["FileStates", "FileTrail"]

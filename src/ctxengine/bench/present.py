@@ -27,6 +27,7 @@ def _probe_means(r: PolicyRow) -> str:
     return "/".join(_share(r.probes[k].mean, 2) if k in r.probes else "–" for k in PROBE_KINDS)
 
 
+PROBES_HEADER = "probes req/art/err/\ncont/rules/files"
 _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
     "sessions": lambda r: f"{r.sessions}" + (f" ({len(r.errors)} failed)" if r.errors else ""),
     "peak tok\nmax": lambda r: _num(r.peak_sent_tokens),
@@ -39,7 +40,7 @@ _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
     "read\nrecall": lambda r: _share(r.read_recall),
     "content\nrecall": lambda r: _share(r.content_recall),
     "probe\nscore": lambda r: _share(r.probe_score),
-    "probes req/\nart/err/cont": lambda r: _probe_means(r),
+    PROBES_HEADER: lambda r: _probe_means(r),
     "request\nkept": lambda r: _share(r.latest_request_kept),
     "ref.\nrecall": lambda r: _share(r.reference_recall),
     "pair-\ning": lambda r: str(r.pairing_violations),
@@ -48,7 +49,7 @@ _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
 }
 # below this many columns the table is two: what was kept and what it cost, then how it ran
 WIDE_TABLE_COLUMNS = 150
-_FIDELITY: tuple[str, ...] = ("read\nrecall", "content\nrecall", "probe\nscore", "probes req/\nart/err/cont")
+_FIDELITY: tuple[str, ...] = ("read\nrecall", "content\nrecall", "probe\nscore", PROBES_HEADER)
 _FIDELITY += ("request\nkept", "ref.\nrecall")
 _FIDELITY += ("cost $", "+ re-fetch\n$", "cache\nhit")
 _RUN: tuple[str, ...] = ("sessions", "peak tok\nmax", "over-\nflows", "compactions\n(of them $0)")
@@ -68,7 +69,7 @@ def bench_tables(
     every figure instead of an ellipsis."""
     if width >= WIDE_TABLE_COLUMNS:
         return [bench_table(result, title, rows)]
-    narrow = tuple(c for c in _FIDELITY if c != "probes req/\nart/err/cont")  # in the JSON: probes.*.mean
+    narrow = tuple(c for c in _FIDELITY if c != PROBES_HEADER)  # in the JSON: probes.*.mean
     return [bench_table(result, title, rows, columns=narrow), bench_table(result, "", rows, columns=_RUN)]
 
 
