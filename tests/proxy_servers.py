@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
+from ctxengine.formats.validate_responses import validate_responses
 
 
 @contextmanager
@@ -77,6 +78,7 @@ class Upstream:
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
             ]
         )
 
@@ -135,13 +137,7 @@ class Upstream:
     async def _openai(self, request: Request) -> Response:
         seen, special = await self._record(request, validate_openai_chat)
         if seen.problems:
-            error = {
-                "message": seen.problems[0],
-                "type": "invalid_request_error",
-                "param": None,
-                "code": None,
-            }
-            return JSONResponse({"error": error}, status_code=400)
+            return _openai_error(seen.problems[0])
         if special is not None and "status" in special:
             return JSONResponse(special["body"], status_code=special["status"])
         if special is not None and "sse" in special:  # a stream exactly as given
@@ -161,6 +157,74 @@ class Upstream:
             choice = {"index": 0, "message": message, "finish_reason": finish}
             return JSONResponse(base | {"object": "chat.completion", "choices": [choice], "usage": usage})
         return Response(openai_chunks(base, message, finish, usage), media_type="text/event-stream")
+
+    async def _responses(self, request: Request) -> Response:
+        """The Responses API: ``output`` items from the script (default: one assistant message);
+        usage with ``cached_tokens`` (a quarter of the input, as a warm cache would give)."""
+        seen, special = await self._record(request, validate_responses)
+        if seen.problems:
+            return _openai_error(seen.problems[0])
+        if special is not None and "status" in special:
+            return JSONResponse(special["body"], status_code=special["status"])
+        n = len(self.seen)
+        output = (special or {}).get("output") or [
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": f"ok {n}", "annotations": []}],
+            }
+        ]
+        usage = {
+            "input_tokens": seen.input_tokens,
+            "input_tokens_details": {"cached_tokens": seen.input_tokens // 4},
+            "output_tokens": 7,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": seen.input_tokens + 7,
+        }
+        response = {
+            "id": f"resp_{n}",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": seen.body["model"],
+            "output": output,
+            "usage": usage,
+        }
+        if not seen.body.get("stream"):
+            return JSONResponse(response)
+        return Response(responses_events(response), media_type="text/event-stream")
+
+
+def _openai_error(message: str) -> JSONResponse:
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+    return JSONResponse({"error": error}, status_code=400)
+
+
+def responses_events(response: dict[str, Any]) -> str:
+    """``response`` as the Responses API streams it (created, items added / text deltas / done,
+    completed)."""
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": dict(response, status="in_progress", output=[], usage=None)}
+    ]
+    for k, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": k, "item": item})
+        for part in item.get("content") or [] if item["type"] == "message" else []:
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    "output_index": k,
+                    "content_index": 0,
+                    "item_id": item.get("id", ""),
+                    "delta": part.get("text", ""),
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": k, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    for seq, event in enumerate(events):
+        event["sequence_number"] = seq
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
 
 
 def anthropic_events(msg: dict[str, Any]) -> str:

@@ -1,18 +1,20 @@
 """The proxy's ASGI app (Starlette): routes, the request path, fail open.
 
-Routes: ``POST /v1/messages`` (Anthropic) and ``POST /v1/chat/completions`` (OpenAI) go through
-the engine; ``GET /ctxengine/sessions`` reports the sessions; every other request (Anthropic's
-``count_tokens``, model lists, ...) is passed through unchanged to the upstream of its provider
-(by path, else by its auth header).
+Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and ``POST
+/v1/responses`` (OpenAI) go through the engine; ``GET /ctxengine/sessions`` reports the
+sessions; every other request (Anthropic's ``count_tokens``, model lists, ...) is passed through
+unchanged to the upstream of its provider (by path, else by its auth header).
 
 A managed request: parse (a body that is not a request gets the provider's 400) -> the session
 (``identity`` chain or ``x-ctxengine-session``; its lock held until the response ends) ->
 ``apply.prepare`` on the engine thread -> upstream -> the response back as the upstream sent it
 (JSON or the stream byte for byte) -> ``apply.finish``. Fail open: when the engine raises, the
 client's body goes upstream unchanged, the session is dropped (the next request starts a new one)
-and the log line says why. Engine work runs on one worker thread (the engine is single-threaded
-and the store's SQLite connection lives there); the event loop stays free, so the upstream calls
-of different sessions run in parallel.
+and the log line says why. A request whose context the provider manages itself
+(``wire.LeftToProvider``: ``previous_response_id``, server-side compaction) goes upstream as sent,
+without a session, and its log line says why. Engine work runs on one worker thread (the engine
+is single-threaded and the store's SQLite connection lives there); the event loop stays free, so
+the upstream calls of different sessions run in parallel.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
-from ctxengine.proxy.wire import BadRequest, ClientRequest, Wire
+from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
+from ctxengine.proxy.wire_responses import ResponsesWire
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -81,6 +84,7 @@ class Totals:
     bad_requests: int = 0
     upstream_unreachable: int = 0
     passed_through: int = 0
+    left_to_provider: int = 0  # requests whose context the provider manages (wire.LeftToProvider)
 
 
 class Proxy:
@@ -96,6 +100,7 @@ class Proxy:
         self._creating = asyncio.Lock()
         self.anthropic: Wire = AnthropicWire()
         self.openai: Wire = OpenAIWire()
+        self.responses: Wire = ResponsesWire()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -182,26 +187,24 @@ class Proxy:
         self.totals.requests += 1
         turn = Turn(request.url.path, wire, self.run)
         raw = await request.body()
+        parsed: ClientRequest | None
         try:
             parsed = wire.parse(msgspec.json.decode(raw))
         except (msgspec.DecodeError, BadRequest) as exc:
             return await self._bad_request(turn, exc)
         except RecursionError:  # valid JSON nested past any parser's limit: a 500 before
             return await self._bad_request(turn, BadRequest("the body is JSON nested too deeply to read"))
-        turn.stream = parsed.stream
+        except LeftToProvider as exc:
+            self.totals.left_to_provider += 1
+            turn.note = f"left to the provider (forwarded as sent): {exc}"
+            parsed = None
         content = raw
-        try:
-            turn.session = await self.session(wire, parsed, request.headers)
-            turn.prepared = await self.run(prepare, turn.session, wire, parsed)
-            content = msgspec.json.encode(turn.prepared.body)
-        except BadRequest as exc:
-            self.abandon(turn)
-            return await self._bad_request(turn, exc)
-        except Exception as exc:
-            self.totals.fail_open += 1
-            self.abandon(turn)
-            turn.prepared, content = None, raw
-            turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
+        if parsed is not None:
+            turn.stream = parsed.stream
+            prepared = await self._prepare(turn, request, wire, parsed, raw)
+            if isinstance(prepared, Response):
+                return prepared
+            content = prepared
         url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=strip_v1)
         headers = upstream.request_headers(request.headers)
         try:
@@ -215,6 +218,25 @@ class Proxy:
             await turn.complete(502, None, None)
             msg = f"ctxengine proxy: failed relaying the upstream's response ({type(exc).__name__})"
             return JSONResponse(wire.error_body(msg, "api_error"), status_code=502)
+
+    async def _prepare(
+        self, turn: Turn, request: Request, wire: Wire, parsed: ClientRequest, raw: bytes
+    ) -> bytes | Response:
+        """The body to send upstream (the engine's projection; ``raw`` when the engine failed:
+        fail open), or the provider-shaped 400 for client messages of the wrong shape."""
+        try:
+            turn.session = await self.session(wire, parsed, request.headers)
+            turn.prepared = await self.run(prepare, turn.session, wire, parsed)
+            return msgspec.json.encode(turn.prepared.body)
+        except BadRequest as exc:
+            self.abandon(turn)
+            return await self._bad_request(turn, exc)
+        except Exception as exc:
+            self.totals.fail_open += 1
+            self.abandon(turn)
+            turn.prepared = None
+            turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
+            return raw
 
     async def _unless_gone(self, request: Request, turn: Turn, work: Awaitable[Response]) -> Response:
         """``work`` (the upstream call), cancelled when the client goes away before it ends: a
@@ -353,6 +375,11 @@ def create_app(config: ProxyConfig) -> Starlette:
             return await proxy.passthrough(request)
         return await proxy.managed(request, proxy.openai, cfg.openai_upstream, strip_v1=True)
 
+    async def responses(request: Request) -> Response:
+        if request.method != "POST":
+            return await proxy.passthrough(request)
+        return await proxy.managed(request, proxy.responses, cfg.openai_upstream, strip_v1=True)
+
     async def sessions(request: Request) -> Response:
         return JSONResponse(proxy.sessions_report())
 
@@ -366,6 +393,7 @@ def create_app(config: ProxyConfig) -> Starlette:
         routes=[
             Route("/v1/messages", messages, methods=methods),
             Route("/v1/chat/completions", chat, methods=methods),
+            Route("/v1/responses", responses, methods=methods),
             Route("/ctxengine/sessions", sessions, methods=["GET"]),
             Route("/{path:path}", proxy.passthrough, methods=methods),
         ],
