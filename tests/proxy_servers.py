@@ -102,7 +102,8 @@ class Upstream:
         return JSONResponse({"input_tokens": len(raw) // 4})
 
     async def _anthropic(self, request: Request) -> Response:
-        seen, special = await self._record(request, validate_anthropic)
+        beta = request.headers.get("anthropic-beta", "")
+        seen, special = await self._record(request, lambda body: anthropic_problems(body, beta))
         if seen.problems:
             error = {"type": "invalid_request_error", "message": seen.problems[0]}
             return JSONResponse({"type": "error", "error": error}, status_code=400)
@@ -195,6 +196,30 @@ class Upstream:
         if not seen.body.get("stream"):
             return JSONResponse(response)
         return Response(responses_events(response), media_type="text/event-stream")
+
+
+def anthropic_problems(body: dict[str, Any], beta: str) -> list[str]:
+    """The Messages API's rules; with the ``mid-conversation-system`` beta a ``system`` message
+    may stand inside the conversation (never first, never empty): the rest is checked with it
+    left out, the messages around it taken as one turn when of one role."""
+    if "mid-conversation-system" not in beta:
+        return validate_anthropic(body)
+    problems: list[str] = []
+    rest: list[dict[str, Any]] = []
+    for k, msg in enumerate(body.get("messages") or []):
+        if msg.get("role") != "system":
+            if rest and rest[-1]["role"] == msg["role"]:
+                both = _as_blocks(rest[-1]["content"]) + _as_blocks(msg["content"])
+                rest[-1] = {**rest[-1], "content": both}
+            else:
+                rest.append(msg)
+        elif k == 0 or not msg.get("content"):
+            problems.append(f"messages.{k}: a system message must not be first or empty")
+    return problems + validate_anthropic({**body, "messages": rest})
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
 def _openai_error(message: str) -> JSONResponse:

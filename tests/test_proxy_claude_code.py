@@ -1,0 +1,91 @@
+"""``ctxengine proxy`` on what Claude Code's requests hold beyond the SDKs' scripted ones: a
+``system`` message inside ``messages`` (beta ``mid-conversation-system-2026-04-07``), top-level
+fields the engine does not own, server-side context editing, and its newest prompt sent as a
+text-block list with ``cache_control`` and as a plain string once older. The shapes are those of
+Claude Code 2.1.197's requests, recorded against a loopback upstream."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from test_proxy import KEY, Rig, _rig, _turns
+
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
+
+BETA = "claude-code-20250219,context-management-2025-06-27,mid-conversation-system-2026-04-07"
+AGENTS = {"role": "system", "content": "Available agent types for the Agent tool: - claude: any task."}
+EXTRA = {
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "high"},
+    "diagnostics": {"trace": True},
+    "container": "container_abc",
+    "mcp_servers": [{"type": "url", "url": "https://mcp.example", "name": "x"}],
+    "metadata": {"user_id": "u"},
+}
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    yield from _rig(tmp_path, window=16_000)
+
+
+def _post(rig: Rig, messages: list[dict[str, Any]], **extra: Any) -> httpx.Response:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": messages, **extra}
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "anthropic-beta": BETA}
+    return httpx.post(rig.base + "/v1/messages", json=body, headers=headers, timeout=60)
+
+
+def _claude_code_turns(n: int) -> list[dict[str, Any]]:
+    msgs = _turns(n)
+    return [msgs[0], AGENTS, *msgs[1:]]
+
+
+def test_a_system_message_inside_messages_is_carried_in_place_and_never_summarized(rig: Rig) -> None:
+    full = _claude_code_turns(24)
+    for n in range(3, len(full) + 1, 2):
+        got = _post(rig, full[:n], **EXTRA)
+        assert got.status_code == 200, got.text
+    report = rig.sessions()
+    assert [s.problems for s in rig.upstream.seen if s.problems] == []
+    assert report["totals"]["fail_open"] == 0 and len(report["sessions"]) == 1
+    assert report["sessions"][0]["compactions"] >= 1
+    first, last = rig.upstream.seen[0].body, rig.upstream.seen[-1].body
+    assert first["messages"][1] == AGENTS  # in place, as sent
+    assert last["messages"].count(AGENTS) == 1  # kept after the compaction
+    assert len(last["messages"]) < len(full)
+    for key, value in EXTRA.items():  # fields the engine does not own: untouched
+        assert last[key] == value
+
+
+def test_server_side_context_editing_is_left_to_the_provider(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    edits = {
+        "edits": [{"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 30000}}]
+    }
+    msgs = _claude_code_turns(3)
+    with caplog.at_level(logging.INFO, logger="ctxengine.proxy"):
+        got = _post(rig, msgs, context_management=edits)
+        rig.settle()
+    assert got.status_code == 200
+    assert rig.upstream.seen[-1].body["messages"] == msgs
+    report = rig.sessions()
+    assert report["sessions"] == [] and report["totals"]["left_to_provider"] == 1
+    (line,) = [r.getMessage() for r in caplog.records if "POST /v1/messages" in r.getMessage()]
+    assert "left to the provider" in line and "clear_tool_uses_20250919" in line
+
+
+def test_a_system_message_is_refused_by_the_upstream_without_the_beta(rig: Rig) -> None:
+    """The loopback upstream checks the beta as Anthropic does; the proxy passes the client's
+    headers, so the answer is the provider's, not the proxy's own 400."""
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": _claude_code_turns(1)}
+    got = httpx.post(rig.base + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=60)
+    assert got.status_code == 400
+    assert "(A1)" in got.json()["error"]["message"]  # the upstream's rule, not the proxy's wording
+    assert len(rig.upstream.seen) == 1
