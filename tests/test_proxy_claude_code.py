@@ -6,6 +6,7 @@ Claude Code 2.1.197's requests, recorded against a loopback upstream."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,19 @@ def test_server_side_context_editing_is_left_to_the_provider(
     assert report["sessions"] == [] and report["totals"]["left_to_provider"] == 1
     (line,) = [r.getMessage() for r in caplog.records if "POST /v1/messages" in r.getMessage()]
     assert "left to the provider" in line and "clear_tool_uses_20250919" in line
+
+
+def test_the_newest_prompt_as_a_block_list_then_as_a_string_is_one_session(rig: Rig) -> None:
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "First question?"}]
+    for t in range(4):
+        newest = copy.deepcopy(msgs)
+        prompt = newest[-1]["content"]
+        newest[-1]["content"] = [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]
+        assert _post(rig, newest).status_code == 200
+        msgs += [{"role": "assistant", "content": f"Answer {t}."}, {"role": "user", "content": f"Then {t}?"}]
+    report = rig.sessions()
+    assert len(report["sessions"]) == 1, report["sessions"]
+    assert report["sessions"][0]["calls"] == 4
 
 
 def test_a_system_message_is_refused_by_the_upstream_without_the_beta(rig: Rig) -> None:
