@@ -215,6 +215,8 @@ def anthropic_problems(body: dict[str, Any], beta: str) -> list[str]:
                 rest.append(msg)
         elif k == 0 or not msg.get("content"):
             problems.append(f"messages.{k}: a system message must not be first or empty")
+        elif body["messages"][k - 1].get("role") == "system":
+            problems.append(f"messages.{k}: two system messages in a row (the API merges them)")
     return problems + validate_anthropic({**body, "messages": rest})
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ctxengine.messages import Message, Text
+from ctxengine.proxy.wire_anthropic import AnthropicWire
 from test_proxy import KEY, Rig, _rig, _turns
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
@@ -42,14 +44,23 @@ def _post(rig: Rig, messages: list[dict[str, Any]], **extra: Any) -> httpx.Respo
     return httpx.post(rig.base + "/v1/messages", json=body, headers=headers, timeout=60)
 
 
+REMINDER = {"role": "system", "content": "The task tools haven't been used recently."}
+
+
 def _claude_code_turns(n: int) -> list[dict[str, Any]]:
+    """Claude Code's shape: the agent list after the first prompt, a reminder every 5 rounds."""
     msgs = _turns(n)
-    return [msgs[0], AGENTS, *msgs[1:]]
+    out = [msgs[0], AGENTS]
+    for k in range(1, len(msgs), 2):
+        out += msgs[k : k + 2] + ([REMINDER] if k % 10 == 9 else [])
+    return out
 
 
 def test_a_system_message_inside_messages_is_carried_in_place_and_never_summarized(rig: Rig) -> None:
     full = _claude_code_turns(24)
-    for n in range(3, len(full) + 1, 2):
+    for n in range(3, len(full) + 1):
+        if full[n - 1]["role"] == "assistant":
+            continue  # a request ends with the client's turn
         got = _post(rig, full[:n], **EXTRA)
         assert got.status_code == 200, got.text
     report = rig.sessions()
@@ -59,6 +70,7 @@ def test_a_system_message_inside_messages_is_carried_in_place_and_never_summariz
     first, last = rig.upstream.seen[0].body, rig.upstream.seen[-1].body
     assert first["messages"][1] == AGENTS  # in place, as sent
     assert last["messages"].count(AGENTS) == 1  # kept after the compaction
+    assert 0 < last["messages"].count(REMINDER) < full.count(REMINDER)  # in place, or summarized
     assert len(last["messages"]) < len(full)
     for key, value in EXTRA.items():  # fields the engine does not own: untouched
         assert last[key] == value
@@ -103,3 +115,26 @@ def test_a_system_message_is_refused_by_the_upstream_without_the_beta(rig: Rig) 
     assert got.status_code == 400
     assert "(A1)" in got.json()["error"]["message"]  # the upstream's rule, not the proxy's wording
     assert len(rig.upstream.seen) == 1
+
+
+def test_a_pinned_system_message_put_back_before_a_kept_one_is_sent_merged_with_it() -> None:
+    conversation = [
+        {"role": "user", "content": "Go."},
+        AGENTS,
+        {"role": "assistant", "content": "Working."},
+        {"role": "user", "content": "More."},
+        REMINDER,
+        {"role": "assistant", "content": "Still working."},
+        {"role": "user", "content": "Done?"},
+    ]
+    wire = AnthropicWire()
+    request = wire.parse({"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": conversation})
+    read = wire.reader().read(conversation, 0)
+    summary = Message("user", (Text("Summary of the work so far."),), "s1", origin="summary")
+    body = wire.build(request, [summary, *read[4:]])  # the engine cut before the reminder
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["user", "system", "assistant", "user"]
+    assert [b["text"] for b in body["messages"][1]["content"]] == [AGENTS["content"], REMINDER["content"]]
+    assert wire.validate(body) == []
+    untouched = wire.build(request, read)  # nothing cut: every message as the client sent it
+    assert untouched["messages"][1] == AGENTS and untouched["messages"][4] == REMINDER

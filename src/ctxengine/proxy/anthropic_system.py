@@ -8,7 +8,13 @@ client sent it, in place:
 - ``mark`` replaces each client system message of a projection by a user message holding one
   marker text (the writer merges it with its user neighbours, as it would any user text);
 - ``unmark`` splits the written messages at each marker and puts the client's raw message there
-  (a breakpoint the writer put on a marker goes to the block before it);
+  (a breakpoint the writer put on a marker goes to the block before it); system messages that
+  end up next to each other (a pinned one put back before a kept reminder) are sent as one, as
+  the API would merge them.
+
+Pinned (``preamble``): the system messages before the conversation's first assistant message
+(the agent and skills list). Later ones (Claude Code's reminders: "the task tools haven't been
+used recently") are ordinary content: written in place while kept, summarized with the rest.
 - ``without_system`` is the body the rules are checked on: the system messages left out and
   their neighbours merged when of one role (what the provider does with them is its own
   business; the rest must hold).
@@ -32,6 +38,18 @@ def is_client_system(message: Message, conversation: Sequence[Any]) -> int | Non
         return None
     raw = conversation[i]
     return i if isinstance(raw, dict) and raw.get("role") == "system" else None
+
+
+def preamble(conversation: Sequence[Any]) -> list[int]:
+    """Indices of the client's system messages before its first assistant message."""
+    out: list[int] = []
+    for i, m in enumerate(conversation):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role == "assistant":
+            break
+        if role == "system":
+            out.append(i)
+    return out
 
 
 def mark(messages: Sequence[Message], conversation: Sequence[Any]) -> list[Message]:
@@ -72,10 +90,18 @@ def unmark(written: list[dict[str, Any]], conversation: Sequence[Any]) -> list[d
             if run:
                 out.append({**msg, "content": run})
                 run = []
-            out.append(conversation[i])
+            _add_system(out, conversation[i])
         if run:
             out.append({**msg, "content": run})
     return out
+
+
+def _add_system(out: list[dict[str, Any]], raw: dict[str, Any]) -> None:
+    prev = out[-1] if out else None
+    if prev is not None and prev.get("role") == "system":
+        out[-1] = {**prev, "content": _blocks(prev.get("content")) + _blocks(raw.get("content"))}
+    else:
+        out.append(raw)
 
 
 def without_system(messages: list[Any]) -> list[Any]:

@@ -31,6 +31,7 @@ CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 PINNED_TYPES = frozenset({"compaction"})  # server-side compaction: encrypted, never summarized
 SYSTEM_ROLES = ("system", "developer")
+MODEL_TYPES = CALL_TYPES | {"reasoning"}
 
 
 def item_type(item: Any) -> str | None:
@@ -43,10 +44,18 @@ def item_type(item: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def is_pinned(item: Any) -> bool:
-    """Whether an item is never summarized away (a system / developer message, a compaction)."""
-    kind = item_type(item)
-    return kind in PINNED_TYPES or (kind == "message" and item.get("role") in SYSTEM_ROLES)
+def pinned_indices(conversation: Sequence[Any]) -> list[int]:
+    """The items never summarized away: every server-side ``compaction`` item, and the system /
+    developer messages before the model's first item (later ones are ordinary content)."""
+    out: list[int] = []
+    answered = False
+    for i, item in enumerate(conversation):
+        kind = item_type(item)
+        role = item.get("role") if kind == "message" else None
+        answered = answered or role == "assistant" or kind in MODEL_TYPES
+        if kind in PINNED_TYPES or (not answered and role in SYSTEM_ROLES):
+            out.append(i)
+    return out
 
 
 def read_item(item: Any, index: int) -> Message:

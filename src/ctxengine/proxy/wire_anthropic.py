@@ -27,7 +27,7 @@ from ctxengine.formats.claude_code.blocks import to_block
 from ctxengine.formats.claude_code.usage import anthropic_usage
 from ctxengine.formats.validate import validate_anthropic
 from ctxengine.messages import Block, Message, Text, Usage
-from ctxengine.proxy.anthropic_system import mark, unmark, without_system
+from ctxengine.proxy.anthropic_system import mark, preamble, unmark, without_system
 from ctxengine.proxy.pinned import message_id, with_pinned
 from ctxengine.proxy.sse import SSEReader
 from ctxengine.proxy.wire import (
@@ -162,9 +162,8 @@ class AnthropicWire:
     def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
         conversation = request.conversation
         pinned = {
-            i: Message("system", _blocks(m.get("content"), f"messages.{i}"), message_id(i))
-            for i, m in enumerate(conversation)
-            if isinstance(m, dict) and m.get("role") == "system"
+            i: Message("system", _blocks(conversation[i].get("content"), f"messages.{i}"), message_id(i))
+            for i in preamble(conversation)
         }
         marked = mark(with_pinned(messages, pinned), conversation)
         written = to_anthropic(marked, model=request.model, system_messages="inline")

@@ -4,8 +4,8 @@ The request's ``input`` is the conversation (a string is one user message). Its 
 which roots the session and goes upstream as sent, is ``instructions`` with the leading
 ``system`` / ``developer`` message items; the items after them are read into neutral messages
 and written back by ``responses_items`` (unchanged items byte for byte: ``store: false`` with
-encrypted reasoning round-trips whole). System / developer items further on and server-side
-``compaction`` items are pinned (``pinned``). Every other field is the client's.
+encrypted reasoning round-trips whole). Server-side ``compaction`` items, and system / developer
+items before the model's first item, are pinned (``pinned``). Every other field is the client's.
 
 Left to the provider (``LeftToProvider``: forwarded as sent, one log line): a request with
 ``previous_response_id`` or ``conversation`` (the server holds the history, the request only the
@@ -27,8 +27,8 @@ from ctxengine.messages import Message, Usage
 from ctxengine.proxy.pinned import with_pinned
 from ctxengine.proxy.responses_items import (
     SYSTEM_ROLES,
-    is_pinned,
     item_type,
+    pinned_indices,
     read_item,
     text_of,
     write_items,
@@ -98,7 +98,7 @@ class ResponsesWire:
 
     def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
         conversation = request.conversation
-        pinned = {i: read_item(item, i) for i, item in enumerate(conversation) if is_pinned(item)}
+        pinned = {i: read_item(conversation[i], i) for i in pinned_indices(conversation)}
         items = write_items(with_pinned(messages, pinned), conversation)
         body = dict(request.body)
         if not (isinstance(body["input"], str) and items == conversation):
