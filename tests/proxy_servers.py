@@ -5,7 +5,8 @@ is the loopback provider the proxy forwards to: it checks every request against 
 rules with the project's validators (``formats.validate``: pairing, roles, content, at most 4
 cache breakpoints), records it, and answers like the provider (JSON or server-sent events) with
 usage ``input_tokens = body chars // 4``. ``Upstream.script`` can queue special answers (an
-error status, a tool call, ``sse``: a stream exactly as given) for the next requests.
+error status, a tool call, ``sse``: a stream exactly as given) for the next requests; ``Upstream.plan``
+answers when the script is empty (an agent's task: ``agent_task``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,8 @@ class Upstream:
     in_flight: dict[str, int] = field(default_factory=dict)  # per x-test-tag header
     max_in_flight: dict[str, int] = field(default_factory=dict)
     delay_s: float = 0.0
+    # the answer to a request when ``script`` is empty (None: the default answer): an agent's task
+    plan: Callable[[Seen], dict[str, Any] | None] | None = None
 
     def app(self) -> Starlette:
         return Starlette(
@@ -79,8 +82,18 @@ class Upstream:
                 Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/responses", self._responses, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/", self._root, methods=["GET", "HEAD"]),
             ]
         )
+
+    async def _models(self, request: Request) -> Response:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "gpt-4o", "object": "model", "owned_by": "up"}]}
+        )
+
+    async def _root(self, request: Request) -> Response:  # a client's connectivity check
+        return Response(status_code=200)
 
     async def _record(self, request: Request, problems_of: Any) -> tuple[Seen, dict[str, Any] | None]:
         raw = await request.body()
@@ -95,7 +108,9 @@ class Upstream:
                 await asyncio.sleep(self.delay_s)
         finally:
             self.in_flight[tag] -= 1
-        return seen, (self.script.pop(0) if self.script else None)
+        if self.script:
+            return seen, self.script.pop(0)
+        return seen, self.plan(seen) if self.plan is not None and not seen.problems else None
 
     async def _count(self, request: Request) -> Response:
         raw = await request.body()
@@ -122,7 +137,7 @@ class Upstream:
         }
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
         msg = {
-            "id": "msg_up",
+            "id": f"msg_up_{len(self.seen)}",  # unique, as the API gives (Claude Code groups by it)
             "type": "message",
             "role": "assistant",
             "model": seen.body["model"],
