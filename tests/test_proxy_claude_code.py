@@ -138,3 +138,13 @@ def test_a_pinned_system_message_put_back_before_a_kept_one_is_sent_merged_with_
     assert wire.validate(body) == []
     untouched = wire.build(request, read)  # nothing cut: every message as the client sent it
     assert untouched["messages"][1] == AGENTS and untouched["messages"][4] == REMINDER
+
+
+def test_a_conversation_the_engine_leaves_alone_saves_nothing(rig: Rig) -> None:
+    short = _turns(3, size=400)
+    msgs = [short[0], AGENTS, *short[1:]]
+    for n in (3, 5, 7, 8):
+        assert _post(rig, msgs[:n]).status_code == 200
+    (session,) = rig.sessions()["sessions"]
+    assert session["compactions"] == 0 and session["offloads"] == 0
+    assert session["client_tokens"] == session["upstream_tokens"] and session["cost_saved_usd"] == 0
