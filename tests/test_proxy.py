@@ -55,6 +55,17 @@ class Rig:
         return httpx.get(self.base + "/ctxengine/sessions").json()  # type: ignore[no-any-return]
 
 
+def log_lines(caplog: pytest.LogCaptureFixture, part: str, n: int = 1) -> list[str]:
+    """The proxy's log lines holding ``part``, once there are ``n`` (a request's line is written
+    after its response has gone out: a request without a session has no lock to wait on)."""
+    for _ in range(500):
+        lines = [r.getMessage() for r in caplog.records if part in r.getMessage()]
+        if len(lines) >= n:
+            return lines
+        time.sleep(0.01)
+    raise AssertionError(f"no {n} log line(s) with {part!r}")
+
+
 def _rig(tmp_path: Path, **config: Any) -> Iterator[Rig]:
     up = Upstream()
     with serve(up.app()) as up_url:

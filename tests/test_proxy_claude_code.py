@@ -17,7 +17,7 @@ import pytest
 
 from ctxengine.messages import Message, Text
 from ctxengine.proxy.wire_anthropic import AnthropicWire
-from test_proxy import KEY, Rig, _rig, _turns
+from test_proxy import KEY, Rig, _rig, _turns, log_lines
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
 
@@ -90,7 +90,7 @@ def test_server_side_context_editing_is_left_to_the_provider(
     assert rig.upstream.seen[-1].body["messages"] == msgs
     report = rig.sessions()
     assert report["sessions"] == [] and report["totals"]["left_to_provider"] == 1
-    (line,) = [r.getMessage() for r in caplog.records if "POST /v1/messages" in r.getMessage()]
+    (line,) = log_lines(caplog, "POST /v1/messages")
     assert "left to the provider" in line and "clear_tool_uses_20250919" in line
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from ctxengine.formats.validate_responses import validate_responses
-from test_proxy import KEY, Rig, _rig
+from test_proxy import KEY, Rig, _rig, log_lines
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
 
@@ -170,7 +170,7 @@ def test_previous_response_id_is_left_to_the_provider(rig: Rig, caplog: pytest.L
     assert rig.upstream.seen[-1].body == body  # forwarded as sent
     report = rig.sessions()
     assert report["sessions"] == [] and report["totals"]["left_to_provider"] == 1
-    (line,) = [r.getMessage() for r in caplog.records if "/v1/responses" in r.getMessage()]
+    (line,) = log_lines(caplog, "/v1/responses")
     assert "left to the provider" in line and "previous_response_id" in line
 
 
