@@ -215,3 +215,22 @@ def test_the_validator_accepts_a_paired_conversation() -> None:
     ]
     assert validate_responses({"input": items}) == []
     assert validate_responses({"input": "hello"}) == []
+
+
+def test_the_session_id_is_the_prompt_cache_key_when_the_client_sets_none(tmp_path: Path) -> None:
+    for rig in _rig(tmp_path, window=32_000, prompt_cache_key=True):
+        client = rig.openai()
+        items: list[dict[str, Any]] = [{"role": "user", "content": "Hi."}]
+        client.responses.create(model="gpt-4o", input=items)  # type: ignore[arg-type]
+        client.responses.create(model="gpt-4o", input=items, prompt_cache_key="mine")  # type: ignore[arg-type]
+        chat = [{"role": "user", "content": "Hello."}]
+        client.chat.completions.create(model="gpt-4o", messages=chat)  # type: ignore[arg-type]
+        ids = [s["id"] for s in rig.sessions()["sessions"]]
+        keys = [s.body.get("prompt_cache_key") for s in rig.upstream.seen]
+        assert keys == [ids[0], "mine", ids[-1]]
+
+
+def test_no_prompt_cache_key_for_an_upstream_that_is_not_openais(rig: Rig) -> None:
+    assert rig.proxy.cache_key is False  # the loopback upstream may not know the field
+    rig.openai().responses.create(model="gpt-4o", input="Hi.")
+    assert "prompt_cache_key" not in rig.upstream.seen[-1].body

@@ -70,6 +70,10 @@ class ProxyConfig:
     store: Path | None = None
     retrieve_tool: bool = False
     registry: Registry | None = None
+    # an OpenAI ``prompt_cache_key`` (the session's id) on requests whose client sets none, so a
+    # session's requests reach the same cache; None: only when the OpenAI upstream is OpenAI's own
+    # (another server may refuse a field it does not know)
+    prompt_cache_key: bool | None = None
     # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
     # request never waits for the previous one's upkeep; False runs them in line (deterministic)
     background_notes: bool = True
@@ -101,6 +105,8 @@ class Proxy:
         self.anthropic: Wire = AnthropicWire()
         self.openai: Wire = OpenAIWire()
         self.responses: Wire = ResponsesWire()
+        key = config.prompt_cache_key
+        self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -227,7 +233,10 @@ class Proxy:
         try:
             turn.session = await self.session(wire, parsed, request.headers)
             turn.prepared = await self.run(prepare, turn.session, wire, parsed)
-            return msgspec.json.encode(turn.prepared.body)
+            body = turn.prepared.body
+            if wire.provider == "openai" and self.cache_key and "prompt_cache_key" not in body:
+                body["prompt_cache_key"] = turn.session.id
+            return msgspec.json.encode(body)
         except BadRequest as exc:
             self.abandon(turn)
             return await self._bad_request(turn, exc)

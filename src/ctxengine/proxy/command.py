@@ -29,6 +29,14 @@ def proxy_command(
     store: Annotated[
         Path | None, typer.Option(help="Folder for the session store (proxy.sqlite); default: memory only.")
     ] = None,
+    prompt_cache_key: Annotated[
+        bool | None,
+        typer.Option(
+            "--prompt-cache-key/--no-prompt-cache-key",
+            help="Send the session's id as OpenAI's prompt_cache_key when the client sets none "
+            "(default: only to api.openai.com).",
+        ),
+    ] = None,
     retrieve_tool: Annotated[
         bool,
         typer.Option("--retrieve-tool", help="Offer the model ctxengine's retrieve tool; the proxy runs it."),
@@ -55,5 +63,6 @@ def proxy_command(
         window=window,
         store=store,
         retrieve_tool=retrieve_tool,
+        prompt_cache_key=prompt_cache_key,
     )
     serve(config, host=host, port=port)
