@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -195,3 +196,24 @@ def test_aider_on_chat_completions(tmp_path: Path, caplog: pytest.LogCaptureFixt
     # request starts a session of its own (a branch), so the figures are summed
     assert sum(s["calls"] for s in report["sessions"]) >= 5  # 3 misses, the edit, summaries
     assert sum(s["compactions"] for s in report["sessions"]) >= 1, report["sessions"]
+
+
+def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
+    exe = need("claude")
+    ws = workspace(tmp_path / "ws", modules=4)
+    up = Upstream(plan=AgentTask(ws, rounds=3))
+    env = {**os.environ, **QUIET, "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test-wrap"}
+    env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env['PATH']}"
+    with serve(up.app()) as up_url:
+        cmd = [
+            sys.executable, "-m", "ctxengine.cli", "wrap", "--store", str(tmp_path / "store"),
+            "--anthropic-upstream", up_url, "claude", "--", "-p", "Read the modules.",
+            "--output-format", "json", "--allowedTools", "Bash Read",
+        ]  # fmt: skip
+        done = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["num_turns"] >= 3
+    assert "sk-ant-test-wrap" not in done.stderr + (tmp_path / "store" / "proxy.log").read_text()
+    row = [line for line in done.stderr.splitlines() if line.startswith("│")][-1]
+    assert int(row.strip("│ ").split("│")[1]) >= 4  # calls: the 3 rounds and the answer (and side calls)
+    assert not any(s.problems for s in up.seen)
