@@ -148,3 +148,22 @@ def test_a_conversation_the_engine_leaves_alone_saves_nothing(rig: Rig) -> None:
     (session,) = rig.sessions()["sessions"]
     assert session["compactions"] == 0 and session["offloads"] == 0
     assert session["client_tokens"] == session["upstream_tokens"] and session["cost_saved_usd"] == 0
+
+
+def test_a_branch_and_a_shrunk_budget_are_said_once_per_session(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    msgs = _turns(3, size=400)
+    rewound = {**msgs[1], "content": [{"type": "text", "text": "Reading again."}, msgs[1]["content"][1]]}
+    edited = [msgs[0], rewound, *msgs[2:]]  # the client rewrote its history after the first message
+    with caplog.at_level(logging.INFO, logger="ctxengine.proxy"):
+        for conversation in (msgs[:3], msgs[:5], edited[:5], edited):
+            assert _post(rig, conversation, max_tokens=64_000).status_code == 200
+            rig.settle()
+        lines = log_lines(caplog, "POST /v1/messages", 4)
+    sessions = rig.sessions()["sessions"]
+    assert len(sessions) == 2 and sessions[1]["branch_of"] == sessions[0]["id"]
+    said = [
+        ("branch of" in line, "leaves the prompt 8,000 of the 16,000-token window" in line) for line in lines
+    ]
+    assert said == [(False, True), (False, False), (True, True), (False, False)]

@@ -105,6 +105,7 @@ class Proxy:
         self.anthropic: Wire = AnthropicWire()
         self.openai: Wire = OpenAIWire()
         self.responses: Wire = ResponsesWire()
+        self._said: dict[str, set[str]] = {}  # per session id: what its log lines said once
         key = config.prompt_cache_key
         self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
 
@@ -236,6 +237,7 @@ class Proxy:
             body = turn.prepared.body
             if wire.provider == "openai" and self.cache_key and "prompt_cache_key" not in body:
                 body["prompt_cache_key"] = turn.session.id
+            turn.note = self._news(turn.session, turn.prepared.budget)
             return msgspec.json.encode(body)
         except BadRequest as exc:
             self.abandon(turn)
@@ -246,6 +248,25 @@ class Proxy:
             turn.prepared = None
             turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
             return raw
+
+    def _news(self, session: ProxySession, budget: int | None) -> str:
+        """What the log line says once per session: that it is a branch (the client's history
+        differs from the session it began as), that the client's output ask shrank the prompt's
+        budget."""
+        if len(self._said) > 2 * len(self.table.sessions) + 100:  # forget those evicted or dropped
+            self._said = {k: v for k, v in self._said.items() if k in self.table.sessions}
+        said = self._said.setdefault(session.id, set())
+        news = []
+        if session.branch_of is not None and "branch" not in said:
+            news.append(f"new session, a branch of {session.branch_of}: the client's history differs from it")
+            said.add("branch")
+        if budget is not None and "budget" not in said:
+            window = session.engine.window
+            news.append(
+                f"the client's output ask leaves the prompt {budget:,} of the {window:,}-token window"
+            )
+            said.add("budget")
+        return "; ".join(news)
 
     async def _unless_gone(self, request: Request, turn: Turn, work: Awaitable[Response]) -> Response:
         """``work`` (the upstream call), cancelled when the client goes away before it ends: a

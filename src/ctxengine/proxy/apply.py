@@ -34,6 +34,7 @@ class Prepared:
     body: dict[str, Any]
     projection: Projection
     new: list[Message]  # the client messages this request added to the session
+    budget: int | None = None  # the prompt's budget when the client's output ask shrank it (tokens)
     client_tokens: int = 0  # the client's request (fixed prefix + whole history), set by ``finish``
 
 
@@ -66,13 +67,14 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     for m in new:
         engine.ingest(m)
     session.ingested = len(request.conversation)
-    projection = engine.assemble(response_budget(engine, request.body), now=time.time())
+    budget = response_budget(engine, request.body)
+    projection = engine.assemble(budget, now=time.time())
     body = wire.build(request, with_recovery_hints(engine, projection.messages))
     problems = wire.validate(body)
     if problems:
         raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
     _count_events(session, projection)
-    return Prepared(body, projection, new)
+    return Prepared(body, projection, new, budget=budget)
 
 
 def _check_reply(session: ProxySession, wire: Wire, first: Any) -> None:
