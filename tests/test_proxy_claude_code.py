@@ -86,11 +86,11 @@ def test_server_side_context_editing_is_left_to_the_provider(
     with caplog.at_level(logging.INFO, logger="ctxengine.proxy"):
         got = _post(rig, msgs, context_management=edits)
         rig.settle()
+        (line,) = log_lines(caplog, "POST /v1/messages")  # written after the response: in the block
     assert got.status_code == 200
     assert rig.upstream.seen[-1].body["messages"] == msgs
     report = rig.sessions()
     assert report["sessions"] == [] and report["totals"]["left_to_provider"] == 1
-    (line,) = log_lines(caplog, "POST /v1/messages")
     assert "left to the provider" in line and "clear_tool_uses_20250919" in line
 
 

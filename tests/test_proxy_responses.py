@@ -166,11 +166,11 @@ def test_previous_response_id_is_left_to_the_provider(rig: Rig, caplog: pytest.L
     with caplog.at_level(logging.INFO, logger="ctxengine.proxy"):
         got = httpx.post(rig.base + "/v1/responses", json=body, headers={"authorization": f"Bearer {KEY}"})
         rig.settle()
+        (line,) = log_lines(caplog, "/v1/responses")  # written after the response: in the block
     assert got.status_code == 400  # the loopback upstream has no history: R3, as OpenAI would say
     assert rig.upstream.seen[-1].body == body  # forwarded as sent
     report = rig.sessions()
     assert report["sessions"] == [] and report["totals"]["left_to_provider"] == 1
-    (line,) = log_lines(caplog, "/v1/responses")
     assert "left to the provider" in line and "previous_response_id" in line
 
 
