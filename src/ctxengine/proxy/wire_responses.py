@@ -35,6 +35,7 @@ from ctxengine.proxy.responses_items import (
 )
 from ctxengine.proxy.sse import SSEReader
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, client_request
+from ctxengine.proxy.wire_openai import OpenAIShapes
 
 SERVER_HISTORY = ("previous_response_id", "conversation")
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -74,10 +75,8 @@ class ResponsesReader:
         return out
 
 
-class ResponsesWire:
+class ResponsesWire(OpenAIShapes):
     """The Responses adapter (see the module docstring)."""
-
-    provider = "openai"
 
     def parse(self, body: Any) -> ClientRequest:
         items = _input(body)
@@ -108,9 +107,6 @@ class ResponsesWire:
     def validate(self, body: dict[str, Any]) -> list[str]:
         return validate_responses(body)
 
-    def usage(self, response: Any) -> Usage | None:
-        return openai_usage(response.get("usage")) if isinstance(response, dict) else None
-
     def reply(self, response: Any) -> dict[str, Any] | None:
         output = response.get("output") if isinstance(response, dict) else None
         first = output[0] if isinstance(output, list) and output else None
@@ -118,9 +114,6 @@ class ResponsesWire:
 
     def tap(self) -> ResponsesTap:
         return ResponsesTap()
-
-    def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
-        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
 class ResponsesTap:
