@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from ctxengine.formats.validate_responses import validate_responses
+from ctxengine.messages import Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.proxy.responses_items import read_item, write_items
 from test_proxy import KEY, Rig, _rig, log_lines
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
@@ -234,3 +237,51 @@ def test_no_prompt_cache_key_for_an_upstream_that_is_not_openais(rig: Rig) -> No
     assert rig.proxy.cache_key is False  # the loopback upstream may not know the field
     rig.openai().responses.create(model="gpt-4o", input="Hi.")
     assert "prompt_cache_key" not in rig.upstream.seen[-1].body
+
+
+def test_a_changed_item_keeps_every_key_but_the_one_the_engine_changed() -> None:
+    conversation: list[dict[str, Any]] = [
+        {
+            "type": "message",
+            "role": "user",
+            "id": "msg_1",
+            "content": [
+                {"type": "input_text", "text": "Look at this."},
+                {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "high"},
+            ],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "c1",
+            "name": "shell",
+            "arguments": '{"command": "ls"}',
+        },
+        {
+            "type": "function_call_output",
+            "id": "fco_1",
+            "call_id": "c1",
+            "output": "a\nb\nc",
+            "status": "completed",
+        },
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "SECRET"},
+    ]
+    read = [read_item(item, k) for k, item in enumerate(conversation)]
+    message, call, output, reasoning = read
+    changed = [
+        msgspec.structs.replace(message, blocks=(message.blocks[1], Text("Look closer."))),
+        msgspec.structs.replace(call, blocks=(ToolCall("c1", "shell", {"command": "ls -la"}),)),
+        msgspec.structs.replace(output, blocks=(ToolResult("c1", (Text("[cut]"),)),)),
+        msgspec.structs.replace(reasoning, blocks=(Thinking("edited", encrypted="OTHER"),)),
+        Message("user", (Text("Summary so far."),), "s1", origin="summary"),
+    ]
+    items = write_items(changed, conversation)
+    assert items[0] == {
+        **conversation[0],
+        "content": [conversation[0]["content"][1], {"type": "input_text", "text": "Look closer."}],
+    }  # the image part as sent (its detail kept), the new text written fresh
+    assert items[1] == {**conversation[1], "arguments": '{"command": "ls -la"}'}
+    assert items[2] == {**conversation[2], "output": "[cut]"}
+    assert items[3] == conversation[3]  # reasoning: whole or not at all, never edited
+    assert items[4] == {"role": "user", "content": [{"type": "input_text", "text": "Summary so far."}]}
+    assert write_items(read, conversation) == conversation  # unchanged: as sent
