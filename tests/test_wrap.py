@@ -70,3 +70,10 @@ def test_a_port_already_taken_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip().startswith(f"error: port {port} on 127.0.0.1 is already taken")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_agent_ended_by_a_signal_exits_as_a_shell_would_say(tmp_path: Path) -> None:
+    kill = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    done = _wrap(tmp_path, "http://127.0.0.1:9", sys.executable, "--", "-c", kill)
+    assert done.returncode == 128 + 15
+    assert "ctxengine wrap: the run" in done.stderr  # the table still ends the run

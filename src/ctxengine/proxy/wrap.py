@@ -111,7 +111,8 @@ def _log_to(path: Path) -> logging.Handler:
 
 def run(config: ProxyConfig, argv: Sequence[str], *, port: int = 0, err: Console | None = None) -> int:
     """Run ``argv`` (the agent and its arguments) through a proxy of ``config`` (``store`` set);
-    returns the agent's exit status after printing the summary. Raises ``WrapError``."""
+    returns the agent's exit status (128 + N when signal N ended it) after printing the summary.
+    Raises ``WrapError``."""
     exe = shutil.which(argv[0]) if argv else None
     if exe is None:
         raise WrapError(f"{argv[0] if argv else 'the agent'}: not installed (not found on PATH)")
@@ -138,7 +139,7 @@ def run(config: ProxyConfig, argv: Sequence[str], *, port: int = 0, err: Console
         logging.getLogger("ctxengine.proxy").removeHandler(handler)
         handler.close()
     err.print(summary(report))
-    return status
+    return status if status >= 0 else 128 - status  # killed by a signal: the shell's convention
 
 
 def summary(report: dict[str, Any]) -> Table:
