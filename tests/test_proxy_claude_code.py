@@ -167,3 +167,25 @@ def test_a_branch_and_a_shrunk_budget_are_said_once_per_session(
         ("branch of" in line, "leaves the prompt 8,000 of the 16,000-token window" in line) for line in lines
     ]
     assert said == [(False, True), (False, False), (True, True), (False, False)]
+
+
+def test_the_fixed_prefix_is_cached_for_an_hour_once_the_sessions_pauses_outlast_five_minutes(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [1_000.0]
+    rig.proxy.gaps.clock = lambda: now[0]
+    msgs = _turns(4, size=400)
+    system = [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}]
+    tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
+    with caplog.at_level(logging.INFO, logger="ctxengine.proxy"):
+        for n, pause in ((3, 0.0), (5, 60.0), (7, 900.0), (9, 30.0)):
+            now[0] += pause
+            assert _post(rig, msgs[:n], system=system, tools=tools).status_code == 200
+            rig.settle()
+        lines = log_lines(caplog, "POST /v1/messages", 4)
+    ttl = [[b.get("cache_control", {}).get("ttl") for b in s.body["system"]] for s in rig.upstream.seen]
+    assert ttl == [[None], [None], ["1h"], ["1h"]]  # after the 15-minute pause, and from then on
+    assert "cache_control" not in rig.upstream.seen[-1].body["tools"][-1]  # the client marked system
+    assert system[0]["cache_control"] == {"type": "ephemeral"}  # the client's block untouched
+    assert ["cached for 1 hour" in line for line in lines] == [False, False, True, False]
+    assert not any(s.problems for s in rig.upstream.seen)

@@ -42,6 +42,7 @@ from ctxengine.engine import ContextEngine
 from ctxengine.models import ModelWindowWarning, Registry
 from ctxengine.policy import Policy, get_policy
 from ctxengine.proxy.apply import prepare
+from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
@@ -106,6 +107,7 @@ class Proxy:
         self.openai: Wire = OpenAIWire()
         self.responses: Wire = ResponsesWire()
         self._said: dict[str, set[str]] = {}  # per session id: what its log lines said once
+        self.gaps = IdleGaps()  # Anthropic sessions' pauses (cache_ttl)
         key = config.prompt_cache_key
         self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
 
@@ -237,7 +239,11 @@ class Proxy:
             body = turn.prepared.body
             if wire.provider == "openai" and self.cache_key and "prompt_cache_key" not in body:
                 body["prompt_cache_key"] = turn.session.id
-            turn.note = self._news(turn.session, turn.prepared.budget)
+            hour = False
+            if wire.provider == "anthropic":
+                self.gaps.note(turn.session.id)
+                hour = self.gaps.outlast_five_minutes(turn.session.id) and hour_prefix(body)
+            turn.note = self._news(turn.session, turn.prepared.budget, hour)
             return msgspec.json.encode(body)
         except BadRequest as exc:
             self.abandon(turn)
@@ -249,12 +255,13 @@ class Proxy:
             turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
             return raw
 
-    def _news(self, session: ProxySession, budget: int | None) -> str:
+    def _news(self, session: ProxySession, budget: int | None, hour: bool) -> str:
         """What the log line says once per session: that it is a branch (the client's history
         differs from the session it began as), that the client's output ask shrank the prompt's
-        budget."""
+        budget, that its fixed prefix is now cached for an hour (``cache_ttl``)."""
         if len(self._said) > 2 * len(self.table.sessions) + 100:  # forget those evicted or dropped
             self._said = {k: v for k, v in self._said.items() if k in self.table.sessions}
+            self.gaps.forget(set(self.table.sessions))
         said = self._said.setdefault(session.id, set())
         news = []
         if session.branch_of is not None and "branch" not in said:
@@ -266,6 +273,9 @@ class Proxy:
                 f"the client's output ask leaves the prompt {budget:,} of the {window:,}-token window"
             )
             said.add("budget")
+        if hour and "hour" not in said:
+            news.append("its pauses outlast 5 minutes: the fixed prefix is cached for 1 hour")
+            said.add("hour")
         return "; ".join(news)
 
     async def _unless_gone(self, request: Request, turn: Turn, work: Awaitable[Response]) -> Response:
