@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from ctxengine.messages import Message, Text
+from ctxengine.proxy.reminders import split_reminders
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from test_proxy import KEY, Rig, _rig, _turns, log_lines
 
@@ -189,3 +190,34 @@ def test_the_fixed_prefix_is_cached_for_an_hour_once_the_sessions_pauses_outlast
     assert system[0]["cache_control"] == {"type": "ephemeral"}  # the client's block untouched
     assert ["cached for 1 hour" in line for line in lines] == [False, False, True, False]
     assert not any(s.problems for s in rig.upstream.seen)
+
+
+REMIND = "<system-reminder>\nAs you answer the user's questions, you can use this context:\n# currentDate\n"
+
+
+def test_harness_reminders_are_not_the_task_in_the_notes(rig: Rig) -> None:
+    msgs = _turns(20)
+    prompt = {"type": "text", "text": "Fix the bug in src/app.py please."}
+    msgs[0] = {"role": "user", "content": [{"type": "text", "text": REMIND + "</system-reminder>"}, prompt]}
+    for n in range(3, len(msgs) + 1, 2):
+        assert _post(rig, msgs[:n]).status_code == 200
+    assert rig.sessions()["sessions"][0]["compactions"] >= 1
+    first = rig.upstream.seen[-1].body["messages"][0]
+    notes = next(b["text"] for b in first["content"] if "# Session Title" in b["text"])
+    assert "# Session Title\nFix the bug in src/app.py please." in notes
+    assert "# Task specification\nFix the bug" in notes
+    sent = rig.upstream.seen[0].body["messages"][0]["content"]
+    assert [{k: v for k, v in b.items() if k != "cache_control"} for b in sent] == msgs[0]["content"]
+
+
+@pytest.mark.parametrize(
+    ("kinds", "parts"),
+    [("RU", ["attachment", "message"]), ("UR", ["message", "attachment"]), ("RR", ["attachment"]),
+     ("RUR", ["message"]), ("U", ["message"])],
+)  # fmt: skip
+def test_reminders_get_a_message_of_their_own_in_the_order_sent(kinds: str, parts: list[str]) -> None:
+    blocks = tuple(Text(REMIND if k == "R" else "Do it.") for k in kinds)
+    out = split_reminders(Message("user", blocks, "m4"))
+    assert [m.origin for m in out] == parts
+    assert tuple(b for m in out for b in m.blocks) == blocks
+    assert [m.id for m in out if m.origin == "message"] in ([], ["m4"])

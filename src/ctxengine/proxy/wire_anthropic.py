@@ -29,6 +29,7 @@ from ctxengine.formats.validate import validate_anthropic
 from ctxengine.messages import Block, Message, Text, Usage
 from ctxengine.proxy.anthropic_system import mark, preamble, unmark, without_system
 from ctxengine.proxy.pinned import message_id, with_pinned
+from ctxengine.proxy.reminders import split_reminders
 from ctxengine.proxy.sse import SSEReader
 from ctxengine.proxy.wire import (
     BadRequest,
@@ -76,8 +77,9 @@ def _blocks(content: Any, where: str) -> tuple[Block, ...]:
 
 
 class AnthropicReader:
-    """One neutral message per client message, id ``m<index>``; a ``system`` message inside the
-    conversation (``anthropic_system``) is a neutral system message."""
+    """One neutral message per client message, id ``m<index>`` (its ``<system-reminder>`` blocks
+    apart as an attachment: ``reminders``); a ``system`` message inside the conversation
+    (``anthropic_system``) is a neutral system message."""
 
     def read(self, raw: Sequence[Any], start: int) -> list[Message]:
         out: list[Message] = []
@@ -85,7 +87,7 @@ class AnthropicReader:
             where = f"messages.{i}"
             if not isinstance(m, dict) or m.get("role") not in ROLES:
                 raise BadRequest(f"{where}.role: Input should be 'user', 'assistant' or 'system'")
-            out.append(Message(m["role"], _blocks(m.get("content"), where), message_id(i)))
+            out.extend(split_reminders(Message(m["role"], _blocks(m.get("content"), where), message_id(i))))
         return out
 
 
