@@ -217,3 +217,26 @@ def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
     row = [line for line in done.stderr.splitlines() if line.startswith("│")][-1]
     assert int(row.strip("│ ").split("│")[1]) >= 4  # calls: the 3 rounds and the answer (and side calls)
     assert not any(s.problems for s in up.seen)
+
+
+def test_codex_through_ctxengine_wrap(tmp_path: Path) -> None:
+    """Codex's own provider, its base URL set by wrap (a config override: Codex reads no
+    variable for it); Codex tries the WebSocket transport first and falls back to HTTP."""
+    exe = need("codex")
+    ws = workspace(tmp_path / "ws", modules=4)
+    up = Upstream(plan=AgentTask(ws, rounds=3))
+    env = {**os.environ, "HOME": str(tmp_path), "OPENAI_API_KEY": "sk-test-wrap-codex"}
+    env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env['PATH']}"
+    with serve(up.app()) as up_url:
+        cmd = [
+            sys.executable, "-m", "ctxengine.cli", "wrap", "--store", str(tmp_path / "store"),
+            "--openai-upstream", up_url + "/v1", "codex", "--", "exec", "--skip-git-repo-check",
+            "-m", "gpt-4o", "Read the modules.",
+        ]  # fmt: skip
+        done = subprocess.run(
+            cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = [line for line in done.stderr.splitlines() if line.startswith("│")][-1]
+    assert int(row.strip("│ ").split("│")[1]) >= 4  # calls: the 3 rounds and the answer
+    assert [s.path for s in up.seen if s.path == "/v1/responses"] and not any(s.problems for s in up.seen)

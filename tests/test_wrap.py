@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxengine.proxy.wrap import agent_argv, agent_env
 from proxy_servers import Upstream, serve
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
@@ -77,3 +78,18 @@ def test_an_agent_ended_by_a_signal_exits_as_a_shell_would_say(tmp_path: Path) -
     done = _wrap(tmp_path, "http://127.0.0.1:9", sys.executable, "--", "-c", kill)
     assert done.returncode == 128 + 15
     assert "ctxengine wrap: the run" in done.stderr  # the table still ends the run
+
+
+def test_codex_gets_its_base_url_as_a_config_override_and_other_agents_as_they_are() -> None:
+    base = "http://127.0.0.1:5555"
+    assert agent_argv(["/usr/bin/codex", "exec", "hi"], base) == [
+        "/usr/bin/codex", "-c", 'openai_base_url="http://127.0.0.1:5555/v1"', "exec", "hi",
+    ]  # fmt: skip
+    assert agent_argv(["/usr/bin/claude", "-p", "hi"], base) == ["/usr/bin/claude", "-p", "hi"]
+    env = agent_env(base, {"PATH": "/bin"})
+    assert env == {
+        "PATH": "/bin",
+        "ANTHROPIC_BASE_URL": base,
+        "OPENAI_BASE_URL": base + "/v1",
+        "OPENAI_API_BASE": base + "/v1",
+    }

@@ -4,10 +4,13 @@ The proxy (``create_app``) is served on a loopback port (a free one unless ``por
 in a thread of this process, with a persistent store; its log goes to ``proxy.log`` in the
 store, not over the agent's screen. The agent runs in the foreground with the variables its
 kind reads for a base URL set to the proxy: ``ANTHROPIC_BASE_URL`` (Claude Code, the Anthropic
-SDKs), ``OPENAI_BASE_URL`` (Codex CLI, the OpenAI SDKs) and ``OPENAI_API_BASE`` (aider,
-LiteLLM); any other command gets the same three. Ctrl-C is the agent's to handle. When the agent
-exits the proxy stops and ``summary`` prints one table of the run: calls, tokens the agent sent
-and tokens sent upstream, compactions, the prompt cache's hit ratio and the money saved.
+SDKs), ``OPENAI_BASE_URL`` (the OpenAI SDKs) and ``OPENAI_API_BASE`` (aider, LiteLLM); any other
+command gets the same three. Codex CLI reads its base URL from its config, not the environment:
+``codex`` also gets ``-c openai_base_url="<proxy>/v1"`` before its arguments (it then tries the
+Responses API's WebSocket, which the proxy does not serve, and falls back to HTTP within
+seconds). Ctrl-C is the agent's to handle. When the agent exits the proxy stops and ``summary``
+prints one table of the run: calls, tokens the agent sent and tokens sent upstream,
+compactions, the prompt cache's hit ratio and the money saved.
 
 Errors (``WrapError``, one line each): the agent is not installed, the port is taken, the proxy
 did not start.
@@ -50,6 +53,13 @@ def agent_env(base: str, environ: dict[str, str] | None = None) -> dict[str, str
     env = dict(os.environ if environ is None else environ)
     env.update(ANTHROPIC_BASE_URL=base, OPENAI_BASE_URL=base + "/v1", OPENAI_API_BASE=base + "/v1")
     return env
+
+
+def agent_argv(argv: Sequence[str], base: str) -> list[str]:
+    """The agent's command line: ``argv``, for Codex CLI with its base URL set (``-c``)."""
+    if Path(argv[0]).name == "codex":
+        return [argv[0], "-c", f'openai_base_url="{base}/v1"', *argv[1:]]
+    return list(argv)
 
 
 def bind(port: int) -> socket.socket:
@@ -127,7 +137,7 @@ def run(config: ProxyConfig, argv: Sequence[str], *, port: int = 0, err: Console
         proxy.start()
         base = f"http://{HOST}:{proxy.sock.getsockname()[1]}"
         err.print(f"ctxengine wrap: {argv[0]} through the proxy on {base} (log {config.store / LOG_FILE})")
-        child = subprocess.Popen([exe, *argv[1:]], env=agent_env(base))
+        child = subprocess.Popen(agent_argv([exe, *argv[1:]], base), env=agent_env(base))
         previous = signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C is the agent's
         try:
             status = child.wait()
