@@ -823,6 +823,10 @@ def test_a_retry_does_not_wait_behind_the_request_its_client_abandoned(
     body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": msgs}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(rig.base + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=0.2)
+    for _ in range(500):  # the abandoned request reaches the slow upstream (a loaded machine: > 0.2 s)
+        if rig.upstream.seen:
+            break
+        time.sleep(0.01)
     rig.upstream.delay_s = 0.0
     r = rig.anthropic(timeout=10).messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
     assert r.content[0].text == "ok 3"  # type: ignore[union-attr]
