@@ -5,7 +5,8 @@ is the loopback provider the proxy forwards to: it checks every request against 
 rules with the project's validators (``formats.validate``: pairing, roles, content, at most 4
 cache breakpoints), records it, and answers like the provider (JSON or server-sent events) with
 usage ``input_tokens = body chars // 4``. ``Upstream.script`` can queue special answers (an
-error status, a tool call, ``sse``: a stream exactly as given) for the next requests.
+error status, a tool call, ``sse``: a stream exactly as given) for the next requests; ``Upstream.plan``
+answers when the script is empty (an agent's task: ``agent_task``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
+from ctxengine.formats.validate_responses import validate_responses
 
 
 @contextmanager
@@ -70,6 +72,8 @@ class Upstream:
     in_flight: dict[str, int] = field(default_factory=dict)  # per x-test-tag header
     max_in_flight: dict[str, int] = field(default_factory=dict)
     delay_s: float = 0.0
+    # the answer to a request when ``script`` is empty (None: the default answer): an agent's task
+    plan: Callable[[Seen], dict[str, Any] | None] | None = None
 
     def app(self) -> Starlette:
         return Starlette(
@@ -77,8 +81,19 @@ class Upstream:
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/", self._root, methods=["GET", "HEAD"]),
             ]
         )
+
+    async def _models(self, request: Request) -> Response:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "gpt-4o", "object": "model", "owned_by": "up"}]}
+        )
+
+    async def _root(self, request: Request) -> Response:  # a client's connectivity check
+        return Response(status_code=200)
 
     async def _record(self, request: Request, problems_of: Any) -> tuple[Seen, dict[str, Any] | None]:
         raw = await request.body()
@@ -93,14 +108,17 @@ class Upstream:
                 await asyncio.sleep(self.delay_s)
         finally:
             self.in_flight[tag] -= 1
-        return seen, (self.script.pop(0) if self.script else None)
+        if self.script:
+            return seen, self.script.pop(0)
+        return seen, self.plan(seen) if self.plan is not None and not seen.problems else None
 
     async def _count(self, request: Request) -> Response:
         raw = await request.body()
         return JSONResponse({"input_tokens": len(raw) // 4})
 
     async def _anthropic(self, request: Request) -> Response:
-        seen, special = await self._record(request, validate_anthropic)
+        beta = request.headers.get("anthropic-beta", "")
+        seen, special = await self._record(request, lambda body: anthropic_problems(body, beta))
         if seen.problems:
             error = {"type": "invalid_request_error", "message": seen.problems[0]}
             return JSONResponse({"type": "error", "error": error}, status_code=400)
@@ -119,7 +137,7 @@ class Upstream:
         }
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
         msg = {
-            "id": "msg_up",
+            "id": f"msg_up_{len(self.seen)}",  # unique, as the API gives (Claude Code groups by it)
             "type": "message",
             "role": "assistant",
             "model": seen.body["model"],
@@ -135,13 +153,7 @@ class Upstream:
     async def _openai(self, request: Request) -> Response:
         seen, special = await self._record(request, validate_openai_chat)
         if seen.problems:
-            error = {
-                "message": seen.problems[0],
-                "type": "invalid_request_error",
-                "param": None,
-                "code": None,
-            }
-            return JSONResponse({"error": error}, status_code=400)
+            return _openai_error(seen.problems[0])
         if special is not None and "status" in special:
             return JSONResponse(special["body"], status_code=special["status"])
         if special is not None and "sse" in special:  # a stream exactly as given
@@ -161,6 +173,100 @@ class Upstream:
             choice = {"index": 0, "message": message, "finish_reason": finish}
             return JSONResponse(base | {"object": "chat.completion", "choices": [choice], "usage": usage})
         return Response(openai_chunks(base, message, finish, usage), media_type="text/event-stream")
+
+    async def _responses(self, request: Request) -> Response:
+        """The Responses API: ``output`` items from the script (default: one assistant message);
+        usage with ``cached_tokens`` (a quarter of the input, as a warm cache would give)."""
+        seen, special = await self._record(request, validate_responses)
+        if seen.problems:
+            return _openai_error(seen.problems[0])
+        if special is not None and "status" in special:
+            return JSONResponse(special["body"], status_code=special["status"])
+        n = len(self.seen)
+        output = (special or {}).get("output") or [
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": f"ok {n}", "annotations": []}],
+            }
+        ]
+        usage = {
+            "input_tokens": seen.input_tokens,
+            "input_tokens_details": {"cached_tokens": seen.input_tokens // 4},
+            "output_tokens": 7,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": seen.input_tokens + 7,
+        }
+        response = {
+            "id": f"resp_{n}",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": seen.body["model"],
+            "output": output,
+            "usage": usage,
+        }
+        if not seen.body.get("stream"):
+            return JSONResponse(response)
+        return Response(responses_events(response), media_type="text/event-stream")
+
+
+def anthropic_problems(body: dict[str, Any], beta: str) -> list[str]:
+    """The Messages API's rules; with the ``mid-conversation-system`` beta a ``system`` message
+    may stand inside the conversation (never first, never empty): the rest is checked with it
+    left out, the messages around it taken as one turn when of one role."""
+    if "mid-conversation-system" not in beta:
+        return validate_anthropic(body)
+    problems: list[str] = []
+    rest: list[dict[str, Any]] = []
+    for k, msg in enumerate(body.get("messages") or []):
+        if msg.get("role") != "system":
+            if rest and rest[-1]["role"] == msg["role"]:
+                both = _as_blocks(rest[-1]["content"]) + _as_blocks(msg["content"])
+                rest[-1] = {**rest[-1], "content": both}
+            else:
+                rest.append(msg)
+        elif k == 0 or not msg.get("content"):
+            problems.append(f"messages.{k}: a system message must not be first or empty")
+        elif body["messages"][k - 1].get("role") == "system":
+            problems.append(f"messages.{k}: two system messages in a row (the API merges them)")
+    return problems + validate_anthropic({**body, "messages": rest})
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _openai_error(message: str) -> JSONResponse:
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+    return JSONResponse({"error": error}, status_code=400)
+
+
+def responses_events(response: dict[str, Any]) -> str:
+    """``response`` as the Responses API streams it (created, items added / text deltas / done,
+    completed)."""
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": dict(response, status="in_progress", output=[], usage=None)}
+    ]
+    for k, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": k, "item": item})
+        for part in item.get("content") or [] if item["type"] == "message" else []:
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    "output_index": k,
+                    "content_index": 0,
+                    "item_id": item.get("id", ""),
+                    "delta": part.get("text", ""),
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": k, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    for seq, event in enumerate(events):
+        event["sequence_number"] = seq
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
 
 
 def anthropic_events(msg: dict[str, Any]) -> str:

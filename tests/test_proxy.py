@@ -55,6 +55,17 @@ class Rig:
         return httpx.get(self.base + "/ctxengine/sessions").json()  # type: ignore[no-any-return]
 
 
+def log_lines(caplog: pytest.LogCaptureFixture, part: str, n: int = 1) -> list[str]:
+    """The proxy's log lines holding ``part``, once there are ``n`` (a request's line is written
+    after its response has gone out: a request without a session has no lock to wait on)."""
+    for _ in range(500):
+        lines = [r.getMessage() for r in caplog.records if part in r.getMessage()]
+        if len(lines) >= n:
+            return lines
+        time.sleep(0.01)
+    raise AssertionError(f"no {n} log line(s) with {part!r}")
+
+
 def _rig(tmp_path: Path, **config: Any) -> Iterator[Rig]:
     up = Upstream()
     with serve(up.app()) as up_url:
@@ -812,6 +823,10 @@ def test_a_retry_does_not_wait_behind_the_request_its_client_abandoned(
     body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": msgs}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(rig.base + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=0.2)
+    for _ in range(500):  # the abandoned request reaches the slow upstream (a loaded machine: > 0.2 s)
+        if rig.upstream.seen:
+            break
+        time.sleep(0.01)
     rig.upstream.delay_s = 0.0
     r = rig.anthropic(timeout=10).messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
     assert r.content[0].text == "ok 3"  # type: ignore[union-attr]

@@ -126,9 +126,13 @@ _mount_commands(_command_asked())
 
 def _mount_proxy() -> None:
     from ctxengine.proxy.command import proxy_command
+    from ctxengine.proxy.wrap_command import wrap_command
 
     app.command("proxy", help="Serve the Anthropic and OpenAI APIs, the engine applied to every request.")(
         proxy_command
+    )
+    app.command("wrap", help="Run an agent (claude, codex, aider, any command) through a proxy of its own.")(
+        wrap_command
     )
 
 

@@ -1,18 +1,20 @@
 """The proxy's ASGI app (Starlette): routes, the request path, fail open.
 
-Routes: ``POST /v1/messages`` (Anthropic) and ``POST /v1/chat/completions`` (OpenAI) go through
-the engine; ``GET /ctxengine/sessions`` reports the sessions; every other request (Anthropic's
-``count_tokens``, model lists, ...) is passed through unchanged to the upstream of its provider
-(by path, else by its auth header).
+Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and ``POST
+/v1/responses`` (OpenAI) go through the engine; ``GET /ctxengine/sessions`` reports the
+sessions; every other request (Anthropic's ``count_tokens``, model lists, ...) is passed through
+unchanged to the upstream of its provider (by path, else by its auth header).
 
 A managed request: parse (a body that is not a request gets the provider's 400) -> the session
 (``identity`` chain or ``x-ctxengine-session``; its lock held until the response ends) ->
 ``apply.prepare`` on the engine thread -> upstream -> the response back as the upstream sent it
 (JSON or the stream byte for byte) -> ``apply.finish``. Fail open: when the engine raises, the
 client's body goes upstream unchanged, the session is dropped (the next request starts a new one)
-and the log line says why. Engine work runs on one worker thread (the engine is single-threaded
-and the store's SQLite connection lives there); the event loop stays free, so the upstream calls
-of different sessions run in parallel.
+and the log line says why. A request whose context the provider manages itself
+(``wire.LeftToProvider``: ``previous_response_id``, server-side compaction) goes upstream as sent,
+without a session, and its log line says why. Engine work runs on one worker thread (the engine
+is single-threaded and the store's SQLite connection lives there); the event loop stays free, so
+the upstream calls of different sessions run in parallel.
 """
 
 from __future__ import annotations
@@ -40,14 +42,16 @@ from ctxengine.engine import ContextEngine
 from ctxengine.models import ModelWindowWarning, Registry
 from ctxengine.policy import Policy, get_policy
 from ctxengine.proxy.apply import prepare
+from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
-from ctxengine.proxy.wire import BadRequest, ClientRequest, Wire
+from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
+from ctxengine.proxy.wire_responses import ResponsesWire
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -67,6 +71,10 @@ class ProxyConfig:
     store: Path | None = None
     retrieve_tool: bool = False
     registry: Registry | None = None
+    # an OpenAI ``prompt_cache_key`` (the session's id) on requests whose client sets none, so a
+    # session's requests reach the same cache; None: only when the OpenAI upstream is OpenAI's own
+    # (another server may refuse a field it does not know)
+    prompt_cache_key: bool | None = None
     # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
     # request never waits for the previous one's upkeep; False runs them in line (deterministic)
     background_notes: bool = True
@@ -81,6 +89,7 @@ class Totals:
     bad_requests: int = 0
     upstream_unreachable: int = 0
     passed_through: int = 0
+    left_to_provider: int = 0  # requests whose context the provider manages (wire.LeftToProvider)
 
 
 class Proxy:
@@ -96,6 +105,11 @@ class Proxy:
         self._creating = asyncio.Lock()
         self.anthropic: Wire = AnthropicWire()
         self.openai: Wire = OpenAIWire()
+        self.responses: Wire = ResponsesWire()
+        self._said: dict[str, set[str]] = {}  # per session id: what its log lines said once
+        self.gaps = IdleGaps()  # Anthropic sessions' pauses (cache_ttl)
+        key = config.prompt_cache_key
+        self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -182,26 +196,24 @@ class Proxy:
         self.totals.requests += 1
         turn = Turn(request.url.path, wire, self.run)
         raw = await request.body()
+        parsed: ClientRequest | None
         try:
             parsed = wire.parse(msgspec.json.decode(raw))
         except (msgspec.DecodeError, BadRequest) as exc:
             return await self._bad_request(turn, exc)
         except RecursionError:  # valid JSON nested past any parser's limit: a 500 before
             return await self._bad_request(turn, BadRequest("the body is JSON nested too deeply to read"))
-        turn.stream = parsed.stream
+        except LeftToProvider as exc:
+            self.totals.left_to_provider += 1
+            turn.note = f"left to the provider (forwarded as sent): {exc}"
+            parsed = None
         content = raw
-        try:
-            turn.session = await self.session(wire, parsed, request.headers)
-            turn.prepared = await self.run(prepare, turn.session, wire, parsed)
-            content = msgspec.json.encode(turn.prepared.body)
-        except BadRequest as exc:
-            self.abandon(turn)
-            return await self._bad_request(turn, exc)
-        except Exception as exc:
-            self.totals.fail_open += 1
-            self.abandon(turn)
-            turn.prepared, content = None, raw
-            turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
+        if parsed is not None:
+            turn.stream = parsed.stream
+            prepared = await self._prepare(turn, request, wire, parsed, raw)
+            if isinstance(prepared, Response):
+                return prepared
+            content = prepared
         url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=strip_v1)
         headers = upstream.request_headers(request.headers)
         try:
@@ -215,6 +227,56 @@ class Proxy:
             await turn.complete(502, None, None)
             msg = f"ctxengine proxy: failed relaying the upstream's response ({type(exc).__name__})"
             return JSONResponse(wire.error_body(msg, "api_error"), status_code=502)
+
+    async def _prepare(
+        self, turn: Turn, request: Request, wire: Wire, parsed: ClientRequest, raw: bytes
+    ) -> bytes | Response:
+        """The body to send upstream (the engine's projection; ``raw`` when the engine failed:
+        fail open), or the provider-shaped 400 for client messages of the wrong shape."""
+        try:
+            turn.session = await self.session(wire, parsed, request.headers)
+            turn.prepared = await self.run(prepare, turn.session, wire, parsed)
+            body = turn.prepared.body
+            if wire.provider == "openai" and self.cache_key and "prompt_cache_key" not in body:
+                body["prompt_cache_key"] = turn.session.id
+            hour = False
+            if wire.provider == "anthropic":
+                self.gaps.note(turn.session.id)
+                hour = self.gaps.outlast_five_minutes(turn.session.id) and hour_prefix(body)
+            turn.note = self._news(turn.session, turn.prepared.budget, hour)
+            return msgspec.json.encode(body)
+        except BadRequest as exc:
+            self.abandon(turn)
+            return await self._bad_request(turn, exc)
+        except Exception as exc:
+            self.totals.fail_open += 1
+            self.abandon(turn)
+            turn.prepared = None
+            turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
+            return raw
+
+    def _news(self, session: ProxySession, budget: int | None, hour: bool) -> str:
+        """What the log line says once per session: that it is a branch (the client's history
+        differs from the session it began as), that the client's output ask shrank the prompt's
+        budget, that its fixed prefix is now cached for an hour (``cache_ttl``)."""
+        if len(self._said) > 2 * len(self.table.sessions) + 100:  # forget those evicted or dropped
+            self._said = {k: v for k, v in self._said.items() if k in self.table.sessions}
+            self.gaps.forget(set(self.table.sessions))
+        said = self._said.setdefault(session.id, set())
+        news = []
+        if session.branch_of is not None and "branch" not in said:
+            news.append(f"new session, a branch of {session.branch_of}: the client's history differs from it")
+            said.add("branch")
+        if budget is not None and "budget" not in said:
+            window = session.engine.window
+            news.append(
+                f"the client's output ask leaves the prompt {budget:,} of the {window:,}-token window"
+            )
+            said.add("budget")
+        if hour and "hour" not in said:
+            news.append("its pauses outlast 5 minutes: the fixed prefix is cached for 1 hour")
+            said.add("hour")
+        return "; ".join(news)
 
     async def _unless_gone(self, request: Request, turn: Turn, work: Awaitable[Response]) -> Response:
         """``work`` (the upstream call), cancelled when the client goes away before it ends: a
@@ -353,6 +415,11 @@ def create_app(config: ProxyConfig) -> Starlette:
             return await proxy.passthrough(request)
         return await proxy.managed(request, proxy.openai, cfg.openai_upstream, strip_v1=True)
 
+    async def responses(request: Request) -> Response:
+        if request.method != "POST":
+            return await proxy.passthrough(request)
+        return await proxy.managed(request, proxy.responses, cfg.openai_upstream, strip_v1=True)
+
     async def sessions(request: Request) -> Response:
         return JSONResponse(proxy.sessions_report())
 
@@ -366,6 +433,7 @@ def create_app(config: ProxyConfig) -> Starlette:
         routes=[
             Route("/v1/messages", messages, methods=methods),
             Route("/v1/chat/completions", chat, methods=methods),
+            Route("/v1/responses", responses, methods=methods),
             Route("/ctxengine/sessions", sessions, methods=["GET"]),
             Route("/{path:path}", proxy.passthrough, methods=methods),
         ],

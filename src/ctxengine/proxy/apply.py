@@ -3,7 +3,8 @@
 ``prepare``: ingest the client messages the session has not seen, ``assemble`` the projection,
 add the recovery hints to its placeholders (``recovery``), write it in the client's wire format
 and validate it against the provider's rules; a body that fails validation raises
-``InvalidProjection`` (the proxy then fails open). ``finish``: give the upstream's usage to
+``InvalidProjection`` (the proxy then fails open). ``finish``: count what the engine removed
+(``client_tokens``: savings only from what was actually taken out), give the upstream's usage to
 ``after_turn`` (the ledger's anchor) and keep the reply until the client sends it back (the
 client's history is the truth: a differing turn is counted and the client's is ingested).
 """
@@ -33,6 +34,7 @@ class Prepared:
     body: dict[str, Any]
     projection: Projection
     new: list[Message]  # the client messages this request added to the session
+    budget: int | None = None  # the prompt's budget when the client's output ask shrank it (tokens)
     client_tokens: int = 0  # the client's request (fixed prefix + whole history), set by ``finish``
 
 
@@ -65,13 +67,14 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     for m in new:
         engine.ingest(m)
     session.ingested = len(request.conversation)
-    projection = engine.assemble(response_budget(engine, request.body), now=time.time())
+    budget = response_budget(engine, request.body)
+    projection = engine.assemble(budget, now=time.time())
     body = wire.build(request, with_recovery_hints(engine, projection.messages))
     problems = wire.validate(body)
     if problems:
         raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
     _count_events(session, projection)
-    return Prepared(body, projection, new)
+    return Prepared(body, projection, new, budget=budget)
 
 
 def _check_reply(session: ProxySession, wire: Wire, first: Any) -> None:
@@ -90,6 +93,14 @@ def _count_events(session: ProxySession, projection: Projection) -> None:
             session.stats.offloads += 1
 
 
+def client_tokens(session: ProxySession, projection: Projection) -> int:
+    """What the client's request would have cost (tokens): the projection's prediction plus what
+    the engine removed from the history (its raw count less the projection's, at the ledger's
+    scale). One counter: a request the engine left as it was costs exactly its projection."""
+    removed = max(0, session.history_tokens - projection.content_estimate)
+    return projection.tokens + round(removed * session.engine.ledger.scale)
+
+
 def finish(
     session: ProxySession,
     wire: Wire,
@@ -104,9 +115,7 @@ def finish(
     if prepared is not None:
         engine = session.engine
         session.history_tokens += sum(engine.counter.count_message(m) for m in prepared.new)
-        prepared.client_tokens = engine.ledger.state.fixed_prefix + round(
-            session.history_tokens * engine.ledger.scale
-        )
+        prepared.client_tokens = client_tokens(session, prepared.projection)
     if status >= 400:
         st.upstream_errors += 1
         return

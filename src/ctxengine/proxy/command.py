@@ -14,6 +14,12 @@ from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
 NEEDS = ("starlette", "uvicorn", "httpx")
 
 
+def missing_extra() -> str | None:
+    """What to install when the ``proxy`` extra's packages are missing, else None."""
+    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
+    return f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'" if missing else None
+
+
 def proxy_command(
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
@@ -29,6 +35,14 @@ def proxy_command(
     store: Annotated[
         Path | None, typer.Option(help="Folder for the session store (proxy.sqlite); default: memory only.")
     ] = None,
+    prompt_cache_key: Annotated[
+        bool | None,
+        typer.Option(
+            "--prompt-cache-key/--no-prompt-cache-key",
+            help="Send the session's id as OpenAI's prompt_cache_key when the client sets none "
+            "(default: only to api.openai.com).",
+        ),
+    ] = None,
     retrieve_tool: Annotated[
         bool,
         typer.Option("--retrieve-tool", help="Offer the model ctxengine's retrieve tool; the proxy runs it."),
@@ -37,9 +51,9 @@ def proxy_command(
     """Serve the Anthropic Messages and OpenAI Chat Completions APIs, with the engine applied to
     every request. Point an agent at it with ANTHROPIC_BASE_URL=http://HOST:PORT or an OpenAI
     base URL of http://HOST:PORT/v1."""
-    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
+    missing = missing_extra()
     if missing:
-        raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
+        raise fail(missing)
     check_window_option(window)
     if store is not None and store.exists() and not store.is_dir():
         raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")
@@ -55,5 +69,6 @@ def proxy_command(
         window=window,
         store=store,
         retrieve_tool=retrieve_tool,
+        prompt_cache_key=prompt_cache_key,
     )
     serve(config, host=host, port=port)

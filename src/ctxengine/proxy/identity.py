@@ -10,7 +10,8 @@ prompt (a harness's side request) is another conversation. The key itself is nev
 A message is hashed as its JSON bytes (the client's key order: a client serializes its messages
 the same way on every request), in a normal form when it holds ``cache_control`` markers: they
 are left out (a client such as Claude Code moves its breakpoint to the newest message on every
-request; the conversation is the same). Hashes are BLAKE2b, 16 bytes.
+request; the conversation is the same), and a content of one text block is its string (the same
+prompt sent either way). Hashes are BLAKE2b, 16 bytes.
 """
 
 from __future__ import annotations
@@ -62,9 +63,25 @@ def _normal(value: Any) -> Any:
     return value
 
 
+def _one_text(message: Any) -> Any:
+    """``message`` with a content of one text block as that block's string: Claude Code sends
+    its newest prompt as ``[{"type": "text", "text": P, "cache_control": ...}]`` and the same
+    prompt as ``P`` once it is no longer the newest."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        block = content[0]
+        if block.get("type") == "text" and isinstance(block.get("text"), str) and set(block) <= _TEXT_KEYS:
+            return {**message, "content": block["text"]}
+    return message
+
+
+_TEXT_KEYS = frozenset({"type", "text", "cache_control"})
+
+
 def message_bytes(message: Any) -> bytes:
     """The normal form of one client message, as JSON bytes (normalized only when it needs it:
     encoding is fast, walking the message is not)."""
+    message = _one_text(message)
     raw = _ENCODER.encode(message)
     return _ENCODER.encode(_normal(message)) if _MARK in raw else raw
 

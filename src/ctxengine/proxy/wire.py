@@ -29,6 +29,13 @@ class Unsupported(Exception):
     line) instead of a 400 or a lossy rewrite."""
 
 
+class LeftToProvider(Exception):
+    """The request is one whose context the provider manages itself (the server holds the
+    history: ``previous_response_id``; or it compacts / edits the context server-side): the
+    proxy forwards it as sent, without a session, and its log line says why. The message is
+    that reason."""
+
+
 @dataclass
 class ClientRequest:
     """One parsed client request.

@@ -3,13 +3,17 @@
 Client messages are read with the Claude Code reader's block rules (``formats.claude_code``: the
 same content blocks), one neutral message per client message; the projection is written with
 ``formats.anthropic_writer.to_anthropic`` (engine notices stay inline as ``<system-reminder>``
-user text, so the system prompt and its cache entry never change). ``system``, ``tools`` and
-every other field are the client's. Prompt cache: the writer's message breakpoints (the last
-message and the second-to-last user message, as the cache model plans them), plus one on the
-last tool definition (else the last system block) when the client marked none there, so the fixed
-prefix stays cached after a compaction; never more than ``MAX_BREAKPOINTS`` (the API's 4: the
-oldest message breakpoints go first). Usage: ``usage`` of the response; in a stream
-``message_start`` carries the input tokens and ``message_delta`` the output tokens.
+user text, so the system prompt and its cache entry never change). A ``system`` message inside
+the conversation (Claude Code's default model) is carried, pinned and written back in place as
+sent (``anthropic_system``). ``system``, ``tools`` and every other field are the client's
+(``context_management``, ``output_config``, ``container``, ``mcp_servers``: untouched); a request
+whose ``context_management`` compacts or clears tool results server-side is left to the provider
+(``server_side_editing``). Prompt cache: the writer's message breakpoints (the last message and
+the second-to-last user message, as the cache model plans them), plus one on the last tool
+definition (else the last system block) when the client marked none there, so the fixed prefix
+stays cached after a compaction; never more than ``MAX_BREAKPOINTS`` (the API's 4: the oldest
+message breakpoints go first). Usage: ``usage`` of the response; in a stream ``message_start``
+carries the input tokens and ``message_delta`` the output tokens.
 """
 
 from __future__ import annotations
@@ -23,9 +27,20 @@ from ctxengine.formats.claude_code.blocks import to_block
 from ctxengine.formats.claude_code.usage import anthropic_usage
 from ctxengine.formats.validate import validate_anthropic
 from ctxengine.messages import Block, Message, Text, Usage
+from ctxengine.proxy.anthropic_system import mark, preamble, unmark, without_system
+from ctxengine.proxy.pinned import message_id, with_pinned
+from ctxengine.proxy.reminders import split_reminders
 from ctxengine.proxy.sse import SSEReader
-from ctxengine.proxy.wire import BadRequest, ClientRequest, Unsupported, client_request, require_object
+from ctxengine.proxy.wire import (
+    BadRequest,
+    ClientRequest,
+    LeftToProvider,
+    Unsupported,
+    client_request,
+    require_object,
+)
 
+ROLES = ("user", "assistant", "system")
 _SOURCES = {"image": ("base64", "url"), "document": ("base64", "text")}
 _MEDIA_KEYS = frozenset({"type", "source", "cache_control"})
 
@@ -62,15 +77,17 @@ def _blocks(content: Any, where: str) -> tuple[Block, ...]:
 
 
 class AnthropicReader:
-    """One neutral message per client message, id ``m<index>``."""
+    """One neutral message per client message, id ``m<index>`` (its ``<system-reminder>`` blocks
+    apart as an attachment: ``reminders``); a ``system`` message inside the conversation
+    (``anthropic_system``) is a neutral system message."""
 
     def read(self, raw: Sequence[Any], start: int) -> list[Message]:
         out: list[Message] = []
         for i, m in enumerate(raw, start):
             where = f"messages.{i}"
-            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-                raise BadRequest(f"{where}.role: Input should be 'user' or 'assistant'")
-            out.append(Message(m["role"], _blocks(m.get("content"), where), f"m{i}"))
+            if not isinstance(m, dict) or m.get("role") not in ROLES:
+                raise BadRequest(f"{where}.role: Input should be 'user', 'assistant' or 'system'")
+            out.extend(split_reminders(Message(m["role"], _blocks(m.get("content"), where), message_id(i))))
         return out
 
 
@@ -105,12 +122,29 @@ def place_breakpoints(body: dict[str, Any]) -> None:
     for msg in body["messages"]:
         excess += _marked(msg["content"])
     for msg in body["messages"]:
-        for block in msg["content"]:
+        for block in msg["content"] if msg.get("role") != "system" else ():  # the client's, as sent
             if excess <= 0:
                 return
-            if "cache_control" in block:
+            if isinstance(block, dict) and "cache_control" in block:
                 del block["cache_control"]
                 excess -= 1
+
+
+# context_management edits that change what the model sees (``clear_thinking`` only drops thinking
+# the engine never keeps for the model; Claude Code sends it with ``keep: "all"``)
+SERVER_EDITS = ("clear_tool_uses", "compact")
+
+
+def server_side_editing(body: dict[str, Any]) -> str | None:
+    """The type of the first ``context_management`` edit by which Anthropic compacts or clears
+    this conversation server-side (the engine must not compact it twice), or None."""
+    cm = body.get("context_management")
+    edits = cm.get("edits") if isinstance(cm, dict) else None
+    for edit in edits if isinstance(edits, list) else ():
+        kind = edit.get("type") if isinstance(edit, dict) else None
+        if isinstance(kind, str) and kind.startswith(SERVER_EDITS):
+            return kind
+    return None
 
 
 class AnthropicWire:
@@ -120,20 +154,28 @@ class AnthropicWire:
 
     def parse(self, body: Any) -> ClientRequest:
         body = require_object(body)
+        if (edit := server_side_editing(body)) is not None:
+            raise LeftToProvider(f"context_management edit {edit!r}: the provider edits this context itself")
         return client_request(body, body["messages"], body.get("system"), system_text(body.get("system")))
 
     def reader(self) -> AnthropicReader:
         return AnthropicReader()
 
     def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
-        written = to_anthropic(messages, model=request.model, system_messages="inline")
+        conversation = request.conversation
+        pinned = {
+            i: Message("system", _blocks(conversation[i].get("content"), f"messages.{i}"), message_id(i))
+            for i in preamble(conversation)
+        }
+        marked = mark(with_pinned(messages, pinned), conversation)
+        written = to_anthropic(marked, model=request.model, system_messages="inline")
         body = dict(request.body)
-        body["messages"] = written["messages"]
+        body["messages"] = unmark(written["messages"], conversation)
         place_breakpoints(body)
         return body
 
     def validate(self, body: dict[str, Any]) -> list[str]:
-        return validate_anthropic(body)
+        return validate_anthropic({**body, "messages": without_system(body["messages"])})
 
     def usage(self, response: Any) -> Usage | None:
         return anthropic_usage(response.get("usage")) if isinstance(response, dict) else None

@@ -114,10 +114,20 @@ class OpenAIReader:
         return b.messages[before:]
 
 
-class OpenAIWire:
-    """The Chat Completions adapter (see the module docstring)."""
+class OpenAIShapes:
+    """What OpenAI's wires share: the provider, the usage object and the error body."""
 
     provider = "openai"
+
+    def usage(self, response: Any) -> Usage | None:
+        return openai_usage(response.get("usage")) if isinstance(response, dict) else None
+
+    def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+class OpenAIWire(OpenAIShapes):
+    """The Chat Completions adapter (see the module docstring)."""
 
     def parse(self, body: Any) -> ClientRequest:
         body = require_object(body)
@@ -138,9 +148,6 @@ class OpenAIWire:
     def validate(self, body: dict[str, Any]) -> list[str]:
         return validate_openai_chat(body)
 
-    def usage(self, response: Any) -> Usage | None:
-        return openai_usage(response.get("usage")) if isinstance(response, dict) else None
-
     def reply(self, response: Any) -> dict[str, Any] | None:
         if not isinstance(response, dict):
             return None
@@ -152,9 +159,6 @@ class OpenAIWire:
 
     def tap(self) -> OpenAITap:
         return OpenAITap()
-
-    def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
-        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
 class OpenAITap:

@@ -1,0 +1,242 @@
+"""Real agents through ``ctxengine proxy``: Claude Code CLI, Codex CLI (the Responses wire) and
+aider (Chat Completions), each running a reading task (``agent_task``) against the loopback
+upstream, which checks every request it gets against the provider's rules. Each run is long
+enough for the engine to compact at the window used.
+
+The clients are installed by ``.ci/run`` (pinned versions; ``CTXENGINE_AGENT_BIN`` names their
+folder). Outside CI a test whose client is not installed is skipped with the reason; under CI
+(``CI=true``) it fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_task import AgentTask, client, workspace
+from ctxengine.proxy import Proxy, ProxyConfig, create_app
+from proxy_servers import Upstream, serve
+
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
+
+INSTALL = {
+    "claude": "npm install -g @anthropic-ai/claude-code@2.1.197",
+    "codex": "npm install -g @openai/codex@0.171.0",
+    "aider": "pip install aider-chat==0.86.2 (in a venv of its own)",
+}
+TIMEOUT_S = 600
+QUIET = {  # no telemetry, update checks or error reports: the loopback upstream is all they reach
+    "DISABLE_TELEMETRY": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
+
+def need(name: str) -> str:
+    """The installed client ``name``; skipped (failed under CI) when it is not installed."""
+    path = client(name)
+    if path is None:
+        why = f"{name} is not installed ({INSTALL[name]}; or set CTXENGINE_AGENT_BIN)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return path
+
+
+class Recorder:
+    """ASGI middleware: the bodies the client sent to each path, in order (what the proxy got)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.bodies: dict[str, list[Any]] = {}
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        chunks: list[bytes] = []
+
+        async def recorded() -> Any:
+            message = await receive()
+            if message["type"] != "http.request":
+                return message
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                self.bodies.setdefault(scope["path"], []).append(json.loads(b"".join(chunks) or b"null"))
+            return message
+
+        await self.app(scope, recorded, send)
+
+
+@dataclass
+class Run:
+    upstream: Upstream
+    task: AgentTask
+    proxy: Proxy
+    base: str
+    env: dict[str, str]
+    sent: Recorder
+
+    def report(self) -> dict[str, Any]:
+        return httpx.get(self.base + "/ctxengine/sessions").json()  # type: ignore[no-any-return]
+
+    def check(self, caplog: pytest.LogCaptureFixture, key: str) -> dict[str, Any]:
+        """Every upstream request valid, none failed open, the key in no log line; the report."""
+        assert [(s.path, s.problems) for s in self.upstream.seen if s.problems] == []
+        report = self.report()
+        assert report["totals"]["fail_open"] == 0, report["totals"]
+        assert not any(key in r.getMessage() for r in caplog.records)
+        return report
+
+
+@contextmanager
+def run(tmp_path: Path, window: int, **task: Any) -> Iterator[Run]:
+    ws = workspace(tmp_path / "ws")
+    plan = AgentTask(ws, **task)
+    up = Upstream(plan=plan)
+    with serve(up.app()) as up_url:
+        cfg = ProxyConfig(
+            anthropic_upstream=up_url, openai_upstream=up_url + "/v1", store=tmp_path / "store", window=window
+        )
+        app = create_app(cfg)
+        recorder = Recorder(app)
+        with serve(recorder) as base:
+            home = tmp_path / "home"
+            (home / ".codex").mkdir(parents=True)
+            env = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb", **QUIET}
+            yield Run(up, plan, app.state.proxy, base, env, recorder)
+
+
+def _session(report: dict[str, Any], provider: str) -> dict[str, Any]:
+    """The client's one session of tool calls (side calls are sessions of their own)."""
+    sessions = [s for s in report["sessions"] if s["provider"] == provider]
+    return max(sessions, key=lambda s: s["calls"])
+
+
+def test_claude_code(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    exe = need("claude")
+    key = "sk-ant-test-real-claude-code"
+    with caplog.at_level(logging.INFO), run(tmp_path, 64_000, rounds=16) as r:
+        env = r.env | {"ANTHROPIC_BASE_URL": r.base, "ANTHROPIC_API_KEY": key}
+        prompt = "Read every module in src/ one at a time and summarise each."
+        cmd = [exe, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash Read"]
+        out = subprocess.run(cmd, cwd=r.task.root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert out.returncode == 0, out.stderr[-2000:]
+        result = json.loads(out.stdout)
+        assert not result["is_error"] and result["num_turns"] >= 16, out.stdout[:500]
+        session = _session(r.check(caplog, key), "anthropic")
+    assert session["calls"] >= 17 and session["compactions"] >= 1, session
+    bodies = [s.body for s in r.upstream.seen if s.path == "/v1/messages" and s.body.get("tools")]
+    assert any(m["role"] == "system" for m in bodies[-1]["messages"])  # its agent list, carried
+
+
+def test_codex_cli_on_the_responses_wire(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    exe = need("codex")
+    key = "sk-test-real-codex"
+    with caplog.at_level(logging.INFO), run(tmp_path, 16_000, rounds=12) as r:
+        (Path(r.env["HOME"]) / ".codex" / "config.toml").write_text(
+            'model = "gpt-4o"\nmodel_provider = "ctxproxy"\n[model_providers.ctxproxy]\n'
+            f'name = "ctxengine proxy"\nbase_url = "{r.base}/v1"\nenv_key = "CTXPROXY_KEY"\n'
+            'wire_api = "responses"\n'
+        )
+        env = r.env | {"CTXPROXY_KEY": key}
+        prompt = "Read every module in src/ one at a time with cat and summarise each."
+        cmd = [exe, "exec", "--skip-git-repo-check", prompt]
+        out = subprocess.run(
+            cmd,
+            cwd=r.task.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+        session = _session(r.check(caplog, key), "openai")
+    assert session["calls"] >= 13 and session["compactions"] >= 1, session
+    secrets = {item["id"]: item["encrypted_content"] for item in r.task.reasoning_sent}
+    requests = [s.body for s in r.upstream.seen if s.path == "/v1/responses"]
+    assert len(requests) == len(r.sent.bodies["/v1/responses"])
+    kept = 0
+    for client_body, upstream_body in zip(r.sent.bodies["/v1/responses"], requests, strict=True):
+        reasoning = [i for i in upstream_body["input"] if i.get("type") == "reasoning"]
+        for item in reasoning:  # store: false: each as Codex sent it, its secret whole
+            assert item in client_body["input"] and item["encrypted_content"] == secrets[item["id"]]
+        kept += len(reasoning)
+    assert kept >= 12
+    assert not any("/v1/responses passed through" in rec.getMessage() for rec in caplog.records)
+
+
+def test_aider_on_chat_completions(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    exe = need("aider")
+    key = "sk-test-real-aider"
+    with caplog.at_level(logging.INFO), run(tmp_path, 16_000, misses=3) as r:
+        env = r.env | {"OPENAI_API_KEY": key}
+        cmd = [
+            exe, "--openai-api-base", r.base + "/v1", "--model", "openai/gpt-4o", "--yes",
+            "--no-check-update", "--no-show-model-warnings", "--no-analytics", "--no-auto-commits",
+            "--no-pretty", "--no-stream", "--message", "Add hello.py that prints hello.", "src/mod_1.py",
+        ]  # fmt: skip
+        out = subprocess.run(cmd, cwd=r.task.root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+        assert (r.task.root / "hello.py").exists(), out.stdout[-2000:]
+        report = r.check(caplog, key)
+    # aider moves its files message to just before the newest prompt on every request: each
+    # request starts a session of its own (a branch), so the figures are summed
+    assert sum(s["calls"] for s in report["sessions"]) >= 5  # 3 misses, the edit, summaries
+    assert sum(s["compactions"] for s in report["sessions"]) >= 1, report["sessions"]
+
+
+def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
+    exe = need("claude")
+    ws = workspace(tmp_path / "ws", modules=4)
+    up = Upstream(plan=AgentTask(ws, rounds=3))
+    env = {**os.environ, **QUIET, "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test-wrap"}
+    env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env['PATH']}"
+    with serve(up.app()) as up_url:
+        cmd = [
+            sys.executable, "-m", "ctxengine.cli", "wrap", "--store", str(tmp_path / "store"),
+            "--anthropic-upstream", up_url, "claude", "--", "-p", "Read the modules.",
+            "--output-format", "json", "--allowedTools", "Bash Read",
+        ]  # fmt: skip
+        done = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["num_turns"] >= 3
+    assert "sk-ant-test-wrap" not in done.stderr + (tmp_path / "store" / "proxy.log").read_text()
+    row = [line for line in done.stderr.splitlines() if line.startswith("│")][-1]
+    assert int(row.strip("│ ").split("│")[1]) >= 4  # calls: the 3 rounds and the answer (and side calls)
+    assert not any(s.problems for s in up.seen)
+
+
+def test_codex_through_ctxengine_wrap(tmp_path: Path) -> None:
+    """Codex's own provider, its base URL set by wrap (a config override: Codex reads no
+    variable for it); Codex tries the WebSocket transport first and falls back to HTTP."""
+    exe = need("codex")
+    ws = workspace(tmp_path / "ws", modules=4)
+    up = Upstream(plan=AgentTask(ws, rounds=3))
+    env = {**os.environ, "HOME": str(tmp_path), "OPENAI_API_KEY": "sk-test-wrap-codex"}
+    env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env['PATH']}"
+    with serve(up.app()) as up_url:
+        cmd = [
+            sys.executable, "-m", "ctxengine.cli", "wrap", "--store", str(tmp_path / "store"),
+            "--openai-upstream", up_url + "/v1", "codex", "--", "exec", "--skip-git-repo-check",
+            "-m", "gpt-4o", "Read the modules.",
+        ]  # fmt: skip
+        done = subprocess.run(
+            cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = [line for line in done.stderr.splitlines() if line.startswith("│")][-1]
+    assert int(row.strip("│ ").split("│")[1]) >= 4  # calls: the 3 rounds and the answer
+    assert [s.path for s in up.seen if s.path == "/v1/responses"] and not any(s.problems for s in up.seen)
