@@ -1,0 +1,216 @@
+"""``PostgresStore``: the ``SessionStore`` on PostgreSQL (psycopg 3 and its connection pool), for
+sessions shared by several processes and machines (``ctxengine proxy --store postgresql://...``).
+
+Entries are msgpack-encoded (msgspec) in one append-only table whose ``(session, seq)`` key is
+unique: an append takes the next sequence number in its ``INSERT``, the writers of one session
+queued on a transaction-level advisory lock; should another writer take the number all the same
+(the key refuses it), it retries (``APPEND_TRIES`` times, then ``StoreError``): two writers never
+share a number and none is lost silently. Artifact content is stored once by its hash (content-addressed); a
+session's artifacts point at it. A writer that holds a fencing number (``fence``, handed out by a
+lock across nodes) is refused with ``FencedOut`` once a later holder has claimed the session.
+
+The schema is created and migrated by the program (``pg_schema``), on the first use. Needs the
+``gateway`` extra (``pip install 'ctxengine[gateway]'``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ctxengine.store.base import Entry, EntryKind, StoreError
+from ctxengine.store.pg_schema import migrate
+
+APPEND_TRIES = 10
+RETRY_PAUSE_S = 0.002  # at most, random: two writers that collided do not collide again in step
+CONNECT_TIMEOUT_S = 3  # a connection attempt; a request waits at most POOL_TIMEOUT_S for one
+POOL_TIMEOUT_S = 5.0
+
+_APPEND = """
+INSERT INTO ctx_entries (session, seq, kind, payload)
+SELECT %(s)s, COALESCE(MAX(seq), -1) + 1, %(k)s, %(p)s FROM ctx_entries WHERE session = %(s)s
+HAVING NOT EXISTS (SELECT 1 FROM ctx_fences WHERE session = %(s)s AND fence > %(f)s)
+RETURNING seq
+"""
+_CLAIM = """
+INSERT INTO ctx_fences (session, fence) VALUES (%(s)s, %(f)s)
+ON CONFLICT (session) DO UPDATE SET fence = EXCLUDED.fence WHERE ctx_fences.fence <= EXCLUDED.fence
+"""
+NO_FENCE = -1  # a writer without a lock: refused only once some lock holder has claimed the session
+
+
+class FencedOut(StoreError):
+    """A writer's fencing number is older than the session's (its lock expired and was taken)."""
+
+
+class PostgresStore:
+    """Append-only entries and content-addressed artifacts in PostgreSQL (a ``SessionStore``).
+
+    Any thread may use it at once (each call takes a pooled connection). Nothing in it is a key or
+    a credential: the URL's password, if any, is used to connect and never stored.
+
+    Args:
+        url: a libpq URL or conninfo, ``postgresql://USER@HOST:PORT/DB`` (add
+            ``?options=-csearch_path%3DNAME`` to keep the tables in schema NAME).
+        min_size / max_size: the pool's connections.
+        timeout: seconds a call waits for a connection before ``StoreError``.
+
+    Raises:
+        StoreError: from any method when the database cannot be reached within ``POOL_TIMEOUT_S``
+            or a statement fails (after ``timeout`` seconds at most when it is down). The
+            constructor itself does not connect (the pool connects in the background), so a
+            proxy starts while the database is down.
+    """
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = POOL_TIMEOUT_S
+    ) -> None:
+        self.url = url
+        self._pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            timeout=timeout,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            check=ConnectionPool.check_connection,
+            name="ctxengine",
+        )
+        self._pool.open(wait=False)
+        self._migrated = False
+        self.append_retries = 0  # appends that found their number taken by another writer
+        self._enc = msgspec.msgpack.Encoder()
+        self._dec = msgspec.msgpack.Decoder()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A pooled connection (autocommit) to a migrated schema; psycopg and pool errors become
+        ``StoreError`` (``StoreError`` raised inside passes as it is)."""
+        try:
+            with self._pool.connection() as conn:
+                if not self._migrated:
+                    migrate(conn)
+                    self._migrated = True
+                yield conn
+        except StoreError:
+            raise
+        except (psycopg.Error, OSError) as exc:  # PoolTimeout is a psycopg.OperationalError
+            raise StoreError(f"PostgreSQL: {type(exc).__name__}: {exc}".strip()) from exc
+
+    def claim(self, session: str, fence: int) -> None:
+        """Record that the holder of fencing number ``fence`` now owns ``session``'s writes.
+
+        Raises:
+            FencedOut: when a holder of a higher number has claimed it already.
+            StoreError: when the database fails.
+        """
+        with self.connection() as conn:
+            if conn.execute(_CLAIM, {"s": session, "f": fence}).rowcount != 1:
+                raise FencedOut(f"session {session!r}: fencing number {fence} is out of date")
+
+    def append(self, session: str, kind: EntryKind, payload: Any, *, fence: int = NO_FENCE) -> Entry:
+        """Append an entry with the session's next sequence number.
+
+        Args:
+            session: the session's id.
+            kind: the entry's kind.
+            payload: kind-specific JSON-able data (msgpack-encoded).
+            fence: the writer's fencing number (``NO_FENCE`` without a lock).
+
+        Returns:
+            The entry, with its sequence number.
+
+        Raises:
+            FencedOut: when a lock holder with a higher fencing number has claimed the session.
+            StoreError: when the write fails, or another writer took the number ``APPEND_TRIES``
+                times in a row.
+        """
+        args = {"s": session, "k": kind, "p": self._enc.encode(payload), "f": fence}
+        for _ in range(APPEND_TRIES):
+            with self.connection() as conn:
+                try:
+                    with conn.transaction():  # writers of one session queue here, in PostgreSQL
+                        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (session,))
+                        row = conn.execute(_APPEND, args).fetchone()
+                except psycopg.errors.UniqueViolation:  # another writer took this number
+                    self.append_retries += 1
+                    time.sleep(random.uniform(0, RETRY_PAUSE_S))
+                    continue
+            if row is None:
+                raise FencedOut(f"cannot append to {session}: fencing number {fence} is out of date")
+            return Entry(session, int(row[0]), kind, payload)
+        raise StoreError(f"cannot append to {session}: {APPEND_TRIES} concurrent writers took the number")
+
+    def entries(self, session: str, kind: EntryKind | None = None) -> list[Entry]:
+        """All entries of a session (optionally of one kind), by sequence number.
+
+        Raises:
+            StoreError: when the read fails.
+        """
+        sql = "SELECT seq, kind, payload FROM ctx_entries WHERE session = %s"
+        args: tuple[Any, ...] = (session,)
+        if kind is not None:
+            sql += " AND kind = %s"
+            args += (kind,)
+        with self.connection() as conn:
+            rows = conn.execute(sql + " ORDER BY seq", args).fetchall()
+        return [Entry(session, int(s), k, self._dec.decode(p)) for s, k, p in rows]
+
+    def put_artifact(self, session: str, artifact_id: str, content: str, meta: dict[str, Any]) -> None:
+        """Store original content under ``artifact_id`` (idempotent; the content itself is kept
+        once for every session and id that hold it).
+
+        Raises:
+            StoreError: when the write fails.
+        """
+        h = hashlib.blake2b(content.encode(), digest_size=20).digest()
+        with self.connection() as conn, conn.transaction():
+            known = "SELECT 1 FROM ctx_artifacts WHERE session = %s AND id = %s"
+            if conn.execute(known, (session, artifact_id)).fetchone() is not None:
+                return
+            conn.execute(
+                "INSERT INTO ctx_blobs (hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING", (h, content)
+            )
+            conn.execute(
+                "INSERT INTO ctx_artifacts (session, id, hash, meta) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (session, artifact_id, h, self._enc.encode(meta)),
+            )
+
+    def get_artifact(self, session: str, artifact_id: str) -> tuple[str, dict[str, Any]]:
+        """``(content, meta)`` of an artifact.
+
+        Raises:
+            StoreError: when it does not exist or the read fails.
+        """
+        with self.connection() as conn:
+            row = conn.execute(
+                "SELECT b.content, a.meta FROM ctx_artifacts a JOIN ctx_blobs b ON b.hash = a.hash "
+                "WHERE a.session = %s AND a.id = %s",
+                (session, artifact_id),
+            ).fetchone()
+        if row is None:
+            raise StoreError(f"no artifact {artifact_id!r} in session {session!r}")
+        return str(row[0]), dict(self._dec.decode(row[1]))
+
+    def artifact_ids(self, session: str) -> list[str]:
+        """The ids of a session's artifacts, in the order they were stored.
+
+        Raises:
+            StoreError: when the read fails.
+        """
+        with self.connection() as conn:
+            rows = conn.execute("SELECT id FROM ctx_artifacts WHERE session = %s ORDER BY ord", (session,))
+            return [str(r[0]) for r in rows.fetchall()]
+
+    def close(self) -> None:
+        """Close the pool (waits for connections in use)."""
+        self._pool.close()
