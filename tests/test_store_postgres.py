@@ -18,8 +18,9 @@ from ctxengine.engine import ContextEngine
 from ctxengine.formats import load
 from ctxengine.policy import get_policy
 from ctxengine.store import SessionStore, SQLiteStore, StoreError, store_from_url
+from ctxengine.store.base import FencedOut
 from ctxengine.store.pg_schema import MIGRATIONS
-from ctxengine.store.postgres import FencedOut, PostgresStore
+from ctxengine.store.postgres import PostgresStore
 from gateway_servers import pg_schema_url
 
 

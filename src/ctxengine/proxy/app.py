@@ -41,13 +41,17 @@ from ctxengine.models import ModelWindowWarning, Registry
 from ctxengine.policy import Policy, get_policy
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.shared import SharedSessions, open_shared
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, Wire
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
+from ctxengine.store.base import SessionStore, StoreError
+from ctxengine.store.url import is_postgres_url
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -57,14 +61,17 @@ DISCONNECT_POLL_S = 0.25  # how often a request waiting on the upstream checks t
 @dataclass
 class ProxyConfig:
     """How the proxy runs. ``window`` (tokens) overrides each model's context window; ``store``
-    is a folder (the SQLite store ``proxy.sqlite`` in it) or None for memory only."""
+    is a folder (the SQLite store ``proxy.sqlite`` in it), a ``postgresql://`` URL (sessions
+    shared by every node on it: ``shared``) or None for memory only; ``redis`` a
+    ``redis://HOST:PORT/N`` URL (the per-session lock across nodes; needs a PostgreSQL store)."""
 
     anthropic_upstream: str = upstream.ANTHROPIC_API
     openai_upstream: str = upstream.OPENAI_API
     policy: Policy = field(default_factory=lambda: get_policy("default"))
     policy_name: str = "default"  # for the log
     window: int | None = None
-    store: Path | None = None
+    store: Path | str | None = None
+    redis: str | None = None
     retrieve_tool: bool = False
     registry: Registry | None = None
     # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
@@ -81,6 +88,7 @@ class Totals:
     bad_requests: int = 0
     upstream_unreachable: int = 0
     passed_through: int = 0
+    store_failures: int = 0  # requests failed open because the shared store or the lock failed
 
 
 class Proxy:
@@ -96,6 +104,9 @@ class Proxy:
         self._creating = asyncio.Lock()
         self.anthropic: Wire = AnthropicWire()
         self.openai: Wire = OpenAIWire()
+        self.shared: SharedSessions | None = None
+        if config.store is not None and is_postgres_url(config.store):
+            self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -112,15 +123,21 @@ class Proxy:
             await self._client.aclose()
         if self._store is not None:
             await self.run(self._store.close)
+        if self.shared is not None:
+            await self.shared.locks.close()
+            await self.run(self.shared.store.close)
         self._pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------ sessions
 
-    def _engine(self, sid: str, model: str, window: int | None = None) -> ContextEngine:
+    def _engine(
+        self, sid: str, model: str, window: int | None = None, store: SessionStore | None = None
+    ) -> ContextEngine:
         """A new engine (engine thread: the store is opened there); ``window``: the request's own
-        (the 1M-context beta), else ``--window`` or the model's."""
-        if self._store is None:
-            path = self.config.store
+        (the 1M-context beta), else ``--window`` or the model's; ``store``: a shared store's
+        writer, else the proxy's SQLite store."""
+        if store is None and self._store is None:
+            path = Path(self.config.store) if self.config.store is not None else None
             if path is not None:
                 path.mkdir(parents=True, exist_ok=True)
             self._store = ProxyStore(path / STORE_FILE if path is not None else ":memory:")
@@ -132,7 +149,7 @@ class Proxy:
                 model=model,
                 window=self.config.window or window,
                 registry=self.config.registry,
-                store=self._store,
+                store=store or self._store,
                 session_id=sid,
                 background_notes=self.config.background_notes,
             )
@@ -140,7 +157,12 @@ class Proxy:
     async def session(self, wire: Wire, request: ClientRequest, headers: Any) -> ProxySession:
         """The session of ``request`` (continued, or new: a new conversation or a branch), its lock
         held and the request's chain recorded in it. New sessions are made one at a time, so that
-        concurrent first requests of one conversation share one session."""
+        concurrent first requests of one conversation share one session. With a shared store the
+        store finds it (``shared``); raises ``StoreError`` or ``LockUnavailable`` then."""
+        if self.shared is not None:
+            shared = await self.shared.session(wire, request, headers, beta_window(headers))
+            self.shared.store_outage.ok()
+            return shared
         key = key_digest(headers)
         links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
         label = headers.get(SESSION_HEADER)
@@ -160,20 +182,25 @@ class Proxy:
                     continue  # made meanwhile by a concurrent request: match again
                 sid = self.table.new_id(wire.provider)
                 engine = await self.run(self._engine, sid, request.model, beta_window(headers))
-                new = ProxySession(sid, wire.provider, request.model, engine, wire.reader())
+                new = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), key=key)
                 self.table.add(new, branch_of=found, name=name)
                 await new.lock.acquire()
                 self.table.advance(new, links)  # a concurrent request of it now waits for this one
                 return new
 
-    def abandon(self, turn: Turn) -> None:
-        """Drop the turn's session (its engine state is unknown after an error) and unlock it."""
+    async def abandon(self, turn: Turn, exc: BaseException) -> None:
+        """Drop the turn's session (its engine state is unknown after ``exc``) and unlock it."""
         s = turn.session
         if s is not None:
-            self.table.drop(s)
-            if s.lock.locked():
-                s.lock.release()
-            turn.session = None
+            try:
+                if self.shared is not None:
+                    await self.shared.abandon(s, exc)
+                else:
+                    self.table.drop(s)
+            finally:
+                if s.lock.locked():
+                    s.lock.release()
+                turn.session = None
 
     # ------------------------------------------------------------------ requests
 
@@ -181,6 +208,8 @@ class Proxy:
         """A request the engine applies to (see the module docstring)."""
         self.totals.requests += 1
         turn = Turn(request.url.path, wire, self.run)
+        if self.shared is not None:
+            turn.finish, turn.release = self.shared.finish, self.shared.release
         raw = await request.body()
         try:
             parsed = wire.parse(msgspec.json.decode(raw))
@@ -192,14 +221,19 @@ class Proxy:
         content = raw
         try:
             turn.session = await self.session(wire, parsed, request.headers)
-            turn.prepared = await self.run(prepare, turn.session, wire, parsed)
+            turn.prepared = await self.run(
+                self.shared.prepare if self.shared else prepare, turn.session, wire, parsed
+            )
             content = msgspec.json.encode(turn.prepared.body)
         except BadRequest as exc:
-            self.abandon(turn)
+            await self.abandon(turn, exc)
             return await self._bad_request(turn, exc)
         except Exception as exc:
             self.totals.fail_open += 1
-            self.abandon(turn)
+            if self.shared is not None and isinstance(exc, StoreError | LockUnavailable):
+                self.totals.store_failures += 1
+                self.shared.failed(exc)
+            await self.abandon(turn, exc)
             turn.prepared, content = None, raw
             turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
         url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=strip_v1)
@@ -301,12 +335,17 @@ class Proxy:
             _bytes(resp), status_code=resp.status_code, headers=upstream.response_headers(resp.headers)
         )
 
-    def sessions_report(self) -> dict[str, Any]:
-        """``GET /ctxengine/sessions``: per session its figures, and the proxy's totals."""
+    async def sessions_report(self, key: str | None = None) -> dict[str, Any]:
+        """``GET /ctxengine/sessions``: per session its figures (``key``'s sessions only, when
+        given: a key digest), and this node's totals. With a shared store, the store's figures
+        (the same on every node). Raises ``StoreError`` when the shared store fails."""
+        if self.shared is not None:
+            rows = await self.shared.report(key)
+        else:
+            rows = [s.report() for s in self.table.sessions.values() if key is None or s.key == key]
         return {
-            "sessions": [s.report() for s in self.table.sessions.values()],
-            "totals": vars(self.totals)
-            | {"sessions": len(self.table.sessions), "sessions_evicted": self.table.evicted},
+            "sessions": rows,
+            "totals": vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted},
         }
 
 
@@ -354,7 +393,10 @@ def create_app(config: ProxyConfig) -> Starlette:
         return await proxy.managed(request, proxy.openai, cfg.openai_upstream, strip_v1=True)
 
     async def sessions(request: Request) -> Response:
-        return JSONResponse(proxy.sessions_report())
+        try:
+            return JSONResponse(await proxy.sessions_report())
+        except StoreError as exc:
+            return JSONResponse({"error": f"the session store failed: {exc}"}, status_code=503)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

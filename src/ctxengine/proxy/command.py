@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -12,6 +12,7 @@ from ctxengine.cli_common import check_window_option, fail, load_policy
 from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
 
 NEEDS = ("starlette", "uvicorn", "httpx")
+GATEWAY_NEEDS = ("psycopg", "psycopg_pool")
 
 
 def proxy_command(
@@ -27,7 +28,15 @@ def proxy_command(
     anthropic_upstream: Annotated[str, typer.Option(help="Anthropic API base URL.")] = ANTHROPIC_API,
     openai_upstream: Annotated[str, typer.Option(help="OpenAI API base URL, including /v1.")] = OPENAI_API,
     store: Annotated[
-        Path | None, typer.Option(help="Folder for the session store (proxy.sqlite); default: memory only.")
+        str | None,
+        typer.Option(
+            help="Session store: a folder (SQLite proxy.sqlite in it) or postgresql://HOST/DB (sessions "
+            "shared by every proxy on that database); default: memory only."
+        ),
+    ] = None,
+    redis: Annotated[
+        str | None,
+        typer.Option(help="redis://HOST:PORT/N: per-session locks across proxies (with a PostgreSQL store)."),
     ] = None,
     retrieve_tool: Annotated[
         bool,
@@ -37,23 +46,48 @@ def proxy_command(
     """Serve the Anthropic Messages and OpenAI Chat Completions APIs, with the engine applied to
     every request. Point an agent at it with ANTHROPIC_BASE_URL=http://HOST:PORT or an OpenAI
     base URL of http://HOST:PORT/v1."""
+    options = {k: v for k, v in locals().items() if k not in ("host", "port")}
     missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
     if missing:
         raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
     check_window_option(window)
-    if store is not None and store.exists() and not store.is_dir():
-        raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")
-    pol = load_policy(policy, policy_file)
-    from ctxengine.proxy.app import ProxyConfig
+    check_gateway_options(store, redis)
+    config = config_from_options(options)
     from ctxengine.proxy.server import serve
 
-    config = ProxyConfig(
-        anthropic_upstream=anthropic_upstream,
-        openai_upstream=openai_upstream,
-        policy=pol,
-        policy_name=str(policy_file) if policy_file else policy,
-        window=window,
-        store=store,
-        retrieve_tool=retrieve_tool,
-    )
     serve(config, host=host, port=port)
+
+
+def check_gateway_options(store: str | None, redis: str | None) -> None:
+    """Refuse (``typer.Exit``, one line on stderr) what the options cannot do safely."""
+    from ctxengine.store.url import is_postgres_url
+
+    postgres = store is not None and is_postgres_url(store)
+    if postgres or redis:
+        missing = [m for m in GATEWAY_NEEDS if importlib.util.find_spec(m) is None]
+        if redis and importlib.util.find_spec("redis") is None:
+            missing.append("redis")
+        if missing:
+            raise fail(f"a shared store needs {', '.join(missing)}: pip install 'ctxengine[gateway]'")
+    if redis and not postgres:
+        raise fail("--redis locks sessions shared in a store: give --store postgresql://HOST/DB too")
+    if store is not None and not postgres and Path(store).exists() and not Path(store).is_dir():
+        raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")
+
+
+def config_from_options(options: dict[str, Any]) -> Any:
+    """The ``ProxyConfig`` of the command's options."""
+    from ctxengine.proxy.app import ProxyConfig
+    from ctxengine.store.url import is_postgres_url
+
+    store = options["store"]
+    return ProxyConfig(
+        anthropic_upstream=options["anthropic_upstream"],
+        openai_upstream=options["openai_upstream"],
+        policy=load_policy(options["policy"], options["policy_file"]),
+        policy_name=str(options["policy_file"]) if options["policy_file"] else options["policy"],
+        window=options["window"],
+        store=store if store is None or is_postgres_url(store) else Path(store),
+        redis=options["redis"],
+        retrieve_tool=options["retrieve_tool"],
+    )

@@ -26,7 +26,7 @@ import msgspec
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ctxengine.store.base import Entry, EntryKind, StoreError
+from ctxengine.store.base import NO_FENCE, Entry, EntryKind, FencedOut, StoreError
 from ctxengine.store.pg_schema import migrate
 
 APPEND_TRIES = 10
@@ -44,11 +44,6 @@ _CLAIM = """
 INSERT INTO ctx_fences (session, fence) VALUES (%(s)s, %(f)s)
 ON CONFLICT (session) DO UPDATE SET fence = EXCLUDED.fence WHERE ctx_fences.fence <= EXCLUDED.fence
 """
-NO_FENCE = -1  # a writer without a lock: refused only once some lock holder has claimed the session
-
-
-class FencedOut(StoreError):
-    """A writer's fencing number is older than the session's (its lock expired and was taken)."""
 
 
 class PostgresStore:
@@ -123,7 +118,8 @@ class PostgresStore:
             session: the session's id.
             kind: the entry's kind.
             payload: kind-specific JSON-able data (msgpack-encoded).
-            fence: the writer's fencing number (``NO_FENCE`` without a lock).
+            fence: the writer's fencing number (``NO_FENCE`` without a lock: refused only once
+                a lock holder has claimed the session).
 
         Returns:
             The entry, with its sequence number.

@@ -1,0 +1,124 @@
+"""Per-session locks across the proxy's nodes (Redis), with fencing numbers.
+
+``RedisLocks.acquire(sid)`` takes ``ctxengine:lock:<sid>`` with redis-py's ``Lock`` (a random
+token, an expiry of ``LOCK_TTL_S``, released only by its holder), renews it every third of the
+expiry while the request runs, and draws the session's next fencing number (``INCR
+ctxengine:fence:<sid>``): the store refuses the writes of a holder whose number is older than the
+session's latest (its lock expired, a node paused past it, and another node took over).
+``LocalLocks`` is the one-node stand-in: no lock beyond the process's own, no fencing number.
+Redis unreachable: ``LockUnavailable`` (the proxy then fails open: per-node locks could let two
+nodes write one session at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ctxengine.store.base import NO_FENCE
+
+log = logging.getLogger("ctxengine.proxy")
+
+LOCK_TTL_S = 10.0  # a dead node's lock is free again after this long
+LOCK_WAIT_S = 90.0  # how long a request waits for its session's lock before failing open
+
+
+class LockUnavailable(Exception):
+    """The lock service cannot be reached, or the session stayed locked past ``LOCK_WAIT_S``."""
+
+
+@dataclass
+class Held:
+    """A session's lock, held: its fencing number and how to give it back."""
+
+    fence: int
+    release: Callable[[], Awaitable[None]]
+
+
+class SessionLocks(Protocol):
+    """Where the proxy takes a session's lock across nodes."""
+
+    async def acquire(self, sid: str) -> Held:
+        """Wait for ``sid``'s lock. Raises ``LockUnavailable``."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+async def _nothing() -> None:
+    return None
+
+
+class LocalLocks:
+    """One node: the process's own per-session lock is all there is (no fencing number)."""
+
+    async def acquire(self, sid: str) -> Held:
+        return Held(NO_FENCE, _nothing)
+
+    async def close(self) -> None:
+        return None
+
+
+class RedisLocks:
+    """Locks in the Redis at ``url`` (``redis://HOST:PORT/N``); see the module docstring."""
+
+    def __init__(self, url: str, ttl_s: float = LOCK_TTL_S, wait_s: float = LOCK_WAIT_S) -> None:
+        import redis.asyncio as aredis
+
+        self.url = url
+        self.ttl_s, self.wait_s = ttl_s, wait_s
+        self._redis = aredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+
+    async def acquire(self, sid: str) -> Held:
+        from redis.exceptions import RedisError
+
+        lock = self._redis.lock(
+            f"ctxengine:lock:{sid}",
+            timeout=self.ttl_s,
+            sleep=0.01,
+            blocking_timeout=self.wait_s,
+            thread_local=False,
+        )
+        try:
+            if not await lock.acquire(token=secrets.token_hex(16)):
+                raise LockUnavailable(f"session {sid} stayed locked for {self.wait_s:.0f} s")
+            fence = int(await self._redis.incr(f"ctxengine:fence:{sid}"))
+        except RedisError as exc:
+            raise LockUnavailable(f"Redis at {self.url}: {type(exc).__name__}: {exc}") from exc
+        renew = asyncio.ensure_future(self._renew(lock, sid))
+
+        async def release() -> None:
+            renew.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renew
+            try:
+                await lock.release()
+            except RedisError as exc:  # expired meanwhile (then the fence protects the store), or Redis gone
+                log.warning("proxy: the lock of session %s was not released: %s", sid, exc)
+
+        return Held(fence, release)
+
+    async def _renew(self, lock: object, sid: str) -> None:
+        from redis.asyncio.lock import Lock
+        from redis.exceptions import LockError, RedisError
+
+        assert isinstance(lock, Lock)
+        while True:
+            await asyncio.sleep(self.ttl_s / 3)
+            try:
+                await lock.reacquire()
+            except LockError as exc:  # lost: the store's fence refuses this node's writes now
+                log.warning("proxy: the lock of session %s expired while its request ran: %s", sid, exc)
+                return
+            except RedisError as exc:
+                log.warning("proxy: could not renew the lock of session %s: %s", sid, exc)
+
+    async def close(self) -> None:
+        await self._redis.aclose()

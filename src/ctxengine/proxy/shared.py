@@ -1,0 +1,289 @@
+"""Sessions shared by every node of the proxy (``--store postgresql://...``, ``--redis``).
+
+The in-memory ``SessionTable`` becomes a cache in front of the store: a request's session is
+found with one lookup of its chain links in the store's conversation index (``index``), never in
+the table, so any node finds any session, and a restarted node loses none. Then, in order: the
+node's own lock of the session (requests of one session on one node queue there), the lock
+across nodes (``locks``: Redis, with a fencing number the store checks), the match again (another
+node may have moved the session on meanwhile), and the cached engine brought up to the store's
+last turn (a node that never saw the session, or saw it turns ago, replays the recorded turns on
+a new or its cached engine: ``apply.replay_turn``, the writes muted, as they are stored). The
+request's links are recorded before the engine runs (``advance``), its turn once the projection
+is made (``prepare``), its usage and figures once the upstream answered (``finish``): what
+``GET /ctxengine/sessions`` reports is the store's, the same on every node.
+
+Any failure of the store or of the lock service makes the request fail open (forwarded
+unchanged, counted; a warning once per outage, ``Outage``); the session catches up at the first
+request after the store is back (the client sends the whole conversation every time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ctxengine.engine import ContextEngine
+from ctxengine.messages import Usage
+from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
+from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.index import ConversationIndex, Found, TurnRecord
+from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
+from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.store import FencedWriter
+from ctxengine.proxy.wire import ClientRequest, Wire
+from ctxengine.store.base import NO_FENCE, StoreError
+
+if TYPE_CHECKING:
+    from ctxengine.store.postgres import PostgresStore
+
+log = logging.getLogger("ctxengine.proxy")
+T = TypeVar("T")
+Run = Callable[..., Awaitable[Any]]
+MakeEngine = Callable[[str, str, "int | None", FencedWriter], ContextEngine]
+MATCH_TRIES = 5  # a session moved on under a waiting request: match again, this many times
+
+
+class Outage:
+    """A service the proxy depends on: a warning when it fails, once until it works again."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.down = False
+        self.failures = 0
+
+    def failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        if not self.down:
+            self.down = True
+            log.warning(
+                "proxy: %s failed (%s: %s); its sessions' requests go upstream unchanged until it is back",
+                self.what, type(exc).__name__, exc,
+            )  # fmt: skip
+
+    def ok(self) -> None:
+        if self.down:
+            self.down = False
+            log.warning("proxy: %s is back", self.what)
+
+
+class SharedSessions:
+    """The sessions of a proxy node on a shared store (see the module docstring).
+
+    Args:
+        store: the shared PostgreSQL store.
+        locks: the lock across nodes (``RedisLocks``, or ``LocalLocks`` for one node).
+        table: the node's cache of sessions (engines).
+        run: runs a function on the engine thread.
+        make_engine: ``(sid, model, window or None, writer) -> ContextEngine`` (engine thread).
+    """
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        locks: SessionLocks,
+        table: SessionTable,
+        run: Run,
+        make_engine: MakeEngine,
+    ) -> None:
+        self.store, self.locks, self.table, self.run = store, locks, table, run
+        self.make_engine = make_engine
+        self.index = ConversationIndex(store)
+        self.store_outage = Outage(f"the session store ({_where(store.url)})")
+        self.lock_outage = Outage("the lock service")
+        self._local: dict[str, asyncio.Lock] = {}
+        self._creating = asyncio.Lock()
+
+    async def session(
+        self, wire: Wire, request: ClientRequest, headers: Mapping[str, str], window: int | None
+    ) -> ProxySession:
+        """The session of ``request``, both its locks held and the engine caught up with the
+        store. Raises ``StoreError`` or ``LockUnavailable`` (the caller fails open)."""
+        key = key_digest(headers)
+        links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
+        name = headers.get(SESSION_HEADER) or None
+        for _ in range(MATCH_TRIES):
+            found = await self.run(self.index.match, key, links, name)
+            if found is None or not found.whole:
+                async with self._creating:  # one node makes one session of a new conversation
+                    if await self.run(self.index.match, key, links, name) != found:
+                        continue
+                    return await self._new(wire, request, key, links, name, found, window)
+            held = await self._lock(found.id)
+            try:
+                again = await self.run(self.index.match, key, links, name)
+                if again is not None and again.id == found.id and again.whole:
+                    return await self._continue(again, wire, request, key, links, held, window)
+            except BaseException:
+                await self._unlock(found.id, held)
+                raise
+            await self._unlock(found.id, held)
+        raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
+
+    async def _lock(self, sid: str) -> Held:
+        local = self._local.setdefault(sid, asyncio.Lock())
+        await local.acquire()
+        try:
+            held = await self.locks.acquire(sid)
+            if held.fence != NO_FENCE:
+                await self.run(self.store.claim, sid, held.fence)
+        except BaseException:
+            local.release()
+            raise
+        return held
+
+    async def _unlock(self, sid: str, held: Held) -> None:
+        try:
+            await held.release()
+        finally:
+            local = self._local.get(sid)
+            if local is not None and local.locked():
+                local.release()
+
+    async def _new(
+        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        branch_of: Found | None, window: int | None,
+    ) -> ProxySession:  # fmt: skip
+        sid = self.table.new_id(wire.provider)
+        writer = FencedWriter(self.store)
+        engine = await self.run(self.make_engine, sid, request.model, window, writer)
+        parent = branch_of.id if branch_of is not None else None
+        await self.run(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
+        held = await self._lock(sid)
+        try:
+            await self.run(self.index.advance, sid, links, 0)
+        except BaseException:
+            await self._unlock(sid, held)
+            raise
+        s = ProxySession(
+            sid, wire.provider, request.model, engine, wire.reader(), lock=self._local[sid], key=key
+        )
+        self.table.add(s, branch_of=None, name=None)
+        s.branch_of, s.name = parent, name
+        self._attach(s, held, writer)
+        return s
+
+    async def _continue(
+        self, found: Found, wire: Wire, request: ClientRequest, key: str, links: list[bytes], held: Held,
+        window: int | None,
+    ) -> ProxySession:  # fmt: skip
+        s = self.table.sessions.get(found.id)
+        if s is None or s.turns > found.turns or s.ingested > found.messages:
+            if s is not None:  # ahead of the store (a write that failed): rebuilt from it
+                self.table.drop(s)
+            writer = FencedWriter(self.store)
+            engine = await self.run(self.make_engine, found.id, found.model, window, writer)
+            s = ProxySession(
+                found.id,
+                wire.provider,
+                found.model,
+                engine,
+                wire.reader(),
+                lock=self._local[found.id],
+                key=key,
+            )
+            self.table.add(s, branch_of=None, name=None)
+        assert isinstance(s.engine.store, FencedWriter)
+        self._attach(s, held, s.engine.store)
+        try:
+            if s.turns < found.turns:
+                turns = await self.run(self.index.turns, s.id, s.turns)
+                await self.run(_replay, s, request, turns)
+            await self.run(self.index.advance, s.id, links, found.messages)
+        except BaseException:
+            self.table.drop(s)  # its engine may be between two turns
+            raise
+        s.last_used = time.monotonic()
+        return s
+
+    @staticmethod
+    def _attach(s: ProxySession, held: Held, writer: FencedWriter) -> None:
+        s.held = held
+        writer.fence = held.fence
+
+    # ------------------------------------------------------------ the turn (engine thread)
+
+    def prepare(self, session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
+        """``apply.prepare``, then the turn recorded. Raises what they raise (``FencedOut``
+        when this node's lock was taken over: the request then fails open)."""
+        p = prepare(session, wire, request)
+        fence = session.held.fence if session.held is not None else NO_FENCE
+        self.index.record_turn(session.id, session.turns - 1, session.ingested, p.budget, p.at, fence)
+        p.recorded = True
+        return p
+
+    def finish(
+        self, session: ProxySession, wire: Wire, prepared: Prepared | None, status: int,
+        usage: Usage | None, reply: dict[str, Any] | None,
+    ) -> None:  # fmt: skip
+        """``apply.finish``, then the turn's answer and the figures it added to the store."""
+        before = asdict(session.stats)
+        finish(session, wire, prepared, status, usage, reply)
+        delta = {k: v - before[k] for k, v in asdict(session.stats).items()}
+        turn = session.turns - 1 if prepared is not None and prepared.recorded else None
+        self.index.finish_turn(session.id, turn, status, usage if status < 400 else None, delta)
+
+    # ------------------------------------------------------------ after the turn
+
+    async def release(self, session: ProxySession) -> None:
+        """Give back the session's lock across nodes (the caller releases the node's own)."""
+        held, session.held = session.held, None
+        if held is not None:
+            await held.release()
+
+    async def abandon(self, session: ProxySession, exc: BaseException) -> None:
+        """Forget a session's engine after ``exc``; unless the store or the lock failed (the
+        session then catches up later), mark it dropped so the next request starts a new one."""
+        self.table.drop(session)
+        try:
+            if not isinstance(exc, StoreError | LockUnavailable):
+                await self.run(self.index.drop, session.id)
+        except StoreError as err:
+            self.store_outage.failed(err)
+        finally:
+            await self.release(session)
+
+    async def report(self, key: str | None) -> list[dict[str, Any]]:
+        """The sessions of ``key`` (None: all) as the store has them."""
+        rows: list[dict[str, Any]] = await self.run(self.index.report, key)
+        return rows
+
+    def failed(self, exc: BaseException) -> None:
+        """Count and say (once per outage) a failure of the store or the lock service."""
+        (self.lock_outage if isinstance(exc, LockUnavailable) else self.store_outage).failed(exc)
+
+
+def _replay(session: ProxySession, request: ClientRequest, turns: list[TurnRecord]) -> None:
+    writer = session.engine.store
+    assert isinstance(writer, FencedWriter)
+    writer.muted = True
+    try:
+        for t in turns:
+            replay_turn(session, request, t)
+    finally:
+        writer.muted = False
+
+
+def _where(url: str) -> str:
+    """``url`` without a password (for the log)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+
+
+def open_shared(
+    url: str, redis: str | None, table: SessionTable, run: Run, make_engine: MakeEngine
+) -> SharedSessions:
+    """The shared sessions of a node on the PostgreSQL store at ``url``, locked across nodes in
+    the Redis at ``redis`` (None: this node's locks only). Connects lazily (nothing raises while a
+    server is down). Raises ``ImportError`` without the ``gateway`` extra."""
+    from ctxengine.proxy.locks import LocalLocks, RedisLocks
+    from ctxengine.store.postgres import PostgresStore
+
+    locks: SessionLocks = RedisLocks(redis) if redis else LocalLocks()
+    return SharedSessions(PostgresStore(url), locks, table, run, make_engine)

@@ -1,0 +1,142 @@
+"""The proxy as a gateway: nodes sharing sessions in PostgreSQL (and locks in Redis), against the
+real servers (``gateway_servers``). Each node is a ``create_app`` served on its own loopback port;
+the upstream is the checking stub of ``proxy_servers``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import httpx
+import pytest
+
+from ctxengine.proxy.app import Proxy, ProxyConfig, create_app
+from gateway_servers import pg_schema_url, redis_url
+from proxy_servers import Upstream, serve
+from test_proxy import KEY, _turns
+
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
+
+
+@dataclass
+class Node:
+    base: str
+    proxy: Proxy
+
+    def ask(self, msgs: list[dict[str, Any]], key: str = KEY) -> str:
+        c = anthropic.Anthropic(api_key=key, base_url=self.base, max_retries=0)
+        text = c.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=msgs).content[0]
+        return text.text  # type: ignore[union-attr]
+
+    def sessions(self, headers: dict[str, str] | None = None) -> httpx.Response:
+        return httpx.get(self.base + "/ctxengine/sessions", headers=headers or {"x-api-key": KEY})
+
+
+@dataclass
+class Gateway:
+    upstream: Upstream
+    up_url: str
+    store: str
+    stack: ExitStack
+
+    def node(self, **config: Any) -> Node:
+        cfg = ProxyConfig(
+            anthropic_upstream=self.up_url,
+            openai_upstream=self.up_url + "/v1",
+            window=32_000,
+            store=config.pop("store", self.store),
+            background_notes=False,
+            **config,
+        )
+        app = create_app(cfg)
+        return Node(self.stack.enter_context(serve(app)), app.state.proxy)
+
+
+@contextmanager
+def _gateway() -> Iterator[Gateway]:
+    up = Upstream()
+    with pg_schema_url() as store, serve(up.app()) as up_url, ExitStack() as stack:
+        yield Gateway(up, up_url, store, stack)
+
+
+@pytest.fixture
+def gw() -> Iterator[Gateway]:
+    with _gateway() as g:
+        yield g
+
+
+def _bodies(upstream: Upstream) -> list[dict[str, Any]]:
+    return [s.body for s in upstream.seen if s.path == "/v1/messages"]
+
+
+def test_nodes_continue_each_others_sessions_with_the_same_projection(gw: Gateway) -> None:
+    """A conversation whose turns alternate between two nodes is one session on both, and every
+    request goes upstream exactly as one node alone sends it (the other node replays the turns
+    it did not serve); the conversation outgrows the window, so compaction acts across nodes."""
+    turns = 26
+    with _gateway() as alone:
+        single = alone.node()
+        for t in range(1, turns + 1):
+            assert single.ask(_turns(t, 6_000)).startswith("ok")
+        reference = _bodies(alone.upstream)
+    a, b = gw.node(redis=redis_url()), gw.node(redis=redis_url())
+    for t in range(1, turns + 1):
+        assert (a if t % 2 else b).ask(_turns(t, 6_000)).startswith("ok")
+    sent = _bodies(gw.upstream)
+    assert [s.problems for s in gw.upstream.seen] == [[]] * turns
+    assert len(sent[-1]["messages"]) < len(_turns(turns)) // 2  # compacted, by node B
+    assert sent == reference
+    for node in (a, b):
+        (s,) = node.sessions().json()["sessions"]
+        assert s["calls"] == turns and s["messages"] == len(_turns(turns))
+        assert s["upstream_tokens"] < s["client_tokens"] // 2
+    ids = {n.sessions().json()["sessions"][0]["id"] for n in (a, b)}
+    assert len(ids) == 1
+
+
+def test_a_restarted_node_loses_no_session(gw: Gateway) -> None:
+    first = gw.node()
+    for t in range(1, 4):
+        first.ask(_turns(t))
+    (before,) = first.sessions().json()["sessions"]
+    restarted = gw.node()  # a new process on the same store: nothing in its memory
+    restarted.ask(_turns(4))
+    (after,) = restarted.sessions().json()["sessions"]
+    assert after["id"] == before["id"] and after["calls"] == 4
+    assert restarted.proxy.table.sessions[after["id"]].turns == 4  # 3 replayed, 1 served
+
+
+def test_an_unreachable_database_fails_open_and_says_so_once(
+    gw: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    node = gw.node(store="postgresql://127.0.0.1:1/none?connect_timeout=1")
+    node.proxy.shared.store._pool.timeout = 1.0  # type: ignore[union-attr]
+    with caplog.at_level(logging.WARNING, logger="ctxengine.proxy"):
+        for t in (1, 2):
+            raw = httpx.post(
+                node.base + "/v1/messages",
+                json={"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": _turns(t)},
+                headers={"x-api-key": KEY},
+                timeout=30,
+            )
+            assert raw.status_code == 200
+    assert [s.body["messages"] for s in gw.upstream.seen] == [_turns(1), _turns(2)]  # unchanged
+    totals = node.proxy.totals
+    assert totals.fail_open == totals.store_failures == 2
+    said = [r for r in caplog.records if "session store" in r.getMessage()]
+    assert len(said) == 1 and "upstream unchanged" in said[0].getMessage()
+
+
+def test_redis_down_fails_open_with_one_warning(gw: Gateway, caplog: pytest.LogCaptureFixture) -> None:
+    node = gw.node(redis="redis://127.0.0.1:1/0")
+    with caplog.at_level(logging.WARNING, logger="ctxengine.proxy"):
+        assert node.ask(_turns(1)).startswith("ok")
+        assert node.ask(_turns(2)).startswith("ok")
+    assert [s.body["messages"] for s in gw.upstream.seen] == [_turns(1), _turns(2)]
+    assert node.proxy.totals.store_failures == 2
+    said = [r for r in caplog.records if "lock service" in r.getMessage()]
+    assert len(said) == 1

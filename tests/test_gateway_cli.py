@@ -1,0 +1,105 @@
+"""``ctxengine proxy`` as a gateway, as processes: what the options refuse, two nodes on two
+loopback ports sharing one PostgreSQL schema and one Redis (one killed with SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anthropic
+import httpx
+import pytest
+
+from gateway_servers import pg_schema_url, redis_url
+from proxy_servers import Upstream, serve
+from test_proxy import KEY, _turns
+
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
+CLI = [sys.executable, "-m", "ctxengine.cli", "proxy"]
+
+
+def _refused(*args: str) -> str:
+    r = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    return r.stderr
+
+
+def test_the_options_refuse_what_they_cannot_do_safely(tmp_path: Path) -> None:
+    assert "--store postgresql" in _refused("--redis", "redis://127.0.0.1:6379/0")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _node(up: str, store: str, *extra: str, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _port()
+    args = [
+        "--port",
+        str(port),
+        "--window",
+        "32000",
+        "--anthropic-upstream",
+        up,
+        "--openai-upstream",
+        up + "/v1",
+    ]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [*CLI, *args, "--store", store, "--redis", redis_url(), *extra],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                httpx.get(base + "/ctxengine/sessions", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+def _ask(base: str, t: int) -> str:
+    c = anthropic.Anthropic(api_key=KEY, base_url=base, max_retries=0, timeout=60)
+    text = c.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(t)).content[0]
+    return text.text  # type: ignore[union-attr]
+
+
+def _calls(base: str) -> list[tuple[str, int]]:
+    rows = httpx.get(base + "/ctxengine/sessions", timeout=10).json()["sessions"]
+    return [(r["id"], r["calls"]) for r in rows]
+
+
+def test_two_processes_share_sessions_and_survive_a_kill(tmp_path: Path) -> None:
+    up = Upstream()
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, log=tmp_path / "b.log") as (b, _),
+    ):
+        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
+            for t in range(1, 5):
+                assert _ask(a if t % 2 else b, t).startswith("ok")
+            assert _calls(a) == _calls(b) and _calls(a)[0][1] == 4
+            os.killpg(proc_a.pid, signal.SIGKILL)
+        for t in range(5, 8):  # node B alone continues what A served
+            assert _ask(b, t).startswith("ok")
+        ((_, calls),) = _calls(b)
+        assert calls == 7
+    assert all(not s.problems for s in up.seen) and len(up.seen) == 7
+    assert KEY not in (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
