@@ -20,6 +20,7 @@ from proxy_servers import Upstream, serve
 from test_proxy import KEY, _turns
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
+OTHER_KEY = "sk-test-another-key-5678"
 
 
 @dataclass
@@ -108,6 +109,20 @@ def test_a_restarted_node_loses_no_session(gw: Gateway) -> None:
     (after,) = restarted.sessions().json()["sessions"]
     assert after["id"] == before["id"] and after["calls"] == 4
     assert restarted.proxy.table.sessions[after["id"]].turns == 4  # 3 replayed, 1 served
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["postgres", "memory"])
+def test_each_key_sees_only_its_sessions_and_the_admin_all(gw: Gateway, shared: bool) -> None:
+    node = gw.node(admin_token="adm-secret", **({} if shared else {"store": None}))
+    node.ask(_turns(1), key=KEY)
+    node.ask(_turns(2), key=OTHER_KEY)  # the same messages under another key: another session
+    mine = node.sessions({"x-api-key": KEY}).json()["sessions"]
+    theirs = node.sessions({"authorization": f"Bearer {OTHER_KEY}"}).json()["sessions"]
+    assert len(mine) == len(theirs) == 1 and mine[0]["id"] != theirs[0]["id"]
+    assert len(node.sessions({"x-ctxengine-admin": "adm-secret"}).json()["sessions"]) == 2
+    refused = httpx.get(node.base + "/ctxengine/sessions")
+    assert refused.status_code == 401 and "sessions" not in refused.json()
+    assert node.sessions({"x-ctxengine-admin": "wrong"}).status_code == 401
 
 
 def test_an_unreachable_database_fails_open_and_says_so_once(

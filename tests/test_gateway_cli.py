@@ -32,6 +32,7 @@ def _refused(*args: str) -> str:
 
 
 def test_the_options_refuse_what_they_cannot_do_safely(tmp_path: Path) -> None:
+    assert "--admin-token" in _refused("--host", "0.0.0.0")
     assert "--store postgresql" in _refused("--redis", "redis://127.0.0.1:6379/0")
 
 

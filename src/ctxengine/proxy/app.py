@@ -39,6 +39,7 @@ import ctxengine.proxy.upstream as upstream
 from ctxengine.engine import ContextEngine
 from ctxengine.models import ModelWindowWarning, Registry
 from ctxengine.policy import Policy, get_policy
+from ctxengine.proxy import admin
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
@@ -63,7 +64,8 @@ class ProxyConfig:
     """How the proxy runs. ``window`` (tokens) overrides each model's context window; ``store``
     is a folder (the SQLite store ``proxy.sqlite`` in it), a ``postgresql://`` URL (sessions
     shared by every node on it: ``shared``) or None for memory only; ``redis`` a
-    ``redis://HOST:PORT/N`` URL (the per-session lock across nodes; needs a PostgreSQL store)."""
+    ``redis://HOST:PORT/N`` URL (the per-session lock across nodes; needs a PostgreSQL store);
+    ``admin_token``: who may list every session (``admin``)."""
 
     anthropic_upstream: str = upstream.ANTHROPIC_API
     openai_upstream: str = upstream.OPENAI_API
@@ -72,6 +74,7 @@ class ProxyConfig:
     window: int | None = None
     store: Path | str | None = None
     redis: str | None = None
+    admin_token: str | None = None
     retrieve_tool: bool = False
     registry: Registry | None = None
     # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
@@ -393,8 +396,11 @@ def create_app(config: ProxyConfig) -> Starlette:
         return await proxy.managed(request, proxy.openai, cfg.openai_upstream, strip_v1=True)
 
     async def sessions(request: Request) -> Response:
+        scope = admin.scope(request.headers, cfg.admin_token)
+        if scope is admin.NONE:
+            return JSONResponse(admin.REFUSED, status_code=401)
         try:
-            return JSONResponse(await proxy.sessions_report())
+            return JSONResponse(await proxy.sessions_report(None if scope is admin.ALL else str(scope)))
         except StoreError as exc:
             return JSONResponse({"error": f"the session store failed: {exc}"}, status_code=503)
 

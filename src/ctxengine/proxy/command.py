@@ -38,6 +38,14 @@ def proxy_command(
         str | None,
         typer.Option(help="redis://HOST:PORT/N: per-session locks across proxies (with a PostgreSQL store)."),
     ] = None,
+    admin_token: Annotated[
+        str | None,
+        typer.Option(help="Who sends x-ctxengine-admin: TOKEN lists every session; others only their key's."),
+    ] = None,
+    unauthenticated: Annotated[
+        bool,
+        typer.Option("--unauthenticated", help="Allow binding beyond loopback without --admin-token."),
+    ] = False,
     retrieve_tool: Annotated[
         bool,
         typer.Option("--retrieve-tool", help="Offer the model ctxengine's retrieve tool; the proxy runs it."),
@@ -46,23 +54,35 @@ def proxy_command(
     """Serve the Anthropic Messages and OpenAI Chat Completions APIs, with the engine applied to
     every request. Point an agent at it with ANTHROPIC_BASE_URL=http://HOST:PORT or an OpenAI
     base URL of http://HOST:PORT/v1."""
-    options = {k: v for k, v in locals().items() if k not in ("host", "port")}
+    options = {k: v for k, v in locals().items() if k not in ("host", "port", "unauthenticated")}
     missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
     if missing:
         raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
     check_window_option(window)
-    check_gateway_options(store, redis)
+    check_gateway_options(host, store, redis, admin_token, unauthenticated)
     config = config_from_options(options)
     from ctxengine.proxy.server import serve
 
     serve(config, host=host, port=port)
 
 
-def check_gateway_options(store: str | None, redis: str | None) -> None:
+def check_gateway_options(
+    host: str,
+    store: str | None,
+    redis: str | None,
+    admin_token: str | None,
+    unauthenticated: bool,
+) -> None:
     """Refuse (``typer.Exit``, one line on stderr) what the options cannot do safely."""
+    from ctxengine.proxy.admin import is_loopback
     from ctxengine.store.url import is_postgres_url
 
     postgres = store is not None and is_postgres_url(store)
+    if not is_loopback(host) and admin_token is None and not unauthenticated:
+        raise fail(
+            f"--host {host}: beyond loopback every client could list every session; "
+            "give --admin-token TOKEN (or --unauthenticated to serve without one)"
+        )
     if postgres or redis:
         missing = [m for m in GATEWAY_NEEDS if importlib.util.find_spec(m) is None]
         if redis and importlib.util.find_spec("redis") is None:
@@ -89,5 +109,6 @@ def config_from_options(options: dict[str, Any]) -> Any:
         window=options["window"],
         store=store if store is None or is_postgres_url(store) else Path(store),
         redis=options["redis"],
+        admin_token=options["admin_token"],
         retrieve_tool=options["retrieve_tool"],
     )
