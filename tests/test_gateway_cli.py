@@ -1,5 +1,6 @@
 """``ctxengine proxy`` as a gateway, as processes: what the options refuse, two nodes on two
-loopback ports sharing one PostgreSQL schema and one Redis (one killed with SIGKILL)."""
+loopback ports sharing one PostgreSQL schema and one Redis (one killed with SIGKILL), and
+``--workers``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def _refused(*args: str) -> str:
 
 def test_the_options_refuse_what_they_cannot_do_safely(tmp_path: Path) -> None:
     assert "--admin-token" in _refused("--host", "0.0.0.0")
+    assert "--store postgresql" in _refused("--workers", "2", "--store", str(tmp_path))
+    assert "--redis" in _refused("--workers", "2", "--store", "postgresql://127.0.0.1/x")
     assert "--store postgresql" in _refused("--redis", "redis://127.0.0.1:6379/0")
 
 
@@ -104,3 +107,18 @@ def test_two_processes_share_sessions_and_survive_a_kill(tmp_path: Path) -> None
         assert calls == 7
     assert all(not s.problems for s in up.seen) and len(up.seen) == 7
     assert KEY not in (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
+
+
+def test_two_workers_serve_one_session(tmp_path: Path) -> None:
+    up = Upstream()
+    log = tmp_path / "w.log"
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, "--workers", "2", log=log) as (base, _),
+    ):
+        for t in range(1, 7):
+            assert _ask(base, t).startswith("ok")
+        ((_, calls),) = _calls(base)
+    assert calls == 6, log.read_text()
+    assert "2 workers" in log.read_text() and log.read_text().count("Started server process") == 2

@@ -38,6 +38,9 @@ def proxy_command(
         str | None,
         typer.Option(help="redis://HOST:PORT/N: per-session locks across proxies (with a PostgreSQL store)."),
     ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes (more than 1 needs a PostgreSQL store and --redis).")
+    ] = 1,
     admin_token: Annotated[
         str | None,
         typer.Option(help="Who sends x-ctxengine-admin: TOKEN lists every session; others only their key's."),
@@ -54,22 +57,23 @@ def proxy_command(
     """Serve the Anthropic Messages and OpenAI Chat Completions APIs, with the engine applied to
     every request. Point an agent at it with ANTHROPIC_BASE_URL=http://HOST:PORT or an OpenAI
     base URL of http://HOST:PORT/v1."""
-    options = {k: v for k, v in locals().items() if k not in ("host", "port", "unauthenticated")}
+    options = {k: v for k, v in locals().items() if k not in ("host", "port", "workers", "unauthenticated")}
     missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
     if missing:
         raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
     check_window_option(window)
-    check_gateway_options(host, store, redis, admin_token, unauthenticated)
+    check_gateway_options(host, store, redis, workers, admin_token, unauthenticated)
     config = config_from_options(options)
     from ctxengine.proxy.server import serve
 
-    serve(config, host=host, port=port)
+    serve(config, host=host, port=port, workers=workers, options=options)
 
 
 def check_gateway_options(
     host: str,
     store: str | None,
     redis: str | None,
+    workers: int,
     admin_token: str | None,
     unauthenticated: bool,
 ) -> None:
@@ -91,12 +95,17 @@ def check_gateway_options(
             raise fail(f"a shared store needs {', '.join(missing)}: pip install 'ctxengine[gateway]'")
     if redis and not postgres:
         raise fail("--redis locks sessions shared in a store: give --store postgresql://HOST/DB too")
+    if workers > 1 and not (postgres and redis):
+        raise fail(
+            f"--workers {workers}: processes can share sessions only through --store postgresql://... "
+            "and --redis redis://... (with another store two workers would write one session at once)"
+        )
     if store is not None and not postgres and Path(store).exists() and not Path(store).is_dir():
         raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")
 
 
 def config_from_options(options: dict[str, Any]) -> Any:
-    """The ``ProxyConfig`` of the command's options."""
+    """The ``ProxyConfig`` of the command's options (a worker process makes it again from them)."""
     from ctxengine.proxy.app import ProxyConfig
     from ctxengine.store.url import is_postgres_url
 
