@@ -8,8 +8,11 @@ after), so that parallel test workers never share a table.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import quote
@@ -61,3 +64,64 @@ def redis_url() -> str:
     except redis.RedisError as exc:
         unreachable(f"Redis at {REDIS}", exc)
     return REDIS
+
+
+class Forwarder:
+    """A loopback TCP forwarder to ``target`` (host, port) that a test can cut (every connection
+    closed, the port refusing) and restore on the same port: the database going away and coming
+    back, without touching the shared server."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = 0
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        self.port = listener.getsockname()[1]
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            socks, self._socks = self._socks, []
+            if self._listener is not None:
+                socks.append(self._listener)
+                self._listener = None
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.target, timeout=3)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._socks += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)

@@ -5,17 +5,19 @@ the upstream is the checking stub of ``proxy_servers``."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anthropic
 import httpx
 import pytest
 
 from ctxengine.proxy.app import Proxy, ProxyConfig, create_app
-from gateway_servers import pg_schema_url, redis_url
+from gateway_servers import Forwarder, pg_schema_url, redis_url
 from proxy_servers import Upstream, serve
 from test_proxy import KEY, _turns
 
@@ -33,7 +35,16 @@ class Node:
         text = c.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=msgs).content[0]
         return text.text  # type: ignore[union-attr]
 
+    def settle(self) -> None:
+        """Wait until every request has completed (figures go to the store after the response)."""
+        for _ in range(500):
+            if not any(s.lock.locked() for s in list(self.proxy.table.sessions.values())):
+                return
+            time.sleep(0.01)
+        raise AssertionError("a session stayed locked")
+
     def sessions(self, headers: dict[str, str] | None = None) -> httpx.Response:
+        self.settle()
         return httpx.get(self.base + "/ctxengine/sessions", headers=headers or {"x-api-key": KEY})
 
 
@@ -155,3 +166,30 @@ def test_redis_down_fails_open_with_one_warning(gw: Gateway, caplog: pytest.LogC
     assert node.proxy.totals.store_failures == 2
     said = [r for r in caplog.records if "lock service" in r.getMessage()]
     assert len(said) == 1
+
+
+def test_a_session_catches_up_when_the_database_is_back(
+    gw: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database goes away between two requests and comes back: the request meanwhile goes
+    upstream unchanged, the next one continues the session with every message since."""
+    parts = urlsplit(gw.store)
+    link = Forwarder((parts.hostname or "127.0.0.1", parts.port or 5432))
+    via = urlunsplit(parts._replace(netloc=f"127.0.0.1:{link.port}"))
+    node = gw.node(store=via)
+    node.proxy.shared.store._pool.timeout = 2.0  # type: ignore[union-attr]
+    node.ask(_turns(1))
+    node.ask(_turns(2))
+    node.settle()  # its figures are in the store
+    link.cut()
+    with caplog.at_level(logging.WARNING, logger="ctxengine.proxy"):
+        assert node.ask(_turns(3)).startswith("ok")
+        link.restore()
+        assert node.ask(_turns(4)).startswith("ok")
+    sent = [s.body["messages"] for s in gw.upstream.seen]
+    assert sent[2] == _turns(3)  # forwarded as the client sent it
+    (s,) = node.sessions().json()["sessions"]
+    assert s["calls"] == 3 and s["messages"] == len(_turns(4))
+    assert node.proxy.totals.store_failures == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "ctxengine.proxy"]
+    assert len(said) == 2 and "failed" in said[0] and "is back" in said[1]

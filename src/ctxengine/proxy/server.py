@@ -24,6 +24,8 @@ OPTIONS_ENV = "CTXENGINE_PROXY_OPTIONS"  # the command's options, for the worker
 def _logging() -> None:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines would repeat ours
+    # a connection attempt per retry while the database is down: the proxy says it once itself
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 def _masked(url: str) -> str:
