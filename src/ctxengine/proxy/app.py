@@ -165,6 +165,7 @@ class Proxy:
         if self.shared is not None:
             shared = await self.shared.session(wire, request, headers, beta_window(headers))
             self.shared.store_outage.ok()
+            self.shared.lock_outage.ok()
             return shared
         key = key_digest(headers)
         links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -94,7 +95,9 @@ class SharedSessions:
         self.index = ConversationIndex(store)
         self.store_outage = Outage(f"the session store ({_where(store.url)})")
         self.lock_outage = Outage("the lock service")
-        self._local: dict[str, asyncio.Lock] = {}
+        # the node's own lock of each session: held by its cached session and by waiting requests
+        # (a weak map, so it goes with them)
+        self._local: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._creating = asyncio.Lock()
 
     async def session(
@@ -112,19 +115,21 @@ class SharedSessions:
                     if await self.run(self.index.match, key, links, name) != found:
                         continue
                     return await self._new(wire, request, key, links, name, found, window)
-            held = await self._lock(found.id)
+            local, held = await self._lock(found.id)
             try:
                 again = await self.run(self.index.match, key, links, name)
                 if again is not None and again.id == found.id and again.whole:
-                    return await self._continue(again, wire, request, key, links, held, window)
+                    return await self._continue(again, wire, request, key, links, (local, held), window)
             except BaseException:
-                await self._unlock(found.id, held)
+                await self._unlock(local, held)
                 raise
-            await self._unlock(found.id, held)
+            await self._unlock(local, held)
         raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
 
-    async def _lock(self, sid: str) -> Held:
-        local = self._local.setdefault(sid, asyncio.Lock())
+    async def _lock(self, sid: str) -> tuple[asyncio.Lock, Held]:
+        local = self._local.get(sid)
+        if local is None:
+            local = self._local[sid] = asyncio.Lock()
         await local.acquire()
         try:
             held = await self.locks.acquire(sid)
@@ -133,14 +138,14 @@ class SharedSessions:
         except BaseException:
             local.release()
             raise
-        return held
+        return local, held
 
-    async def _unlock(self, sid: str, held: Held) -> None:
+    @staticmethod
+    async def _unlock(local: asyncio.Lock, held: Held) -> None:
         try:
             await held.release()
         finally:
-            local = self._local.get(sid)
-            if local is not None and local.locked():
+            if local.locked():
                 local.release()
 
     async def _new(
@@ -152,22 +157,21 @@ class SharedSessions:
         engine = await self.run(self.make_engine, sid, request.model, window, writer)
         parent = branch_of.id if branch_of is not None else None
         await self.run(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
-        held = await self._lock(sid)
+        local, held = await self._lock(sid)
         try:
             await self.run(self.index.advance, sid, links, 0)
         except BaseException:
-            await self._unlock(sid, held)
+            await self._unlock(local, held)
             raise
-        s = ProxySession(
-            sid, wire.provider, request.model, engine, wire.reader(), lock=self._local[sid], key=key
-        )
+        s = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), lock=local, key=key)
         self.table.add(s, branch_of=None, name=None)
         s.branch_of, s.name = parent, name
         self._attach(s, held, writer)
         return s
 
     async def _continue(
-        self, found: Found, wire: Wire, request: ClientRequest, key: str, links: list[bytes], held: Held,
+        self, found: Found, wire: Wire, request: ClientRequest, key: str, links: list[bytes],
+        locks: tuple[asyncio.Lock, Held],
         window: int | None,
     ) -> ProxySession:  # fmt: skip
         s = self.table.sessions.get(found.id)
@@ -182,12 +186,12 @@ class SharedSessions:
                 found.model,
                 engine,
                 wire.reader(),
-                lock=self._local[found.id],
+                lock=locks[0],
                 key=key,
             )
             self.table.add(s, branch_of=None, name=None)
         assert isinstance(s.engine.store, FencedWriter)
-        self._attach(s, held, s.engine.store)
+        self._attach(s, locks[1], s.engine.store)
         try:
             if s.turns < found.turns:
                 turns = await self.run(self.index.turns, s.id, s.turns)
