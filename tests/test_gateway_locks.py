@@ -92,9 +92,9 @@ def test_a_holder_whose_lock_expired_cannot_write(pg: PostgresStore) -> None:
     with pytest.raises(FencedOut):
         late.append(sid, "message", {"from": "the paused node"})
     with pytest.raises(FencedOut):
-        index.record_turn(sid, 0, 1, None, 0.0, old)
+        index.record_turn(sid, 0, (None, 0.0), old, [b"link"], 0)
     current.append(sid, "message", {"from": "the new holder"})
-    index.record_turn(sid, 0, 1, None, 0.0, new)
+    index.record_turn(sid, 0, (None, 0.0), new, [b"link"], 0)
     assert [e.payload for e in pg.entries(sid)] == [{"from": "the new holder"}]
     assert [t.turn for t in index.turns(sid, 0)] == [0]
 

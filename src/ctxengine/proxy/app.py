@@ -127,8 +127,7 @@ class Proxy:
         if self._store is not None:
             await self.run(self._store.close)
         if self.shared is not None:
-            await self.shared.locks.close()
-            await self.run(self.shared.store.close)
+            await self.shared.close()
         self._pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------ sessions
@@ -225,9 +224,10 @@ class Proxy:
         content = raw
         try:
             turn.session = await self.session(wire, parsed, request.headers)
-            turn.prepared = await self.run(
-                self.shared.prepare if self.shared else prepare, turn.session, wire, parsed
-            )
+            if self.shared is not None:
+                turn.prepared = await self.shared.prepare(turn.session, wire, parsed)
+            else:
+                turn.prepared = await self.run(prepare, turn.session, wire, parsed)
             content = msgspec.json.encode(turn.prepared.body)
         except BadRequest as exc:
             await self.abandon(turn, exc)

@@ -20,9 +20,11 @@ import msgspec
 
 from ctxengine.messages import Usage
 from ctxengine.proxy.sessions import SessionStats
-from ctxengine.store.base import FencedOut
+from ctxengine.store.base import NO_FENCE, FencedOut
 
 if TYPE_CHECKING:
+    import psycopg
+
     from ctxengine.store.postgres import PostgresStore
 
 STAT_FIELDS = tuple(f.name for f in dataclasses.fields(SessionStats))
@@ -60,10 +62,15 @@ class ConversationIndex:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
-    def match(self, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
+    def match(
+        self, key: str, links: Sequence[bytes], name: str | None, claim: tuple[str, int] | None = None
+    ) -> Found | None:
         """The session whose chain is the longest prefix of ``links`` (or the one ``name`` names
-        for ``key``), None when there is none. Never one of another key (the key is in each link)."""
+        for ``key``), None when there is none. Never one of another key (the key is in each link).
+        ``claim``: ``(session, fence)`` to claim first, on the same connection (``FencedOut``)."""
         with self.store.connection() as conn:
+            if claim is not None and claim[1] != NO_FENCE:
+                self.store.claim(claim[0], claim[1], conn)
             if name is not None:
                 row = conn.execute(
                     "SELECT id, messages, turns, model, last_link FROM ctx_proxy_sessions "
@@ -106,22 +113,28 @@ class ConversationIndex:
                 (sid, key, provider, model, window, branch_of, name),
             )
 
-    def advance(self, sid: str, links: Sequence[bytes], known: int) -> None:
+    def advance(
+        self, sid: str, links: Sequence[bytes], known: int, conn: psycopg.Connection[Any] | None = None
+    ) -> None:
         """Record that ``sid``'s chain is ``links`` (its first ``known`` already recorded): each
-        link now finds it (a branch takes over the links it shares with the session it left)."""
+        link now finds it (a branch takes over the links it shares with the session it left).
+        On ``conn`` (inside its transaction) when given."""
+        if conn is None:
+            with self.store.connection() as own, own.transaction():
+                return self.advance(sid, links, known, own)
         new = list(links[known:])
-        with self.store.connection() as conn, conn.transaction():
-            if new:
-                conn.execute(
-                    "INSERT INTO ctx_proxy_links (link, session, pos) "
-                    "SELECT l, %s, p FROM unnest(%s::bytea[], %s::int[]) AS t(l, p) "
-                    "ON CONFLICT (link) DO UPDATE SET session = EXCLUDED.session, pos = EXCLUDED.pos",
-                    (sid, new, list(range(known, len(links)))),
-                )
+        if new:
             conn.execute(
-                "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s WHERE id = %s",
-                (len(links), links[-1] if links else None, sid),
+                "INSERT INTO ctx_proxy_links (link, session, pos) "
+                "SELECT l, %s, p FROM unnest(%s::bytea[], %s::int[]) AS t(l, p) "
+                "ON CONFLICT (link) DO UPDATE SET session = EXCLUDED.session, pos = EXCLUDED.pos",
+                (sid, new, list(range(known, len(links)))),
             )
+        conn.execute(
+            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s WHERE id = %s",
+            (len(links), links[-1] if links else None, sid),
+        )
+        return None
 
     def turns(self, sid: str, start: int) -> list[TurnRecord]:
         """``sid``'s turns from number ``start`` on, in order."""
@@ -137,10 +150,17 @@ class ConversationIndex:
         ]
 
     def record_turn(
-        self, sid: str, turn: int, messages: int, budget: int | None, at: float, fence: int
+        self,
+        sid: str,
+        turn: int,
+        at: tuple[int | None, float],
+        fence: int,
+        links: Sequence[bytes],
+        known: int,
     ) -> None:
-        """Record turn number ``turn`` (the engine has ingested ``messages`` client messages and
-        assembled with ``budget`` at ``at``).
+        """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
+        messages ``links`` stand for, and assembled with budget and clock ``at``), and advance
+        the session's chain to ``links`` (``known`` of them recorded), in one transaction.
 
         Raises:
             FencedOut: when a holder of a later fencing number has claimed the session.
@@ -155,9 +175,10 @@ class ConversationIndex:
             conn.execute(
                 "INSERT INTO ctx_proxy_turns (session, turn, messages, budget, at) "
                 "VALUES (%s, %s, %s, %s, %s)",
-                (sid, turn, messages, budget, at),
+                (sid, turn, len(links), *at),
             )
             conn.execute("UPDATE ctx_proxy_sessions SET turns = %s WHERE id = %s", (turn + 1, sid))
+            self.advance(sid, links, known, conn)
 
     def finish_turn(
         self, sid: str, turn: int | None, status: int, usage: Usage | None, delta: dict[str, Any]

@@ -20,10 +20,12 @@ request after the store is back (the client sends the whole conversation every t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +47,7 @@ log = logging.getLogger("ctxengine.proxy")
 T = TypeVar("T")
 Run = Callable[..., Awaitable[Any]]
 MakeEngine = Callable[[str, str, "int | None", FencedWriter], ContextEngine]
+IO_THREADS = 8  # the store's round trips of one node at once (its pool holds as many connections)
 MATCH_TRIES = 5  # a session moved on under a waiting request: match again, this many times
 
 
@@ -91,6 +94,10 @@ class SharedSessions:
         make_engine: MakeEngine,
     ) -> None:
         self.store, self.locks, self.table, self.run = store, locks, table, run
+        # the store's round trips run here, in parallel, leaving the engine thread to the engines
+        self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ctxengine-store")
+        self._answers: dict[str, tuple[int | None, int, Usage | None, dict[str, Any]]] = {}
+        self._chains: dict[str, tuple[list[bytes], int]] = {}  # a request's links, and how many are stored
         self.make_engine = make_engine
         self.index = ConversationIndex(store)
         self.store_outage = Outage(f"the session store ({_where(store.url)})")
@@ -109,15 +116,15 @@ class SharedSessions:
         links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
         name = headers.get(SESSION_HEADER) or None
         for _ in range(MATCH_TRIES):
-            found = await self.run(self.index.match, key, links, name)
+            found = await self.io(self.index.match, key, links, name)
             if found is None or not found.whole:
                 async with self._creating:  # one node makes one session of a new conversation
-                    if await self.run(self.index.match, key, links, name) != found:
+                    if await self.io(self.index.match, key, links, name) != found:
                         continue
                     return await self._new(wire, request, key, links, name, found, window)
             local, held = await self._lock(found.id)
             try:
-                again = await self.run(self.index.match, key, links, name)
+                again = await self.io(self.index.match, key, links, name, (found.id, held.fence))
                 if again is not None and again.id == found.id and again.whole:
                     return await self._continue(again, wire, request, key, links, (local, held), window)
             except BaseException:
@@ -126,6 +133,16 @@ class SharedSessions:
             await self._unlock(local, held)
         raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
 
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a thread of the store's."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, functools.partial(fn, *args))
+
+    async def close(self) -> None:
+        """Release the lock service's connection, the store's threads and its pool."""
+        await self.locks.close()
+        self._io.shutdown(wait=True)
+        self.store.close()
+
     async def _lock(self, sid: str) -> tuple[asyncio.Lock, Held]:
         local = self._local.get(sid)
         if local is None:
@@ -133,8 +150,6 @@ class SharedSessions:
         await local.acquire()
         try:
             held = await self.locks.acquire(sid)
-            if held.fence != NO_FENCE:
-                await self.run(self.store.claim, sid, held.fence)
         except BaseException:
             local.release()
             raise
@@ -156,10 +171,10 @@ class SharedSessions:
         writer = FencedWriter(self.store)
         engine = await self.run(self.make_engine, sid, request.model, window, writer)
         parent = branch_of.id if branch_of is not None else None
-        await self.run(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
+        await self.io(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
         local, held = await self._lock(sid)
-        try:
-            await self.run(self.index.advance, sid, links, 0)
+        try:  # its links now, so that a concurrent request of the conversation finds it
+            await self.io(self._start, sid, held.fence, links)
         except BaseException:
             await self._unlock(local, held)
             raise
@@ -167,6 +182,7 @@ class SharedSessions:
         self.table.add(s, branch_of=None, name=None)
         s.branch_of, s.name = parent, name
         self._attach(s, held, writer)
+        self._chains[s.id] = (links, len(links))
         return s
 
     async def _continue(
@@ -194,28 +210,37 @@ class SharedSessions:
         self._attach(s, locks[1], s.engine.store)
         try:
             if s.turns < found.turns:
-                turns = await self.run(self.index.turns, s.id, s.turns)
+                turns = await self.io(self.index.turns, s.id, s.turns)
                 await self.run(_replay, s, request, turns)
-            await self.run(self.index.advance, s.id, links, found.messages)
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
             raise
         s.last_used = time.monotonic()
+        self._chains[s.id] = (links, found.messages)
         return s
+
+    def _start(self, sid: str, fence: int, links: list[bytes]) -> None:
+        with self.store.connection() as conn, conn.transaction():
+            if fence != NO_FENCE:
+                self.store.claim(sid, fence, conn)
+            self.index.advance(sid, links, 0, conn)
 
     @staticmethod
     def _attach(s: ProxySession, held: Held, writer: FencedWriter) -> None:
         s.held = held
         writer.fence = held.fence
 
-    # ------------------------------------------------------------ the turn (engine thread)
+    # ------------------------------------------------------------ the turn
 
-    def prepare(self, session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
-        """``apply.prepare``, then the turn recorded. Raises what they raise (``FencedOut``
-        when this node's lock was taken over: the request then fails open)."""
-        p = prepare(session, wire, request)
+    async def prepare(self, session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
+        """``apply.prepare`` (engine thread), then the turn recorded. Raises what they raise
+        (``FencedOut`` when this node's lock was taken over: the request then fails open)."""
+        p: Prepared = await self.run(prepare, session, wire, request)
         fence = session.held.fence if session.held is not None else NO_FENCE
-        self.index.record_turn(session.id, session.turns - 1, session.ingested, p.budget, p.at, fence)
+        links, known = self._chains.pop(session.id)
+        await self.io(
+            self.index.record_turn, session.id, session.turns - 1, (p.budget, p.at), fence, links, known
+        )
         p.recorded = True
         return p
 
@@ -223,28 +248,38 @@ class SharedSessions:
         self, session: ProxySession, wire: Wire, prepared: Prepared | None, status: int,
         usage: Usage | None, reply: dict[str, Any] | None,
     ) -> None:  # fmt: skip
-        """``apply.finish``, then the turn's answer and the figures it added to the store."""
+        """``apply.finish`` (engine thread); the turn's answer and the figures it added go to the
+        store in ``release``."""
         before = asdict(session.stats)
         finish(session, wire, prepared, status, usage, reply)
         delta = {k: v - before[k] for k, v in asdict(session.stats).items()}
         turn = session.turns - 1 if prepared is not None and prepared.recorded else None
-        self.index.finish_turn(session.id, turn, status, usage if status < 400 else None, delta)
+        self._answers[session.id] = (turn, status, usage if status < 400 else None, delta)
 
     # ------------------------------------------------------------ after the turn
 
     async def release(self, session: ProxySession) -> None:
-        """Give back the session's lock across nodes (the caller releases the node's own)."""
+        """Record the turn's answer and figures (``finish``), then give back the session's lock
+        across nodes (the caller releases the node's own). Raises ``StoreError`` when the
+        record fails (the lock is given back all the same)."""
         held, session.held = session.held, None
-        if held is not None:
-            await held.release()
+        answer = self._answers.pop(session.id, None)
+        try:
+            if answer is not None:
+                await self.io(self.index.finish_turn, session.id, *answer)
+        finally:
+            if held is not None:
+                await held.release()
 
     async def abandon(self, session: ProxySession, exc: BaseException) -> None:
         """Forget a session's engine after ``exc``; unless the store or the lock failed (the
         session then catches up later), mark it dropped so the next request starts a new one."""
         self.table.drop(session)
+        self._chains.pop(session.id, None)
+        self._answers.pop(session.id, None)
         try:
             if not isinstance(exc, StoreError | LockUnavailable):
-                await self.run(self.index.drop, session.id)
+                await self.io(self.index.drop, session.id)
         except StoreError as err:
             self.store_outage.failed(err)
         finally:
@@ -252,7 +287,7 @@ class SharedSessions:
 
     async def report(self, key: str | None) -> list[dict[str, Any]]:
         """The sessions of ``key`` (None: all) as the store has them."""
-        rows: list[dict[str, Any]] = await self.run(self.index.report, key)
+        rows: list[dict[str, Any]] = await self.io(self.index.report, key)
         return rows
 
     def failed(self, exc: BaseException) -> None:
@@ -290,4 +325,6 @@ def open_shared(
     from ctxengine.store.postgres import PostgresStore
 
     locks: SessionLocks = RedisLocks(redis) if redis else LocalLocks()
-    return SharedSessions(PostgresStore(url), locks, table, run, make_engine)
+    # as the SQLite store's synchronous=NORMAL: a crash of the server may lose the last commits,
+    # which the client's next request (the whole conversation) brings back
+    return SharedSessions(PostgresStore(url, synchronous_commit=False), locks, table, run, make_engine)

