@@ -35,11 +35,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+import ctxengine.proxy.admin as admin
 import ctxengine.proxy.upstream as upstream
 from ctxengine.engine import ContextEngine
 from ctxengine.models import ModelWindowWarning, Registry
 from ctxengine.policy import Policy, get_policy
-from ctxengine.proxy import admin
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from ctxengine.cli_common import check_window_option, fail, load_policy
+from ctxengine.cli_common import check_window_option, fail
 from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
 
 NEEDS = ("starlette", "uvicorn", "httpx")
@@ -63,8 +63,9 @@ def proxy_command(
         raise fail(f"the proxy needs {', '.join(missing)}: pip install 'ctxengine[proxy]'")
     check_window_option(window)
     check_gateway_options(host, store, redis, workers, admin_token, unauthenticated)
+    from ctxengine.proxy.server import config_from_options, serve
+
     config = config_from_options(options)
-    from ctxengine.proxy.server import serve
 
     serve(config, host=host, port=port, workers=workers, options=options)
 
@@ -102,22 +103,3 @@ def check_gateway_options(
         )
     if store is not None and not postgres and Path(store).exists() and not Path(store).is_dir():
         raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")
-
-
-def config_from_options(options: dict[str, Any]) -> Any:
-    """The ``ProxyConfig`` of the command's options (a worker process makes it again from them)."""
-    from ctxengine.proxy.app import ProxyConfig
-    from ctxengine.store.url import is_postgres_url
-
-    store = options["store"]
-    return ProxyConfig(
-        anthropic_upstream=options["anthropic_upstream"],
-        openai_upstream=options["openai_upstream"],
-        policy=load_policy(options["policy"], options["policy_file"]),
-        policy_name=str(options["policy_file"]) if options["policy_file"] else options["policy"],
-        window=options["window"],
-        store=store if store is None or is_postgres_url(store) else Path(store),
-        redis=options["redis"],
-        admin_token=options["admin_token"],
-        retrieve_tool=options["retrieve_tool"],
-    )

@@ -13,7 +13,9 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
+from ctxengine.cli_common import load_policy
 from ctxengine.proxy.app import ProxyConfig, create_app
+from ctxengine.store.url import is_postgres_url
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 # an agent pauses between calls; with uvicorn's 5 s default a client races connections it closes
@@ -35,13 +37,28 @@ def _masked(url: str) -> str:
 
 def worker_app() -> Starlette:
     """The app of one worker process (uvicorn's factory), from the options in ``OPTIONS_ENV``."""
-    from ctxengine.proxy.command import config_from_options
-
     _logging()
     options = json.loads(os.environ[OPTIONS_ENV])
     if options.get("policy_file"):
         options["policy_file"] = Path(options["policy_file"])
     return create_app(config_from_options(options))
+
+
+def config_from_options(options: dict[str, Any]) -> ProxyConfig:
+    """The ``ProxyConfig`` of ``ctxengine proxy``'s options (a worker process makes it again from
+    them). Raises ``typer.Exit`` for an unknown policy or a policy file it cannot read."""
+    store = options["store"]
+    return ProxyConfig(
+        anthropic_upstream=options["anthropic_upstream"],
+        openai_upstream=options["openai_upstream"],
+        policy=load_policy(options["policy"], options["policy_file"]),
+        policy_name=str(options["policy_file"]) if options["policy_file"] else options["policy"],
+        window=options["window"],
+        store=store if store is None or is_postgres_url(store) else Path(store),
+        redis=options["redis"],
+        admin_token=options["admin_token"],
+        retrieve_tool=options["retrieve_tool"],
+    )
 
 
 def serve(
