@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxengine.store import SQLiteStore
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind
+from ctxengine.store.borrowed import BorrowedStore
 
 if TYPE_CHECKING:
     from ctxengine.store.postgres import PostgresStore
@@ -30,14 +31,16 @@ class ProxyStore(SQLiteStore):
             self._db.execute("PRAGMA synchronous=NORMAL")
 
 
-class FencedWriter:
-    """One engine's view of a shared ``PostgresStore`` (a ``SessionStore``): its appends carry the
-    fencing number of the session's lock (``fence``, set on each request), so that a node whose
-    lock expired cannot append; while ``muted`` (the engine replays turns the store already
-    holds) appends are not written again. ``close`` leaves the shared pool open."""
+class FencedWriter(BorrowedStore):
+    """One engine's view of a shared ``PostgresStore`` (a ``SessionStore``, lent: ``close``
+    leaves the proxy's pool open): its appends carry the fencing number of the session's lock
+    (``fence``, set on each request), so that a node whose lock expired cannot append; while
+    ``muted`` (the engine replays turns the store already holds) appends are not written again
+    (artifacts are: storing one is idempotent)."""
 
     def __init__(self, store: PostgresStore) -> None:
-        self.store = store
+        super().__init__(store)
+        self.pg = store
         self.fence = NO_FENCE
         self.muted = False
 
@@ -50,23 +53,4 @@ class FencedWriter:
         """
         if self.muted:
             return Entry(session, -1, kind, payload)
-        return self.store.append(session, kind, payload, fence=self.fence)
-
-    def entries(self, session: str, kind: EntryKind | None = None) -> list[Entry]:
-        """The session's entries (``PostgresStore.entries``)."""
-        return self.store.entries(session, kind)
-
-    def put_artifact(self, session: str, artifact_id: str, content: str, meta: dict[str, Any]) -> None:
-        """Store an artifact (idempotent, so a replay may write it again)."""
-        self.store.put_artifact(session, artifact_id, content, meta)
-
-    def get_artifact(self, session: str, artifact_id: str) -> tuple[str, dict[str, Any]]:
-        """An artifact's content and meta. Raises ``StoreError`` when it does not exist."""
-        return self.store.get_artifact(session, artifact_id)
-
-    def artifact_ids(self, session: str) -> list[str]:
-        """The session's artifact ids, in the order they were stored."""
-        return self.store.artifact_ids(session)
-
-    def close(self) -> None:
-        """Nothing: the pool is the proxy's, closed with it."""
+        return self.pg.append(session, kind, payload, fence=self.fence)
