@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -193,3 +194,23 @@ def test_a_session_catches_up_when_the_database_is_back(
     assert node.proxy.totals.store_failures == 1
     said = [r.getMessage() for r in caplog.records if r.name == "ctxengine.proxy"]
     assert len(said) == 2 and "failed" in said[0] and "is back" in said[1]
+
+
+def _post(node: Node, msgs: list[dict[str, Any]]) -> int:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": msgs}
+    headers = {"x-api-key": KEY, "x-test-tag": "one-session"}
+    return httpx.post(node.base + "/v1/messages", json=body, headers=headers, timeout=60).status_code
+
+
+def test_two_nodes_at_once_serialise_one_session(gw: Gateway) -> None:
+    """The same conversation's requests reach both nodes at the same moment: its first request
+    makes one session, not two; later requests of it run one at a time across the nodes."""
+    a, b = gw.node(redis=redis_url()), gw.node(redis=redis_url())
+    gw.upstream.delay_s = 0.3  # the requests overlap
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(_post, (a, b), (_turns(1), _turns(1)))) == [200, 200]
+        assert list(pool.map(_post, (a, b), (_turns(2), _turns(3)))) == [200, 200]
+    (s,) = a.sessions().json()["sessions"]
+    assert s["calls"] == 4 and s["messages"] in (len(_turns(2)), len(_turns(3)))
+    assert gw.upstream.max_in_flight["one-session"] == 1
+    assert all(not seen.problems for seen in gw.upstream.seen)

@@ -118,10 +118,10 @@ class SharedSessions:
         for _ in range(MATCH_TRIES):
             found = await self.io(self.index.match, key, links, name)
             if found is None or not found.whole:
-                async with self._creating:  # one node makes one session of a new conversation
-                    if await self.io(self.index.match, key, links, name) != found:
-                        continue
-                    return await self._new(wire, request, key, links, name, found, window)
+                made = await self._create(wire, request, key, links, name, found, window)
+                if made is None:
+                    continue  # made meanwhile by a concurrent request: match again
+                return made
             local, held = await self._lock(found.id)
             try:
                 again = await self.io(self.index.match, key, links, name, (found.id, held.fence))
@@ -162,6 +162,22 @@ class SharedSessions:
         finally:
             if local.locked():
                 local.release()
+
+    async def _create(
+        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        branch_of: Found | None, window: int | None,
+    ) -> ProxySession | None:  # fmt: skip
+        """A new session for ``request``, made one at a time for one conversation on every node
+        (this node's lock, then the lock across nodes of the request's last link); None when a
+        concurrent request made it meanwhile."""
+        async with self._creating:
+            held = await self.locks.acquire("new-" + (links[-1].hex() if links else key))
+            try:
+                if await self.io(self.index.match, key, links, name) != branch_of:
+                    return None
+                return await self._new(wire, request, key, links, name, branch_of, window)
+            finally:
+                await held.release()
 
     async def _new(
         self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
