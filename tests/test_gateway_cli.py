@@ -39,6 +39,18 @@ def test_the_options_refuse_what_they_cannot_do_safely(tmp_path: Path) -> None:
     assert "--store postgresql" in _refused("--redis", "redis://127.0.0.1:6379/0")
 
 
+def test_without_the_gateway_extra_the_proxy_says_what_to_install() -> None:
+    hide = "import sys\nfor m in ('psycopg', 'psycopg_pool', 'redis'): sys.modules[m] = None\n"
+    run = "from ctxengine.cli import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
+    r = subprocess.run(
+        [sys.executable, "-c", hide + run, "proxy", "--store", "postgresql://127.0.0.1/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "pip install 'ctxengine[gateway]'" in r.stderr
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
