@@ -134,3 +134,47 @@ def test_two_workers_serve_one_session(tmp_path: Path) -> None:
         ((_, calls),) = _calls(base)
     assert calls == 6, log.read_text()
     assert "2 workers" in log.read_text() and log.read_text().count("Started server process") == 2
+
+
+def test_a_node_killed_mid_request_leaves_the_session_whole(tmp_path: Path) -> None:
+    """Node A is killed with SIGKILL while its request waits on the upstream: the client gets an
+    error, its retry on node B is served (once A's lock has expired), and the session holds each
+    client message once."""
+    import threading
+
+    import psycopg
+
+    up = Upstream()
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, log=tmp_path / "b.log") as (b, _),
+    ):
+        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
+            assert _ask(a, 1).startswith("ok")
+            up.delay_s = 3.0
+            failed: list[BaseException] = []
+
+            def doomed() -> None:
+                try:
+                    _ask(a, 2)
+                except Exception as exc:
+                    failed.append(exc)
+
+            t = threading.Thread(target=doomed)
+            t.start()
+            for _ in range(100):  # the request is at the upstream
+                if len(up.seen) == 2:
+                    break
+                time.sleep(0.05)
+            os.killpg(proc_a.pid, signal.SIGKILL)
+            t.join(timeout=30)
+        up.delay_s = 0.0
+        assert len(failed) == 1
+        assert _ask(b, 2).startswith("ok")  # the retry
+        assert _ask(b, 3).startswith("ok")
+        ((_, calls),) = _calls(b)
+        with psycopg.connect(store) as conn:
+            kinds = conn.execute("SELECT kind FROM ctx_entries ORDER BY session, seq").fetchall()
+    assert calls == 3  # the killed request was never answered
+    assert [k for (k,) in kinds].count("message") == len(_turns(3))
