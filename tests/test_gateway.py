@@ -209,8 +209,9 @@ def test_two_nodes_at_once_serialise_one_session(gw: Gateway) -> None:
     gw.upstream.delay_s = 0.3  # the requests overlap
     with ThreadPoolExecutor(2) as pool:
         assert list(pool.map(_post, (a, b), (_turns(1), _turns(1)))) == [200, 200]
-        assert list(pool.map(_post, (a, b), (_turns(2), _turns(3)))) == [200, 200]
+        # (a request with fewer messages than the session would be a rewind: a branch)
+        assert list(pool.map(_post, (a, b), (_turns(2), _turns(2)))) == [200, 200]
     (s,) = a.sessions().json()["sessions"]
-    assert s["calls"] == 4 and s["messages"] in (len(_turns(2)), len(_turns(3)))
+    assert s["calls"] == 4 and s["messages"] == len(_turns(2))
     assert gw.upstream.max_in_flight["one-session"] == 1
     assert all(not seen.problems for seen in gw.upstream.seen)

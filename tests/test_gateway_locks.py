@@ -89,21 +89,12 @@ def test_a_holder_whose_lock_expired_cannot_write(pg: PostgresStore) -> None:
     old, new = asyncio.run(main())
     late, current = FencedWriter(pg), FencedWriter(pg)
     late.fence, current.fence = old, new
+    late.append(sid, "message", {"from": "the paused node"})  # kept for its turn's record
     with pytest.raises(FencedOut):
-        late.append(sid, "message", {"from": "the paused node"})
-    with pytest.raises(FencedOut):
-        index.record_turn(sid, 0, (None, 0.0), old, [b"link"], 0)
+        index.record_turn(sid, 0, (None, 0.0), old, [b"link"], 0, late.take())
+    with pytest.raises(FencedOut), pg.connection() as conn:
+        pg.append_batch(conn, sid, [("message", {"from": "the paused node"})], old)
     current.append(sid, "message", {"from": "the new holder"})
-    index.record_turn(sid, 0, (None, 0.0), new, [b"link"], 0)
+    index.record_turn(sid, 0, (None, 0.0), new, [b"link"], 0, current.take())
     assert [e.payload for e in pg.entries(sid)] == [{"from": "the new holder"}]
     assert [t.turn for t in index.turns(sid, 0)] == [0]
-
-
-def test_redis_unreachable_is_lock_unavailable() -> None:
-    async def main() -> None:
-        locks = RedisLocks("redis://127.0.0.1:1/0")
-        with pytest.raises(LockUnavailable, match="Redis"):
-            await locks.acquire(_sid())
-        await locks.close()
-
-    asyncio.run(main())

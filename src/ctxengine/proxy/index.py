@@ -20,7 +20,7 @@ import msgspec
 
 from ctxengine.messages import Usage
 from ctxengine.proxy.sessions import SessionStats
-from ctxengine.store.base import NO_FENCE, FencedOut
+from ctxengine.store.base import NO_FENCE, EntryKind
 
 if TYPE_CHECKING:
     import psycopg
@@ -157,21 +157,19 @@ class ConversationIndex:
         fence: int,
         links: Sequence[bytes],
         known: int,
+        entries: Sequence[tuple[EntryKind, Any]] = (),
     ) -> None:
         """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
-        messages ``links`` stand for, and assembled with budget and clock ``at``), and advance
-        the session's chain to ``links`` (``known`` of them recorded), in one transaction.
+        messages ``links`` stand for, and assembled with budget and clock ``at``), the engine's
+        ``entries`` of it, and advance the session's chain to ``links`` (``known`` of them
+        recorded), in one transaction.
 
         Raises:
             FencedOut: when a holder of a later fencing number has claimed the session.
             StoreError: when turn ``turn`` exists already (another writer), or the write fails.
         """
         with self.store.connection() as conn, conn.transaction():
-            stale = conn.execute(
-                "SELECT 1 FROM ctx_fences WHERE session = %s AND fence > %s", (sid, fence)
-            ).fetchone()
-            if stale is not None:
-                raise FencedOut(f"session {sid!r}: fencing number {fence} is out of date")
+            self.store.append_batch(conn, sid, entries, fence)
             conn.execute(
                 "INSERT INTO ctx_proxy_turns (session, turn, messages, budget, at) "
                 "VALUES (%s, %s, %s, %s, %s)",
@@ -181,13 +179,28 @@ class ConversationIndex:
             self.advance(sid, links, known, conn)
 
     def finish_turn(
-        self, sid: str, turn: int | None, status: int, usage: Usage | None, delta: dict[str, Any]
+        self,
+        sid: str,
+        turn: int | None,
+        answer: tuple[int, Usage | None],
+        delta: dict[str, Any],
+        entries: Sequence[tuple[EntryKind, Any]] = (),
+        fence: int = NO_FENCE,
     ) -> None:
-        """The upstream's answer to turn ``turn`` (None: no turn was recorded), and the figures
-        it added (``delta``: ``SessionStats`` field -> increment), added to the session's."""
+        """The upstream's answer to turn ``turn`` (None: no turn was recorded): status and usage;
+        the figures it added (``delta``: ``SessionStats`` field -> increment), added to the
+        session's; the entries the engine appended after it; in one transaction.
+
+        Raises:
+            FencedOut: when there are entries and a later lock holder has claimed the session.
+            StoreError: when the write fails.
+        """
+        status, usage = answer
         enc = msgspec.msgpack.encode(usage) if usage is not None else None
         sets = ", ".join(f"{f} = {f} + %s" for f in STAT_FIELDS)
         with self.store.connection() as conn, conn.transaction():
+            if entries:
+                self.store.append_batch(conn, sid, entries, fence)
             if turn is not None:
                 conn.execute(
                     "UPDATE ctx_proxy_turns SET status = %s, usage = %s WHERE session = %s AND turn = %s",

@@ -38,7 +38,7 @@ from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import FencedWriter
 from ctxengine.proxy.wire import ClientRequest, Wire
-from ctxengine.store.base import NO_FENCE, StoreError
+from ctxengine.store.base import NO_FENCE, EntryKind, StoreError
 
 if TYPE_CHECKING:
     from ctxengine.store.postgres import PostgresStore
@@ -48,7 +48,12 @@ T = TypeVar("T")
 Run = Callable[..., Awaitable[Any]]
 MakeEngine = Callable[[str, str, "int | None", FencedWriter], ContextEngine]
 IO_THREADS = 8  # the store's round trips of one node at once (its pool holds as many connections)
-MATCH_TRIES = 5  # a session moved on under a waiting request: match again, this many times
+MATCH_TRIES = 5
+# a finished turn, for ``ConversationIndex.finish_turn``: turn, (status, usage), figures added,
+# the engine's entries since the turn's record, fencing number
+Answer = tuple[
+    int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int
+]  # a session moved on under a waiting request: match again, this many times
 
 
 class Outage:
@@ -96,7 +101,7 @@ class SharedSessions:
         self.store, self.locks, self.table, self.run = store, locks, table, run
         # the store's round trips run here, in parallel, leaving the engine thread to the engines
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ctxengine-store")
-        self._answers: dict[str, tuple[int | None, int, Usage | None, dict[str, Any]]] = {}
+        self._answers: dict[str, Answer] = {}  # a finished turn's, until ``release`` stores it
         self._chains: dict[str, tuple[list[bytes], int]] = {}  # a request's links, and how many are stored
         self.make_engine = make_engine
         self.index = ConversationIndex(store)
@@ -115,23 +120,32 @@ class SharedSessions:
         key = key_digest(headers)
         links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
         name = headers.get(SESSION_HEADER) or None
-        for _ in range(MATCH_TRIES):
-            found = await self.io(self.index.match, key, links, name)
-            if found is None or not found.whole:
-                made = await self._create(wire, request, key, links, name, found, window)
-                if made is None:
-                    continue  # made meanwhile by a concurrent request: match again
-                return made
-            local, held = await self._lock(found.id)
+        for attempt in range(MATCH_TRIES):
+            # first a guess from this node's cache (no round trip), checked once locked
+            sid = self._cached(links) if attempt == 0 and name is None else None
+            if sid is None:
+                found = await self.io(self.index.match, key, links, name)
+                if found is None or not found.whole:
+                    made = await self._create(wire, request, key, links, name, found, window)
+                    if made is None:
+                        continue  # made meanwhile by a concurrent request: match again
+                    return made
+                sid = found.id
+            local, held = await self._lock(sid)
             try:
-                again = await self.io(self.index.match, key, links, name, (found.id, held.fence))
-                if again is not None and again.id == found.id and again.whole:
+                again = await self.io(self.index.match, key, links, name, (sid, held.fence))
+                if again is not None and again.id == sid and again.whole:
                     return await self._continue(again, wire, request, key, links, (local, held), window)
             except BaseException:
                 await self._unlock(local, held)
                 raise
             await self._unlock(local, held)
         raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
+
+    def _cached(self, links: list[bytes]) -> str | None:
+        """The id of the session this node last saw ``links`` continue, if any (a guess)."""
+        found, _ = self.table.match(links, None)
+        return found.id if found is not None else None
 
     async def io(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a thread of the store's."""
@@ -252,11 +266,11 @@ class SharedSessions:
         """``apply.prepare`` (engine thread), then the turn recorded. Raises what they raise
         (``FencedOut`` when this node's lock was taken over: the request then fails open)."""
         p: Prepared = await self.run(prepare, session, wire, request)
-        fence = session.held.fence if session.held is not None else NO_FENCE
+        entries = _writer(session).take()  # the turn's entries, stored with it
         links, known = self._chains.pop(session.id)
-        await self.io(
-            self.index.record_turn, session.id, session.turns - 1, (p.budget, p.at), fence, links, known
-        )
+        turn, at = session.turns - 1, (p.budget, p.at)
+        await self.io(self.index.record_turn, session.id, turn, at, _fence(session), links, known, entries)
+        self.table.advance(session, links)  # the next request's guess (``_cached``)
         p.recorded = True
         return p
 
@@ -270,7 +284,8 @@ class SharedSessions:
         finish(session, wire, prepared, status, usage, reply)
         delta = {k: v - before[k] for k, v in asdict(session.stats).items()}
         turn = session.turns - 1 if prepared is not None and prepared.recorded else None
-        self._answers[session.id] = (turn, status, usage if status < 400 else None, delta)
+        answer = (status, usage if status < 400 else None)
+        self._answers[session.id] = (turn, answer, delta, _writer(session).take(), _fence(session))
 
     # ------------------------------------------------------------ after the turn
 
@@ -311,9 +326,18 @@ class SharedSessions:
         (self.lock_outage if isinstance(exc, LockUnavailable) else self.store_outage).failed(exc)
 
 
-def _replay(session: ProxySession, request: ClientRequest, turns: list[TurnRecord]) -> None:
+def _writer(session: ProxySession) -> FencedWriter:
     writer = session.engine.store
     assert isinstance(writer, FencedWriter)
+    return writer
+
+
+def _fence(session: ProxySession) -> int:
+    return session.held.fence if session.held is not None else NO_FENCE
+
+
+def _replay(session: ProxySession, request: ClientRequest, turns: list[TurnRecord]) -> None:
+    writer = _writer(session)
     writer.muted = True
     try:
         for t in turns:

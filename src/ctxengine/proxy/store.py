@@ -33,24 +33,26 @@ class ProxyStore(SQLiteStore):
 
 class FencedWriter(BorrowedStore):
     """One engine's view of a shared ``PostgresStore`` (a ``SessionStore``, lent: ``close``
-    leaves the proxy's pool open): its appends carry the fencing number of the session's lock
-    (``fence``, set on each request), so that a node whose lock expired cannot append; while
-    ``muted`` (the engine replays turns the store already holds) appends are not written again
-    (artifacts are: storing one is idempotent)."""
+    leaves the proxy's pool open). Its appends wait in ``pending`` until the proxy stores them
+    with the request's turn (``take``), in one transaction that checks the session lock's fencing
+    number (``fence``): a turn is stored whole or not at all, and a node whose lock expired cannot
+    append. While ``muted`` (the engine replays turns the store already holds) appends are
+    dropped. Artifacts go to the store at once (storing one is idempotent)."""
 
     def __init__(self, store: PostgresStore) -> None:
         super().__init__(store)
-        self.pg = store
         self.fence = NO_FENCE
         self.muted = False
+        self.pending: list[tuple[EntryKind, Any]] = []
 
     def append(self, session: str, kind: EntryKind, payload: Any) -> Entry:
-        """Append (not while muted: then the entry comes back with sequence number -1).
+        """Keep the entry for the turn's record (none while muted); it comes back with sequence
+        number -1 (the store numbers it then)."""
+        if not self.muted:
+            self.pending.append((kind, payload))
+        return Entry(session, -1, kind, payload)
 
-        Raises:
-            FencedOut: when a later lock holder has claimed the session.
-            StoreError: when the write fails.
-        """
-        if self.muted:
-            return Entry(session, -1, kind, payload)
-        return self.pg.append(session, kind, payload, fence=self.fence)
+    def take(self) -> list[tuple[EntryKind, Any]]:
+        """The entries appended since the last ``take``, in order (and no more pending)."""
+        out, self.pending = self.pending, []
+        return out

@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -163,6 +163,40 @@ class PostgresStore:
                 raise FencedOut(f"cannot append to {session}: fencing number {fence} is out of date")
             return Entry(session, int(row[0]), kind, payload)
         raise StoreError(f"cannot append to {session}: {APPEND_TRIES} concurrent writers took the number")
+
+    def append_batch(
+        self,
+        conn: psycopg.Connection[Any],
+        session: str,
+        entries: Sequence[tuple[EntryKind, Any]],
+        fence: int = NO_FENCE,
+    ) -> list[Entry]:
+        """Append ``entries`` (kind, payload) in order, on ``conn`` (one of this store's
+        connections) inside the caller's transaction: they are stored with whatever else it
+        writes, or not at all. The session's writers queue on its advisory lock, so the numbers
+        taken are free.
+
+        Raises:
+            FencedOut: when a lock holder with a higher fencing number has claimed the session
+                (checked even for no entries).
+            psycopg.Error: when a statement fails (inside ``connection()``: ``StoreError``).
+        """
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (session,))
+        stale = conn.execute(
+            "SELECT 1 FROM ctx_fences WHERE session = %s AND fence > %s", (session, fence)
+        ).fetchone()
+        if stale is not None:
+            raise FencedOut(f"cannot append to {session}: fencing number {fence} is out of date")
+        if not entries:
+            return []
+        row = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM ctx_entries WHERE session = %s", (session,))
+        first = int((row.fetchone() or (-1,))[0]) + 1
+        rows = [(session, first + i, k, self._enc.encode(p)) for i, (k, p) in enumerate(entries)]
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO ctx_entries (session, seq, kind, payload) VALUES (%s, %s, %s, %s)", rows
+            )
+        return [Entry(session, first + i, k, p) for i, (k, p) in enumerate(entries)]
 
     def entries(self, session: str, kind: EntryKind | None = None) -> list[Entry]:
         """All entries of a session (optionally of one kind), by sequence number.
