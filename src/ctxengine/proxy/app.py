@@ -12,7 +12,9 @@ A managed request: parse (a body that is not a request gets the provider's 400) 
 client's body goes upstream unchanged, the session is dropped (the next request starts a new one)
 and the log line says why. Engine work runs on one worker thread (the engine is single-threaded
 and the store's SQLite connection lives there); the event loop stays free, so the upstream calls
-of different sessions run in parallel.
+of different sessions run in parallel. With a PostgreSQL store (``--store postgresql://...``)
+sessions are found, locked across nodes and recorded through ``shared`` (the gateway); with
+``--admin-token`` the sessions report is scoped by ``admin``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """Sessions shared by every node of the proxy (``--store postgresql://...``, ``--redis``).
 
 The in-memory ``SessionTable`` becomes a cache in front of the store: a request's session is
-found with one lookup of its chain links in the store's conversation index (``index``), never in
-the table, so any node finds any session, and a restarted node loses none. Then, in order: the
-node's own lock of the session (requests of one session on one node queue there), the lock
-across nodes (``locks``: Redis, with a fencing number the store checks), the match again (another
-node may have moved the session on meanwhile), and the cached engine brought up to the store's
-last turn (a node that never saw the session, or saw it turns ago, replays the recorded turns on
-a new or its cached engine: ``apply.replay_turn``, the writes muted, as they are stored). The
-request's links are recorded before the engine runs (``advance``), its turn once the projection
-is made (``prepare``), its usage and figures once the upstream answered (``finish``): what
-``GET /ctxengine/sessions`` reports is the store's, the same on every node.
+the one the store's conversation index (``index``) finds for its chain links, so any node finds
+any session, and a restarted node loses none (the table only gives a first guess, checked
+against the store). Then, in order: the node's own lock of the session (requests of one session
+on one node queue there), the lock across nodes (``locks``: Redis, with a fencing number the
+store checks), the match in the store (another node may have moved the session on meanwhile),
+and the cached engine brought up to the store's last turn (a node that never saw the session, or
+saw it turns ago, replays the recorded turns on a new or its cached engine:
+``apply.replay_turn``, the writes muted, as they are stored). The request's turn is recorded
+once the projection is made (``prepare``: with the engine's entries and the request's links, in
+one transaction), its usage and figures once the upstream answered (``finish``, ``release``):
+what ``GET /ctxengine/sessions`` reports is the store's, the same on every node.
 
 Any failure of the store or of the lock service makes the request fail open (forwarded
 unchanged, counted; a warning once per outage, ``Outage``); the session catches up at the first
@@ -48,12 +49,10 @@ T = TypeVar("T")
 Run = Callable[..., Awaitable[Any]]
 MakeEngine = Callable[[str, str, "int | None", FencedWriter], ContextEngine]
 IO_THREADS = 8  # the store's round trips of one node at once (its pool holds as many connections)
-MATCH_TRIES = 5
+MATCH_TRIES = 5  # a session moved on under a waiting request: match again, this many times
 # a finished turn, for ``ConversationIndex.finish_turn``: turn, (status, usage), figures added,
 # the engine's entries since the turn's record, fencing number
-Answer = tuple[
-    int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int
-]  # a session moved on under a waiting request: match again, this many times
+Answer = tuple[int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int]
 
 
 class Outage:
