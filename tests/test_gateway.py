@@ -4,7 +4,9 @@ the upstream is the checking stub of ``proxy_servers``."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -106,7 +108,7 @@ def test_nodes_continue_each_others_sessions_with_the_same_projection(gw: Gatewa
     for node in (a, b):
         (s,) = node.sessions().json()["sessions"]
         assert s["calls"] == turns and s["messages"] == len(_turns(turns))
-        assert s["upstream_tokens"] < s["client_tokens"] // 2
+        assert s["upstream_tokens"] < s["client_tokens"] // 2 and s["compactions"] >= 1
     ids = {n.sessions().json()["sessions"][0]["id"] for n in (a, b)}
     assert len(ids) == 1
 
@@ -215,3 +217,29 @@ def test_two_nodes_at_once_serialise_one_session(gw: Gateway) -> None:
     assert s["calls"] == 4 and s["messages"] == len(_turns(2))
     assert gw.upstream.max_in_flight["one-session"] == 1
     assert all(not seen.problems for seen in gw.upstream.seen)
+
+
+def test_a_result_offloaded_on_one_node_is_retrieved_on_the_other(gw: Gateway) -> None:
+    """Node A offloads a large tool result to the store; the model's retrieve call for it on the
+    next request, at node B (which never saw the session), gets the original back."""
+    a, b = gw.node(redis=redis_url(), retrieve_tool=True), gw.node(redis=redis_url(), retrieve_tool=True)
+    msgs = _turns(3, size=20_000)  # each result far over the offload cap of a 32,000-token window
+    gw.upstream.script.append({"content": [{"type": "text", "text": "probe"}]})
+    assert a.ask(msgs) == "probe"
+    found = re.search(r"artifact (tool-result/\w+)", json.dumps(gw.upstream.seen[-1].body))
+    assert found is not None
+    aid = found.group(1)
+    msgs = [*msgs, {"role": "assistant", "content": "probe"}, {"role": "user", "content": "what is in it?"}]
+    call = {
+        "type": "tool_use",
+        "id": "toolu_r1",
+        "name": "retrieve",
+        "input": {"id": aid, "offset": 1, "limit": 3},
+    }
+    gw.upstream.script.append({"content": [call]})
+    assert b.ask(msgs).startswith("ok")
+    result = gw.upstream.seen[-1].body["messages"][-1]["content"][0]
+    assert result["tool_use_id"] == "toolu_r1" and result["is_error"] is False
+    assert f"line {aid.rsplit('_', 1)[1]}.0 value_0 = compute(0)" in result["content"]
+    (s,) = b.sessions().json()["sessions"]
+    assert s["retrieve_calls"] == 1 and s["calls"] == 2

@@ -101,6 +101,7 @@ class SharedSessions:
         # the store's round trips run here, in parallel, leaving the engine thread to the engines
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ctxengine-store")
         self._answers: dict[str, Answer] = {}  # a finished turn's, until ``release`` stores it
+        self._stats_at: dict[str, dict[str, Any]] = {}  # a session's figures when its request began
         self._chains: dict[str, tuple[list[bytes], int]] = {}  # a request's links, and how many are stored
         self.make_engine = make_engine
         self.index = ConversationIndex(store)
@@ -254,10 +255,10 @@ class SharedSessions:
                 self.store.claim(sid, fence, conn)
             self.index.advance(sid, links, 0, conn)
 
-    @staticmethod
-    def _attach(s: ProxySession, held: Held, writer: FencedWriter) -> None:
+    def _attach(self, s: ProxySession, held: Held, writer: FencedWriter) -> None:
         s.held = held
         writer.fence = held.fence
+        self._stats_at[s.id] = asdict(s.stats)  # what this request adds goes to the store
 
     # ------------------------------------------------------------ the turn
 
@@ -279,7 +280,7 @@ class SharedSessions:
     ) -> None:  # fmt: skip
         """``apply.finish`` (engine thread); the turn's answer and the figures it added go to the
         store in ``release``."""
-        before = asdict(session.stats)
+        before = self._stats_at.pop(session.id, None) or asdict(session.stats)
         finish(session, wire, prepared, status, usage, reply)
         delta = {k: v - before[k] for k, v in asdict(session.stats).items()}
         turn = session.turns - 1 if prepared is not None and prepared.recorded else None
@@ -307,6 +308,7 @@ class SharedSessions:
         self.table.drop(session)
         self._chains.pop(session.id, None)
         self._answers.pop(session.id, None)
+        self._stats_at.pop(session.id, None)
         try:
             if not isinstance(exc, StoreError | LockUnavailable):
                 await self.io(self.index.drop, session.id)
