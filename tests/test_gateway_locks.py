@@ -98,3 +98,32 @@ def test_a_holder_whose_lock_expired_cannot_write(pg: PostgresStore) -> None:
     index.record_turn(sid, 0, (None, 0.0), new, [b"link"], 0, current.take())
     assert [e.payload for e in pg.entries(sid)] == [{"from": "the new holder"}]
     assert [t.turn for t in index.turns(sid, 0)] == [0]
+
+
+def test_a_lock_never_given_back_expires_after_the_longest_hold() -> None:
+    async def main() -> None:
+        a, b, sid = (
+            RedisLocks(redis_url(), ttl_s=0.3, max_hold_s=0.6),
+            RedisLocks(redis_url(), wait_s=3),
+            _sid(),
+        )
+        leaked = await a.acquire(sid)  # its holder never releases it (a stuck request)
+        started = time.monotonic()
+        held = await b.acquire(sid)
+        assert 0.6 <= time.monotonic() - started < 2.5
+        assert held.fence > leaked.fence
+        await held.release()
+        await a.close()
+        await b.close()
+
+    asyncio.run(main())
+
+
+def test_redis_unreachable_is_lock_unavailable() -> None:
+    async def main() -> None:
+        locks = RedisLocks("redis://127.0.0.1:1/0")
+        with pytest.raises(LockUnavailable, match="Redis"):
+            await locks.acquire(_sid())
+        await locks.close()
+
+    asyncio.run(main())

@@ -2,9 +2,10 @@
 
 ``RedisLocks.acquire(sid)`` takes ``ctxengine:lock:<sid>`` with redis-py's ``Lock`` (a random
 token, an expiry of ``LOCK_TTL_S``, released only by its holder), renews it every third of the
-expiry while the request runs, and draws the session's next fencing number (``INCR
-ctxengine:fence:<sid>``): the store refuses the writes of a holder whose number is older than the
-session's latest (its lock expired, a node paused past it, and another node took over).
+expiry while the request runs (``LOCK_MAX_HOLD_S`` at most), and draws the session's next
+fencing number (``INCR ctxengine:fence:<sid>``): the store refuses the writes of a holder whose
+number is older than the session's latest (its lock expired, a node paused past it, and another
+node took over).
 ``LocalLocks`` is the one-node stand-in: no lock beyond the process's own, no fencing number.
 Redis unreachable: ``LockUnavailable`` (the proxy then fails open: per-node locks could let two
 nodes write one session at once).
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,6 +28,9 @@ log = logging.getLogger("ctxengine.proxy")
 
 LOCK_TTL_S = 10.0  # a dead node's lock is free again after this long
 LOCK_WAIT_S = 90.0  # how long a request waits for its session's lock before failing open
+# renewals stop after this long: a holder that never gave its lock back (a request stuck, a bug)
+# cannot block its session for ever; were it still writing, the fence refuses it then
+LOCK_MAX_HOLD_S = 300.0
 
 
 class LockUnavailable(Exception):
@@ -69,11 +74,17 @@ class LocalLocks:
 class RedisLocks:
     """Locks in the Redis at ``url`` (``redis://HOST:PORT/N``); see the module docstring."""
 
-    def __init__(self, url: str, ttl_s: float = LOCK_TTL_S, wait_s: float = LOCK_WAIT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        ttl_s: float = LOCK_TTL_S,
+        wait_s: float = LOCK_WAIT_S,
+        max_hold_s: float = LOCK_MAX_HOLD_S,
+    ) -> None:
         import redis.asyncio as aredis
 
         self.url = url
-        self.ttl_s, self.wait_s = ttl_s, wait_s
+        self.ttl_s, self.wait_s, self.max_hold_s = ttl_s, wait_s, max_hold_s
         self._redis = aredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
 
     async def acquire(self, sid: str) -> Held:
@@ -110,8 +121,15 @@ class RedisLocks:
         from redis.exceptions import LockError, RedisError
 
         assert isinstance(lock, Lock)
+        until = time.monotonic() + self.max_hold_s
         while True:
             await asyncio.sleep(self.ttl_s / 3)
+            if time.monotonic() > until:
+                log.warning(
+                    "proxy: the lock of session %s was held for %.0f s: no longer renewed (it expires)",
+                    sid, self.max_hold_s,
+                )  # fmt: skip
+                return
             try:
                 await lock.reacquire()
             except LockError as exc:  # lost: the store's fence refuses this node's writes now
