@@ -103,12 +103,18 @@ class RedisLocks:
             fence = int(await self._redis.incr(f"ctxengine:fence:{sid}"))
         except RedisError as exc:
             raise LockUnavailable(f"Redis at {self.url}: {type(exc).__name__}: {exc}") from exc
-        renew = asyncio.ensure_future(self._renew(lock, sid))
+        stop = asyncio.Event()
+        renew = asyncio.ensure_future(self._renew(lock, sid, stop))
 
         async def release() -> None:
-            renew.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renew
+            # the renewal is stopped, not cancelled: a cancellation that reaches redis-py inside a
+            # command can be lost, and waiting for that task then never ends (a lock renewed for
+            # good was seen so); it ends after at most one renewal, else it is left to expire
+            stop.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(renew), timeout=self.ttl_s)
+            except (TimeoutError, RedisError) as exc:
+                log.warning("proxy: the renewal of session %s's lock did not stop: %r", sid, exc)
             try:
                 await lock.release()
             except RedisError as exc:  # expired meanwhile (then the fence protects the store), or Redis gone
@@ -116,14 +122,18 @@ class RedisLocks:
 
         return Held(fence, release)
 
-    async def _renew(self, lock: object, sid: str) -> None:
+    async def _renew(self, lock: object, sid: str, stop: asyncio.Event) -> None:
+        """Renew ``lock`` every third of its expiry until ``stop`` is set (or ``max_hold_s``)."""
         from redis.asyncio.lock import Lock
         from redis.exceptions import LockError, RedisError
 
         assert isinstance(lock, Lock)
         until = time.monotonic() + self.max_hold_s
         while True:
-            await asyncio.sleep(self.ttl_s / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.ttl_s / 3)
+            if stop.is_set():
+                return
             if time.monotonic() > until:
                 log.warning(
                     "proxy: the lock of session %s was held for %.0f s: no longer renewed (it expires)",
