@@ -116,17 +116,16 @@ def test_two_writers_racing_for_a_sequence_lose_nothing(pg_url: str) -> None:
 
 def test_a_writer_whose_fence_is_older_cannot_append(pg: PostgresStore) -> None:
     pg.append("f", "message", {"free": True})  # no lock yet: anyone may write
-    pg.claim("f", 5)
-    pg.append("f", "message", {"by": 5}, fence=5)
-    pg.claim("f", 6)  # the lock expired and another holder took it
+    first = pg.claim("f")
+    pg.append("f", "message", {"by": first}, fence=first)
+    second = pg.claim("f")  # the lock expired and another holder took it
+    assert (first, second) == (1, 2)
     with pytest.raises(FencedOut):
-        pg.append("f", "message", {"by": 5, "late": True}, fence=5)
+        pg.append("f", "message", {"by": first, "late": True}, fence=first)
     with pytest.raises(FencedOut):
         pg.append("f", "message", {"unlocked": True})
-    with pytest.raises(FencedOut):
-        pg.claim("f", 5)
-    pg.append("f", "message", {"by": 6}, fence=6)
-    assert [e.payload for e in pg.entries("f")] == [{"free": True}, {"by": 5}, {"by": 6}]
+    pg.append("f", "message", {"by": second}, fence=second)
+    assert [e.payload for e in pg.entries("f")] == [{"free": True}, {"by": 1}, {"by": 2}]
 
 
 def test_an_unreachable_database_raises_store_error_in_bounded_time() -> None:

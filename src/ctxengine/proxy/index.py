@@ -62,34 +62,44 @@ class ConversationIndex:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
-    def match(
-        self, key: str, links: Sequence[bytes], name: str | None, claim: tuple[str, int] | None = None
-    ) -> Found | None:
+    def match(self, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
         """The session whose chain is the longest prefix of ``links`` (or the one ``name`` names
-        for ``key``), None when there is none. Never one of another key (the key is in each link).
-        ``claim``: ``(session, fence)`` to claim first, on the same connection (``FencedOut``)."""
+        for ``key``), None when there is none. Never one of another key (the key is in each link)."""
         with self.store.connection() as conn:
-            if claim is not None and claim[1] != NO_FENCE:
-                self.store.claim(claim[0], claim[1], conn)
-            if name is not None:
-                row = conn.execute(
-                    "SELECT id, messages, turns, model, last_link FROM ctx_proxy_sessions "
-                    "WHERE key_digest = %s AND name = %s AND NOT dropped ORDER BY created DESC LIMIT 1",
-                    (key, name),
-                ).fetchone()
-                if row is None:
-                    return None
-                n = int(row[1])
-                whole = n == 0 or (n <= len(links) and bytes(row[4]) == links[n - 1])
-                return Found(row[0], n, int(row[2]), row[3], whole)
-            if not links:
-                return None
+            return self._match(conn, key, links, name)
+
+    def claim_and_match(
+        self, sid: str, key: str, links: Sequence[bytes], name: str | None
+    ) -> tuple[Found | None, int]:
+        """``sid``'s next fencing number (``PostgresStore.claim``: the caller holds its lock), and
+        ``match``, on one connection."""
+        with self.store.connection() as conn:
+            fence = self.store.claim(sid, conn)
+            return self._match(conn, key, links, name), fence
+
+    @staticmethod
+    def _match(
+        conn: psycopg.Connection[Any], key: str, links: Sequence[bytes], name: str | None
+    ) -> Found | None:
+        if name is not None:
             row = conn.execute(
-                "SELECT s.id, s.messages, s.turns, s.model, l.pos FROM ctx_proxy_links l "
-                "JOIN ctx_proxy_sessions s ON s.id = l.session "
-                "WHERE l.link = ANY(%s) AND NOT s.dropped ORDER BY l.pos DESC LIMIT 1",
-                (list(links),),
+                "SELECT id, messages, turns, model, last_link FROM ctx_proxy_sessions "
+                "WHERE key_digest = %s AND name = %s AND NOT dropped ORDER BY created DESC LIMIT 1",
+                (key, name),
             ).fetchone()
+            if row is None:
+                return None
+            n = int(row[1])
+            whole = n == 0 or (n <= len(links) and bytes(row[4]) == links[n - 1])
+            return Found(row[0], n, int(row[2]), row[3], whole)
+        if not links:
+            return None
+        row = conn.execute(
+            "SELECT s.id, s.messages, s.turns, s.model, l.pos FROM ctx_proxy_links l "
+            "JOIN ctx_proxy_sessions s ON s.id = l.session "
+            "WHERE l.link = ANY(%s) AND NOT s.dropped ORDER BY l.pos DESC LIMIT 1",
+            (list(links),),
+        ).fetchone()
         if row is None:
             return None
         return Found(row[0], int(row[1]), int(row[2]), row[3], int(row[1]) == int(row[4]) + 1)

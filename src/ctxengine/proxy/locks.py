@@ -2,10 +2,10 @@
 
 ``RedisLocks.acquire(sid)`` takes ``ctxengine:lock:<sid>`` with redis-py's ``Lock`` (a random
 token, an expiry of ``LOCK_TTL_S``, released only by its holder), renews it every third of the
-expiry while the request runs (``LOCK_MAX_HOLD_S`` at most), and draws the session's next
-fencing number (``INCR ctxengine:fence:<sid>``): the store refuses the writes of a holder whose
-number is older than the session's latest (its lock expired, a node paused past it, and another
-node took over).
+expiry while the request runs (``LOCK_MAX_HOLD_S`` at most). Its holder then claims the
+session's next fencing number from the store (``PostgresStore.claim``, ``Held.fenced``): the store
+refuses the writes of a holder whose number is older than the session's latest (its lock
+expired, a node paused past it, and another node took over).
 ``LocalLocks`` is the one-node stand-in: no lock beyond the process's own, no fencing number.
 Redis unreachable: ``LockUnavailable`` (the proxy then fails open: per-node locks could let two
 nodes write one session at once).
@@ -39,10 +39,12 @@ class LockUnavailable(Exception):
 
 @dataclass
 class Held:
-    """A session's lock, held: its fencing number and how to give it back."""
+    """A session's lock, held: how to give it back; ``fenced``: whether its holder must claim a
+    fencing number from the store (a lock across processes), then kept in ``fence``."""
 
-    fence: int
     release: Callable[[], Awaitable[None]]
+    fenced: bool = False
+    fence: int = NO_FENCE
 
 
 class SessionLocks(Protocol):
@@ -65,7 +67,7 @@ class LocalLocks:
     """One node: the process's own per-session lock is all there is (no fencing number)."""
 
     async def acquire(self, sid: str) -> Held:
-        return Held(NO_FENCE, _nothing)
+        return Held(_nothing)
 
     async def close(self) -> None:
         return None
@@ -100,7 +102,6 @@ class RedisLocks:
         try:
             if not await lock.acquire(token=secrets.token_hex(16)):
                 raise LockUnavailable(f"session {sid} stayed locked for {self.wait_s:.0f} s")
-            fence = int(await self._redis.incr(f"ctxengine:fence:{sid}"))
         except RedisError as exc:
             raise LockUnavailable(f"Redis at {self.url}: {type(exc).__name__}: {exc}") from exc
         stop = asyncio.Event()
@@ -120,7 +121,7 @@ class RedisLocks:
             except RedisError as exc:  # expired meanwhile (then the fence protects the store), or Redis gone
                 log.warning("proxy: the lock of session %s was not released: %s", sid, exc)
 
-        return Held(fence, release)
+        return Held(release, fenced=True)
 
     async def _renew(self, lock: object, sid: str, stop: asyncio.Event) -> None:
         """Renew ``lock`` every third of its expiry until ``stop`` is set (or ``max_hold_s``)."""

@@ -133,7 +133,10 @@ class SharedSessions:
                 sid = found.id
             local, held = await self._lock(sid)
             try:
-                again = await self.io(self.index.match, key, links, name, (sid, held.fence))
+                if held.fenced:
+                    again, held.fence = await self.io(self.index.claim_and_match, sid, key, links, name)
+                else:
+                    again = await self.io(self.index.match, key, links, name)
                 if again is not None and again.id == sid and again.whole:
                     return await self._continue(again, wire, request, key, links, (local, held), window)
             except BaseException:
@@ -204,7 +207,7 @@ class SharedSessions:
         await self.io(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
         local, held = await self._lock(sid)
         try:  # its links now, so that a concurrent request of the conversation finds it
-            await self.io(self._start, sid, held.fence, links)
+            await self.io(self._start, sid, held, links)
         except BaseException:
             await self._unlock(local, held)
             raise
@@ -249,10 +252,10 @@ class SharedSessions:
         self._chains[s.id] = (links, found.messages)
         return s
 
-    def _start(self, sid: str, fence: int, links: list[bytes]) -> None:
+    def _start(self, sid: str, held: Held, links: list[bytes]) -> None:
         with self.store.connection() as conn, conn.transaction():
-            if fence != NO_FENCE:
-                self.store.claim(sid, fence, conn)
+            if held.fenced:
+                held.fence = self.store.claim(sid, conn)
             self.index.advance(sid, links, 0, conn)
 
     def _attach(self, s: ProxySession, held: Held, writer: FencedWriter) -> None:

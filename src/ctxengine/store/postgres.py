@@ -7,7 +7,7 @@ queued on a transaction-level advisory lock (the statements pipelined: one round
 another writer take the number all the same (the key refuses it), it retries (``APPEND_TRIES``
 times, then ``StoreError``): two writers never share a number and none is lost silently.
 Artifact content is stored once by its hash (content-addressed); a session's artifacts point at
-it. A writer that holds a fencing number (``fence``, handed out by a
+it. A writer that holds a fencing number (``fence``, handed out by ``claim`` to the holder of a
 lock across nodes) is refused with ``FencedOut`` once a later holder has claimed the session.
 
 The schema is created and migrated by the program (``pg_schema``), on the first use. Needs the
@@ -42,8 +42,9 @@ HAVING NOT EXISTS (SELECT 1 FROM ctx_fences WHERE session = %(s)s AND fence > %(
 RETURNING seq
 """
 _CLAIM = """
-INSERT INTO ctx_fences (session, fence) VALUES (%(s)s, %(f)s)
-ON CONFLICT (session) DO UPDATE SET fence = EXCLUDED.fence WHERE ctx_fences.fence <= EXCLUDED.fence
+INSERT INTO ctx_fences (session, fence) VALUES (%(s)s, 1)
+ON CONFLICT (session) DO UPDATE SET fence = ctx_fences.fence + 1
+RETURNING fence
 """
 
 
@@ -115,20 +116,23 @@ class PostgresStore:
         except (psycopg.Error, OSError) as exc:  # PoolTimeout is a psycopg.OperationalError
             raise StoreError(f"PostgreSQL: {type(exc).__name__}: {exc}".strip()) from exc
 
-    def claim(self, session: str, fence: int, conn: psycopg.Connection[Any] | None = None) -> None:
-        """Record that the holder of fencing number ``fence`` now owns ``session``'s writes
-        (on ``conn``, one of this store's connections, when given).
+    def claim(self, session: str, conn: psycopg.Connection[Any] | None = None) -> int:
+        """Hand the caller (who holds the session's lock across processes) the session's next
+        fencing number: from now on, writes with an older one are refused (``FencedOut``). On
+        ``conn``, one of this store's connections, when given. The numbers live here, with
+        what they protect, so that no restart of the lock service can hand out an old one.
+
+        Returns:
+            The number, 1 for the session's first claim.
 
         Raises:
-            FencedOut: when a holder of a higher number has claimed it already.
             StoreError: when the database fails.
         """
         if conn is None:
             with self.connection() as own:
-                return self.claim(session, fence, own)
-        if conn.execute(_CLAIM, {"s": session, "f": fence}).rowcount != 1:
-            raise FencedOut(f"session {session!r}: fencing number {fence} is out of date")
-        return None
+                return self.claim(session, own)
+        row = conn.execute(_CLAIM, {"s": session}).fetchone()
+        return int(row[0]) if row is not None else NO_FENCE
 
     def append(self, session: str, kind: EntryKind, payload: Any, *, fence: int = NO_FENCE) -> Entry:
         """Append an entry with the session's next sequence number.
