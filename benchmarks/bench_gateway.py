@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,7 +137,7 @@ def _short(store: str, per: int, retried: int) -> int:
 
 def layout(up: str, history: int, sessions: int, per: int, nodes: int, workers: int, kill: bool) -> Result:
     name, store = _database()
-    logs = Path(f"/tmp/{name}")
+    logs, hung = Path(f"/tmp/{name}"), False
     logs.mkdir()
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -154,8 +155,16 @@ def layout(up: str, history: int, sessions: int, per: int, nodes: int, workers: 
         for p in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
-                p.wait(timeout=60)
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:  # a request that never ends: said, then killed
+                    print(f"a node did not stop in 60 s (its log is kept: {logs}); killed", file=sys.stderr)
+                    hung = True
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(timeout=30)
         _drop(name)
+        if not hung:
+            shutil.rmtree(logs, ignore_errors=True)
 
 
 def line(label: str, r: Result, n: int, direct: Result | None) -> None:
@@ -186,9 +195,8 @@ def main() -> None:
         up_url = f"http://127.0.0.1:{port}"
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
         for history in args.history or [10_000, 150_000]:
-            print(
-                f"\n## history {history:,} tokens: {args.sessions} concurrent sessions x {per} requests = {n:,}"
-            )
+            what = f"{args.sessions} concurrent sessions x {per} requests = {n:,}"
+            print(f"\n## history {history:,} tokens: {what}")
             print(f"{'layout':26} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
                   f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7}")  # fmt: skip
             work = [Conversation(s, history) for s in range(args.sessions)]
