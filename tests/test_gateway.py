@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -15,38 +14,26 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import anthropic
 import httpx
 import pytest
 
-from ctxengine.proxy.app import Proxy, ProxyConfig, create_app
+from ctxengine.proxy.app import ProxyConfig, create_app
 from gateway_servers import Forwarder, pg_schema_url, redis_url
 from proxy_servers import Upstream, serve
-from test_proxy import KEY, _turns
+from test_proxy import KEY, Rig, _turns
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
 OTHER_KEY = "sk-test-another-key-5678"
 
 
-@dataclass
-class Node:
-    base: str
-    proxy: Proxy
+class Node(Rig):
+    """One proxy node (``Rig``: its upstream, base URL and ``Proxy``)."""
 
     def ask(self, msgs: list[dict[str, Any]], key: str = KEY) -> str:
-        c = anthropic.Anthropic(api_key=key, base_url=self.base, max_retries=0)
-        text = c.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=msgs).content[0]
-        return text.text  # type: ignore[union-attr]
+        text = self.anthropic(key).messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=msgs)
+        return text.content[0].text  # type: ignore[union-attr]
 
-    def settle(self) -> None:
-        """Wait until every request has completed (figures go to the store after the response)."""
-        for _ in range(500):
-            if not any(s.lock.locked() for s in list(self.proxy.table.sessions.values())):
-                return
-            time.sleep(0.01)
-        raise AssertionError("a session stayed locked")
-
-    def sessions(self, headers: dict[str, str] | None = None) -> httpx.Response:
+    def sessions(self, headers: dict[str, str] | None = None) -> httpx.Response:  # type: ignore[override]
         self.settle()
         return httpx.get(self.base + "/ctxengine/sessions", headers=headers or {"x-api-key": KEY})
 
@@ -68,7 +55,7 @@ class Gateway:
             **config,
         )
         app = create_app(cfg)
-        return Node(self.stack.enter_context(serve(app)), app.state.proxy)
+        return Node(self.upstream, self.stack.enter_context(serve(app)), app.state.proxy)
 
 
 @contextmanager
