@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctxengine.proxy.app import Proxy, ProxyConfig, create_app
+    from ctxengine.proxy.app import Proxy, create_app
+    from ctxengine.proxy.config import ProxyConfig
 
 __all__ = ["Proxy", "ProxyConfig", "create_app"]
 

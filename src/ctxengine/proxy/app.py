@@ -14,7 +14,9 @@ and the log line says why. A request whose context the provider manages itself
 (``wire.LeftToProvider``: ``previous_response_id``, server-side compaction) goes upstream as sent,
 without a session, and its log line says why. Engine work runs on one worker thread (the engine
 is single-threaded and the store's SQLite connection lives there); the event loop stays free, so
-the upstream calls of different sessions run in parallel.
+the upstream calls of different sessions run in parallel. With a PostgreSQL store (``--store
+postgresql://...``) sessions are found, locked across nodes and recorded through ``shared`` (the
+gateway); with ``--admin-token`` the sessions report is scoped by ``admin``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,59 +38,30 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+import ctxengine.proxy.admin as admin
 import ctxengine.proxy.upstream as upstream
 from ctxengine.engine import ContextEngine
-from ctxengine.models import ModelWindowWarning, Registry
-from ctxengine.policy import Policy, get_policy
+from ctxengine.models import ModelWindowWarning
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
+from ctxengine.proxy.config import ProxyConfig, Totals
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.shared import SharedSessions, open_shared
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
+from ctxengine.store.base import SessionStore, StoreError
+from ctxengine.store.url import is_postgres_url
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
 DISCONNECT_POLL_S = 0.25  # how often a request waiting on the upstream checks that its client is still there
-
-
-@dataclass
-class ProxyConfig:
-    """How the proxy runs. ``window`` (tokens) overrides each model's context window; ``store``
-    is a folder (the SQLite store ``proxy.sqlite`` in it) or None for memory only."""
-
-    anthropic_upstream: str = upstream.ANTHROPIC_API
-    openai_upstream: str = upstream.OPENAI_API
-    policy: Policy = field(default_factory=lambda: get_policy("default"))
-    policy_name: str = "default"  # for the log
-    window: int | None = None
-    store: Path | None = None
-    retrieve_tool: bool = False
-    registry: Registry | None = None
-    # an OpenAI ``prompt_cache_key`` (the session's id) on requests whose client sets none, so a
-    # session's requests reach the same cache; None: only when the OpenAI upstream is OpenAI's own
-    # (another server may refuse a field it does not know)
-    prompt_cache_key: bool | None = None
-    # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
-    # request never waits for the previous one's upkeep; False runs them in line (deterministic)
-    background_notes: bool = True
-
-
-@dataclass
-class Totals:
-    """Proxy-wide counters for ``GET /ctxengine/sessions``."""
-
-    requests: int = 0
-    fail_open: int = 0
-    bad_requests: int = 0
-    upstream_unreachable: int = 0
-    passed_through: int = 0
-    left_to_provider: int = 0  # requests whose context the provider manages (wire.LeftToProvider)
 
 
 class Proxy:
@@ -110,6 +82,9 @@ class Proxy:
         self.gaps = IdleGaps()  # Anthropic sessions' pauses (cache_ttl)
         key = config.prompt_cache_key
         self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
+        self.shared: SharedSessions | None = None
+        if config.store is not None and is_postgres_url(config.store):
+            self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -126,15 +101,20 @@ class Proxy:
             await self._client.aclose()
         if self._store is not None:
             await self.run(self._store.close)
+        if self.shared is not None:
+            await self.shared.close()
         self._pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------ sessions
 
-    def _engine(self, sid: str, model: str, window: int | None = None) -> ContextEngine:
+    def _engine(
+        self, sid: str, model: str, window: int | None = None, store: SessionStore | None = None
+    ) -> ContextEngine:
         """A new engine (engine thread: the store is opened there); ``window``: the request's own
-        (the 1M-context beta), else ``--window`` or the model's."""
-        if self._store is None:
-            path = self.config.store
+        (the 1M-context beta), else ``--window`` or the model's; ``store``: a shared store's
+        writer, else the proxy's SQLite store."""
+        if store is None and self._store is None:
+            path = Path(self.config.store) if self.config.store is not None else None
             if path is not None:
                 path.mkdir(parents=True, exist_ok=True)
             self._store = ProxyStore(path / STORE_FILE if path is not None else ":memory:")
@@ -146,7 +126,7 @@ class Proxy:
                 model=model,
                 window=self.config.window or window,
                 registry=self.config.registry,
-                store=self._store,
+                store=store or self._store,
                 session_id=sid,
                 background_notes=self.config.background_notes,
             )
@@ -154,7 +134,13 @@ class Proxy:
     async def session(self, wire: Wire, request: ClientRequest, headers: Any) -> ProxySession:
         """The session of ``request`` (continued, or new: a new conversation or a branch), its lock
         held and the request's chain recorded in it. New sessions are made one at a time, so that
-        concurrent first requests of one conversation share one session."""
+        concurrent first requests of one conversation share one session. With a shared store the
+        store finds it (``shared``); raises ``StoreError`` or ``LockUnavailable`` then."""
+        if self.shared is not None:
+            shared = await self.shared.session(wire, request, headers, upstream.beta_window(headers))
+            self.shared.store_outage.ok()
+            self.shared.lock_outage.ok()
+            return shared
         key = key_digest(headers)
         links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
         label = headers.get(SESSION_HEADER)
@@ -173,21 +159,26 @@ class Proxy:
                 if self.table.match(links, name) != (found, whole):
                     continue  # made meanwhile by a concurrent request: match again
                 sid = self.table.new_id(wire.provider)
-                engine = await self.run(self._engine, sid, request.model, beta_window(headers))
-                new = ProxySession(sid, wire.provider, request.model, engine, wire.reader())
+                engine = await self.run(self._engine, sid, request.model, upstream.beta_window(headers))
+                new = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), key=key)
                 self.table.add(new, branch_of=found, name=name)
                 await new.lock.acquire()
                 self.table.advance(new, links)  # a concurrent request of it now waits for this one
                 return new
 
-    def abandon(self, turn: Turn) -> None:
-        """Drop the turn's session (its engine state is unknown after an error) and unlock it."""
+    async def abandon(self, turn: Turn, exc: BaseException) -> None:
+        """Drop the turn's session (its engine state is unknown after ``exc``) and unlock it."""
         s = turn.session
         if s is not None:
-            self.table.drop(s)
-            if s.lock.locked():
-                s.lock.release()
-            turn.session = None
+            try:
+                if self.shared is not None:
+                    await self.shared.abandon(s, exc)
+                else:
+                    self.table.drop(s)
+            finally:
+                if s.lock.locked():
+                    s.lock.release()
+                turn.session = None
 
     # ------------------------------------------------------------------ requests
 
@@ -195,6 +186,8 @@ class Proxy:
         """A request the engine applies to (see the module docstring)."""
         self.totals.requests += 1
         turn = Turn(request.url.path, wire, self.run)
+        if self.shared is not None:
+            turn.finish, turn.release = self.shared.finish, self.shared.release
         raw = await request.body()
         parsed: ClientRequest | None
         try:
@@ -235,7 +228,10 @@ class Proxy:
         fail open), or the provider-shaped 400 for client messages of the wrong shape."""
         try:
             turn.session = await self.session(wire, parsed, request.headers)
-            turn.prepared = await self.run(prepare, turn.session, wire, parsed)
+            if self.shared is not None:
+                turn.prepared = await self.shared.prepare(turn.session, wire, parsed)
+            else:
+                turn.prepared = await self.run(prepare, turn.session, wire, parsed)
             body = turn.prepared.body
             if wire.provider == "openai" and self.cache_key and "prompt_cache_key" not in body:
                 body["prompt_cache_key"] = turn.session.id
@@ -246,11 +242,14 @@ class Proxy:
             turn.note = self._news(turn.session, turn.prepared.budget, hour)
             return msgspec.json.encode(body)
         except BadRequest as exc:
-            self.abandon(turn)
+            await self.abandon(turn, exc)
             return await self._bad_request(turn, exc)
         except Exception as exc:
             self.totals.fail_open += 1
-            self.abandon(turn)
+            if self.shared is not None and isinstance(exc, StoreError | LockUnavailable):
+                self.totals.store_failures += 1
+                self.shared.failed(exc)
+            await self.abandon(turn, exc)
             turn.prepared = None
             turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
             return raw
@@ -341,7 +340,7 @@ class Proxy:
     async def passthrough(self, request: Request) -> Response:
         """Any other request, unchanged, to its provider's upstream."""
         self.totals.passed_through += 1
-        anthropic = _is_anthropic(request)
+        anthropic = upstream.is_anthropic(request.url.path, request.headers)
         base = self.config.anthropic_upstream if anthropic else self.config.openai_upstream
         url = upstream.upstream_url(base, request.url.path, request.url.query, strip_v1=not anthropic)
         req = self.client.build_request(
@@ -363,33 +362,18 @@ class Proxy:
             _bytes(resp), status_code=resp.status_code, headers=upstream.response_headers(resp.headers)
         )
 
-    def sessions_report(self) -> dict[str, Any]:
-        """``GET /ctxengine/sessions``: per session its figures, and the proxy's totals."""
+    async def sessions_report(self, key: str | None = None) -> dict[str, Any]:
+        """``GET /ctxengine/sessions``: per session its figures (``key``'s sessions only, when
+        given: a key digest), and this node's totals. With a shared store, the store's figures
+        (the same on every node). Raises ``StoreError`` when the shared store fails."""
+        if self.shared is not None:
+            rows = await self.shared.report(key)
+        else:
+            rows = [s.report() for s in self.table.sessions.values() if key is None or s.key == key]
         return {
-            "sessions": [s.report() for s in self.table.sessions.values()],
-            "totals": vars(self.totals)
-            | {"sessions": len(self.table.sessions), "sessions_evicted": self.table.evicted},
+            "sessions": rows,
+            "totals": vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted},
         }
-
-
-CONTEXT_1M_BETA = "context-1m-"  # anthropic-beta: context-1m-2025-08-07 (Sonnet 4 and 4.5)
-CONTEXT_1M_TOKENS = 1_000_000
-
-
-def beta_window(headers: Any) -> int | None:
-    """The window an Anthropic request asks for with a beta header (tokens): 1,000,000 with the
-    1M-context beta, else None (the model's)."""
-    betas = ",".join(headers.getlist("anthropic-beta")) if hasattr(headers, "getlist") else ""
-    return CONTEXT_1M_TOKENS if any(b.strip().startswith(CONTEXT_1M_BETA) for b in betas.split(",")) else None
-
-
-def _is_anthropic(request: Request) -> bool:
-    path = request.url.path
-    if path.startswith("/v1/messages"):
-        return True
-    if path.startswith(("/v1/chat/", "/v1/responses", "/v1/embeddings", "/v1/completions")):
-        return False
-    return "x-api-key" in request.headers or "anthropic-version" in request.headers
 
 
 async def _bytes(resp: httpx.Response) -> AsyncIterator[bytes]:
@@ -421,7 +405,13 @@ def create_app(config: ProxyConfig) -> Starlette:
         return await proxy.managed(request, proxy.responses, cfg.openai_upstream, strip_v1=True)
 
     async def sessions(request: Request) -> Response:
-        return JSONResponse(proxy.sessions_report())
+        scope = admin.scope(request.headers, cfg.admin_token)
+        if scope is admin.NONE:
+            return JSONResponse(admin.REFUSED, status_code=401)
+        try:
+            return JSONResponse(await proxy.sessions_report(None if scope is admin.ALL else str(scope)))
+        except StoreError as exc:
+            return JSONResponse({"error": f"the session store failed: {exc}"}, status_code=503)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ctxengine.engine import ContextEngine, Projection
 from ctxengine.messages import Message, Usage
+from ctxengine.proxy.index import TurnRecord
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.sessions import ProxySession
 from ctxengine.proxy.wire import ClientRequest, Wire
@@ -34,8 +35,11 @@ class Prepared:
     body: dict[str, Any]
     projection: Projection
     new: list[Message]  # the client messages this request added to the session
-    budget: int | None = None  # the prompt's budget when the client's output ask shrank it (tokens)
     client_tokens: int = 0  # the client's request (fixed prefix + whole history), set by ``finish``
+    budget: int | None = None  # what ``assemble`` was given: the prompt's budget, when the client's
+    # output ask shrank it (tokens) ...
+    at: float = 0.0  # ... and the clock (Unix seconds)
+    recorded: bool = False  # in a shared store: the turn (number ``session.turns - 1``) is recorded
 
 
 OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
@@ -58,23 +62,55 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     wrong shape, ``InvalidProjection``, or whatever the engine raises (the caller drops the
     session and fails open)."""
     engine = session.engine
-    if session.ingested == 0:
-        prefix = engine.counter.count_text(request.prefix_text)
-        engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
-    start = session.ingested
-    new = session.reader.read(request.conversation[start:], start)
-    _check_reply(session, wire, new[0] if new else None)
-    for m in new:
-        engine.ingest(m)
-    session.ingested = len(request.conversation)
-    budget = response_budget(engine, request.body)
-    projection = engine.assemble(budget, now=time.time())
+    new = _ingest(session, request, len(request.conversation), check_reply=wire)
+    budget, at = response_budget(engine, request.body), time.time()
+    projection = engine.assemble(budget, now=at)
     body = wire.build(request, with_recovery_hints(engine, projection.messages))
     problems = wire.validate(body)
     if problems:
         raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
     _count_events(session, projection)
-    return Prepared(body, projection, new, budget=budget)
+    session.turns += 1
+    return Prepared(body, projection, new, budget=budget, at=at)
+
+
+def _ingest(
+    session: ProxySession, request: ClientRequest, upto: int, check_reply: Wire | None
+) -> list[Message]:
+    """Ingest the request's client messages ``session.ingested:upto`` (bootstrapping a new
+    engine with the request's fixed prefix first); returns them."""
+    engine = session.engine
+    if session.ingested == 0:
+        prefix = engine.counter.count_text(request.prefix_text)
+        engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
+    start = session.ingested
+    new = session.reader.read(request.conversation[start:upto], start)
+    if check_reply is not None:
+        _check_reply(session, check_reply, new[0] if new else None)
+    for m in new:
+        engine.ingest(m)
+    session.ingested = upto
+    return new
+
+
+def replay_turn(session: ProxySession, request: ClientRequest, turn: TurnRecord) -> None:
+    """Bring a session's engine one recorded turn further, as the node that served it did: the
+    same client messages (a prefix of ``request``'s), the same ``assemble`` (budget, clock), the
+    same usage to ``after_turn`` (none when the upstream failed or never answered). The session's
+    figures are not counted again (the store has them).
+
+    Raises:
+        ValueError: when ``request`` does not hold the turn's messages (not this conversation).
+    """
+    if turn.messages > len(request.conversation) or turn.messages < session.ingested:
+        raise ValueError(f"turn {turn.turn} covers {turn.messages} messages; the request has them not")
+    new = _ingest(session, request, turn.messages, check_reply=None)
+    engine = session.engine
+    session.history_tokens += sum(engine.counter.count_message(m) for m in new)
+    engine.assemble(turn.budget, now=turn.at)
+    if turn.status is not None and turn.status < 400:
+        engine.after_turn(turn.usage)
+    session.turns = turn.turn + 1
 
 
 def _check_reply(session: ProxySession, wire: Wire, first: Any) -> None:

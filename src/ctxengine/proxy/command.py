@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 
-from ctxengine.cli_common import check_window_option, fail, load_policy
+from ctxengine.cli_common import check_window_option, fail
 from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
 
 NEEDS = ("starlette", "uvicorn", "httpx")
+GATEWAY_NEEDS = ("psycopg", "psycopg_pool")
 
 
 def missing_extra() -> str | None:
@@ -33,7 +34,11 @@ def proxy_command(
     anthropic_upstream: Annotated[str, typer.Option(help="Anthropic API base URL.")] = ANTHROPIC_API,
     openai_upstream: Annotated[str, typer.Option(help="OpenAI API base URL, including /v1.")] = OPENAI_API,
     store: Annotated[
-        Path | None, typer.Option(help="Folder for the session store (proxy.sqlite); default: memory only.")
+        str | None,
+        typer.Option(
+            help="Session store: a folder (SQLite proxy.sqlite in it) or postgresql://HOST/DB (sessions "
+            "shared by every proxy on that database); default: memory only."
+        ),
     ] = None,
     prompt_cache_key: Annotated[
         bool | None,
@@ -43,6 +48,21 @@ def proxy_command(
             "(default: only to api.openai.com).",
         ),
     ] = None,
+    redis: Annotated[
+        str | None,
+        typer.Option(help="redis://HOST:PORT/N: per-session locks across proxies (with a PostgreSQL store)."),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes (more than 1 needs a PostgreSQL store and --redis).")
+    ] = 1,
+    admin_token: Annotated[
+        str | None,
+        typer.Option(help="Who sends x-ctxengine-admin: TOKEN lists every session; others only their key's."),
+    ] = None,
+    unauthenticated: Annotated[
+        bool,
+        typer.Option("--unauthenticated", help="Allow binding beyond loopback without --admin-token."),
+    ] = False,
     retrieve_tool: Annotated[
         bool,
         typer.Option("--retrieve-tool", help="Offer the model ctxengine's retrieve tool; the proxy runs it."),
@@ -51,24 +71,49 @@ def proxy_command(
     """Serve the Anthropic Messages and OpenAI Chat Completions APIs, with the engine applied to
     every request. Point an agent at it with ANTHROPIC_BASE_URL=http://HOST:PORT or an OpenAI
     base URL of http://HOST:PORT/v1."""
+    options = {k: v for k, v in locals().items() if k not in ("host", "port", "workers", "unauthenticated")}
     missing = missing_extra()
     if missing:
         raise fail(missing)
     check_window_option(window)
-    if store is not None and store.exists() and not store.is_dir():
-        raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")
-    pol = load_policy(policy, policy_file)
-    from ctxengine.proxy.app import ProxyConfig
-    from ctxengine.proxy.server import serve
+    check_gateway_options(host, store, redis, workers, admin_token, unauthenticated)
+    from ctxengine.proxy.server import config_from_options, serve
 
-    config = ProxyConfig(
-        anthropic_upstream=anthropic_upstream,
-        openai_upstream=openai_upstream,
-        policy=pol,
-        policy_name=str(policy_file) if policy_file else policy,
-        window=window,
-        store=store,
-        retrieve_tool=retrieve_tool,
-        prompt_cache_key=prompt_cache_key,
-    )
-    serve(config, host=host, port=port)
+    config = config_from_options(options)
+
+    serve(config, host=host, port=port, workers=workers, options=options)
+
+
+def check_gateway_options(
+    host: str,
+    store: str | None,
+    redis: str | None,
+    workers: int,
+    admin_token: str | None,
+    unauthenticated: bool,
+) -> None:
+    """Refuse (``typer.Exit``, one line on stderr) what the options cannot do safely."""
+    from ctxengine.proxy.admin import is_loopback
+    from ctxengine.store.url import is_postgres_url
+
+    postgres = store is not None and is_postgres_url(store)
+    if not is_loopback(host) and admin_token is None and not unauthenticated:
+        raise fail(
+            f"--host {host}: beyond loopback every client could list every session; "
+            "give --admin-token TOKEN (or --unauthenticated to serve without one)"
+        )
+    if postgres or redis:
+        missing = [m for m in GATEWAY_NEEDS if importlib.util.find_spec(m) is None]
+        if redis and importlib.util.find_spec("redis") is None:
+            missing.append("redis")
+        if missing:
+            raise fail(f"a shared store needs {', '.join(missing)}: pip install 'ctxengine[gateway]'")
+    if redis and not postgres:
+        raise fail("--redis locks sessions shared in a store: give --store postgresql://HOST/DB too")
+    if workers > 1 and not (postgres and redis):
+        raise fail(
+            f"--workers {workers}: processes can share sessions only through --store postgresql://... "
+            "and --redis redis://... (with another store two workers would write one session at once)"
+        )
+    if store is not None and not postgres and Path(store).exists() and not Path(store).is_dir():
+        raise fail(f"--store {store}: is not a folder (the proxy keeps proxy.sqlite in it)")

@@ -24,6 +24,7 @@ from typing import Any
 
 from ctxengine.engine import ContextEngine
 from ctxengine.messages import Message
+from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 
 
@@ -71,6 +72,9 @@ class ProxySession:
     history_tokens: int = 0  # the engine's raw estimate of every client message ingested
     ingested: int = 0  # client messages the engine has (``links`` may run ahead while a request is in)
     last_used: float = 0.0  # monotonic seconds of its latest request
+    key: str = ""  # the key digest (``identity.key_digest``) of the requests that made it
+    turns: int = 0  # requests the engine has taken (in a shared store: its turns replayed or served)
+    held: Held | None = None  # its lock across nodes while a request runs (shared store)
 
     def report(self) -> dict[str, Any]:
         """The ``GET /ctxengine/sessions`` entry of this session (no key, no content)."""

@@ -1,10 +1,11 @@
 """One proxied request from the session's lock to the end of its response.
 
 A ``Turn`` ends exactly once (``complete``): the upstream's usage and reply go to the engine
-(``apply.finish``, on the engine thread) when the upstream answered 2xx, the session's lock is
-released, and the request's one log line is written: path, session, status, tokens the client
-sent against tokens sent upstream, the layers that acted, the proxy's own time before the
-upstream call and the whole time. The line never holds a key or any message content.
+(``apply.finish``, on the engine thread; with a shared store, to the store too) when the upstream
+answered 2xx, the session's locks are released (across nodes, then the node's own), and the
+request's one log line is written: path, session, status, tokens the client sent against tokens
+sent upstream, the layers that acted, the proxy's own time before the upstream call and the whole
+time. The line never holds a key or any message content.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class Turn:
     note: str = ""
     added_ms: float = 0.0  # the proxy's own time before the upstream call
     failures: list[str] = field(default_factory=list)
+    # ``apply.finish``, or a shared store's (which records the turn's answer and figures there)
+    finish: Callable[..., None] = finish
+    # gives back the session's lock across nodes (shared store), before the node's own
+    release: Callable[[ProxySession], Awaitable[None]] | None = None
     _done: bool = False
 
     def mark_sent(self) -> None:
@@ -57,13 +62,24 @@ class Turn:
         s = self.session
         try:
             if s is not None:
-                await self.run(finish, s, self.wire, self.prepared, status, usage, reply)
+                await self.run(self.finish, s, self.wire, self.prepared, status, usage, reply)
         except Exception as exc:  # the response is already on its way; the engine missed one usage
             self.failures.append(f"after_turn failed: {type(exc).__name__}: {exc}")
         finally:
-            if s is not None and s.lock.locked():
-                s.lock.release()
+            await self._unlock(s)
             self._log(status, usage)
+
+    async def _unlock(self, s: ProxySession | None) -> None:
+        if s is None:
+            return
+        try:
+            if self.release is not None:
+                await self.release(s)
+        except Exception as exc:
+            self.failures.append(f"lock release failed: {type(exc).__name__}: {exc}")
+        finally:
+            if s.lock.locked():
+                s.lock.release()
 
     def _log(self, status: int, usage: Usage | None) -> None:
         p = self.prepared

@@ -11,7 +11,7 @@ upstream URL as received, except that the OpenAI upstream URL already ends in ``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxengine.proxy.identity import SESSION_HEADER
 
@@ -68,3 +68,23 @@ def make_client() -> httpx.AsyncClient:
         limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
         follow_redirects=False,
     )
+
+
+CONTEXT_1M_BETA = "context-1m-"  # anthropic-beta: context-1m-2025-08-07 (Sonnet 4 and 4.5)
+CONTEXT_1M_TOKENS = 1_000_000
+
+
+def beta_window(headers: Any) -> int | None:
+    """The window an Anthropic request asks for with a beta header (tokens): 1,000,000 with the
+    1M-context beta, else None (the model's)."""
+    betas = ",".join(headers.getlist("anthropic-beta")) if hasattr(headers, "getlist") else ""
+    return CONTEXT_1M_TOKENS if any(b.strip().startswith(CONTEXT_1M_BETA) for b in betas.split(",")) else None
+
+
+def is_anthropic(path: str, headers: Any) -> bool:
+    """Whether a request the proxy passes through is Anthropic's (by its path, else its headers)."""
+    if path.startswith("/v1/messages"):
+        return True
+    if path.startswith(("/v1/chat/", "/v1/responses", "/v1/embeddings", "/v1/completions")):
+        return False
+    return "x-api-key" in headers or "anthropic-version" in headers

@@ -34,7 +34,8 @@ import uvicorn
 from rich.console import Console
 from rich.table import Table
 
-from ctxengine.proxy.app import ProxyConfig, create_app
+from ctxengine.proxy.app import create_app
+from ctxengine.proxy.config import ProxyConfig
 from ctxengine.proxy.server import KEEP_ALIVE_S, LOG_FORMAT
 
 HOST = "127.0.0.1"
@@ -126,17 +127,19 @@ def run(config: ProxyConfig, argv: Sequence[str], *, port: int = 0, err: Console
     exe = shutil.which(argv[0]) if argv else None
     if exe is None:
         raise WrapError(f"{argv[0] if argv else 'the agent'}: not installed (not found on PATH)")
-    assert config.store is not None
-    config.store.mkdir(parents=True, exist_ok=True)
+    if not isinstance(config.store, Path):  # wrap keeps a folder store of its own
+        raise WrapError(f"wrap needs a folder for its store, not {config.store!r}")
+    store = config.store
+    store.mkdir(parents=True, exist_ok=True)
     err = err or Console(stderr=True)
     if not err.is_terminal:
         err.width = max(err.width, WIDE)  # a log file: no need to wrap the table
     proxy = ProxyThread(config, bind(port))
-    handler = _log_to(config.store / LOG_FILE)
+    handler = _log_to(store / LOG_FILE)
     try:
         proxy.start()
         base = f"http://{HOST}:{proxy.sock.getsockname()[1]}"
-        err.print(f"ctxengine wrap: {argv[0]} through the proxy on {base} (log {config.store / LOG_FILE})")
+        err.print(f"ctxengine wrap: {argv[0]} through the proxy on {base} (log {store / LOG_FILE})")
         child = subprocess.Popen(agent_argv([exe, *argv[1:]], base), env=agent_env(base))
         previous = signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C is the agent's
         try:

@@ -35,7 +35,7 @@ def wrap_command(
     if missing:
         raise fail(missing)
     check_window_option(window)
-    from ctxengine.proxy.app import ProxyConfig
+    from ctxengine.proxy.config import ProxyConfig
     from ctxengine.proxy.wrap import WrapError, run
 
     config = ProxyConfig(

@@ -26,6 +26,14 @@ class StoreError(Exception):
     """The store cannot read or write (I/O, a missing artifact)."""
 
 
+class FencedOut(StoreError):
+    """A writer's fencing number is older than the session's latest (its lock expired and
+    another writer holds it now): a store that checks fences refuses the write."""
+
+
+NO_FENCE = -1  # a writer without a lock across processes
+
+
 class SessionStore(Protocol):
     """Where a session's entries and artifacts live."""
 

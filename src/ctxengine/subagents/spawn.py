@@ -40,6 +40,7 @@ import msgspec
 
 from ctxengine.layers.pairing import find_violations
 from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.store.borrowed import BorrowedStore
 from ctxengine.subagents.host import Engine
 from ctxengine.subagents.registry import SubagentRegistry, close_subagent
 from ctxengine.subagents.spec import (
@@ -55,8 +56,6 @@ from ctxengine.tools.bootstrap import load_bootstrap_files
 
 if TYPE_CHECKING:
     from ctxengine.layers.base import LayerEvent
-    from ctxengine.store import SessionStore
-    from ctxengine.store.base import Entry, EntryKind
 
 FORK_PLACEHOLDER = "[forked: this call is being handled by a sub-agent; its result goes to the parent only]"
 READ_TOOLS = frozenset({"read", "Read", "open_files"})  # tool calls whose path counts as a file read
@@ -134,31 +133,6 @@ SUBAGENTS: SubagentRegistry[SubagentContext] = SubagentRegistry()
 """The process's sub-agents (a gateway serving many sessions has one registry for all)."""
 
 
-class _SharedStore:
-    """The parent's store for a sub-agent's session: closing it is the parent's job."""
-
-    def __init__(self, store: SessionStore) -> None:
-        self._store = store
-
-    def append(self, session: str, kind: EntryKind, payload: Any) -> Entry:
-        return self._store.append(session, kind, payload)
-
-    def entries(self, session: str, kind: EntryKind | None = None) -> list[Entry]:
-        return self._store.entries(session, kind)
-
-    def put_artifact(self, session: str, artifact_id: str, content: str, meta: dict[str, Any]) -> None:
-        self._store.put_artifact(session, artifact_id, content, meta)
-
-    def get_artifact(self, session: str, artifact_id: str) -> tuple[str, dict[str, Any]]:
-        return self._store.get_artifact(session, artifact_id)
-
-    def artifact_ids(self, session: str) -> list[str]:
-        return self._store.artifact_ids(session)
-
-    def close(self) -> None:
-        return None
-
-
 def prepare_spawn(
     parent: Engine,
     parent_view: Sequence[Message],
@@ -226,7 +200,7 @@ def _child_engine(
         model=model,
         registry=parent.registry,
         session_id=child_id,
-        store=_SharedStore(parent.store),
+        store=BorrowedStore(parent.store),  # the parent's store: closing it is the parent's job
         workspace=workspace,
     )
     try:

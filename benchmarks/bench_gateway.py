@@ -1,0 +1,218 @@
+"""``ctxengine proxy`` as a gateway: nodes and workers on PostgreSQL + Redis, under load.
+
+Run from the repository root, with PostgreSQL and Redis up (``CTXENGINE_TEST_POSTGRES``,
+``CTXENGINE_TEST_REDIS``, default the local servers)::
+
+    .venv/bin/python benchmarks/bench_gateway.py      # 100 sessions, 1,000 requests, at 10K and 150K
+    .venv/bin/python benchmarks/bench_gateway.py --sessions 20 --requests 200 --history 10000
+
+The loopback upstream and the conversations are ``bench_proxy``'s (each request appends one small
+tool round to a history of ``--history`` tokens and sends it whole; the upstream echoes the
+request's id). Each history size is run straight to the upstream, then through each layout, each
+on a database of its own (created and dropped here) and one Redis:
+- ``1 node x 1 worker``, ``1 node x 2 workers`` (``--workers 2``): every request to the node;
+- ``2 nodes x 1 worker``: two processes on two ports, each session's requests alternating
+  between them (the worst case: every request finds the session moved on by the other node);
+- ``2 nodes, one killed``: as above, and halfway through node A is killed with SIGKILL (its
+  process group); a request that fails on a node is retried once on the other.
+Figures: requests/s, latency p50 / p99 beside the direct run's (the difference is the latency
+the gateway adds, queueing included), the sessions' first requests, lost requests (failed on
+both nodes), invalid answers (not echoing their id), and from the store: sessions whose recorded
+calls or messages fall short of what their client got answered (lost session entries). It prints
+figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_proxy import REPO, Conversation, _free_port, _wait, pct
+
+PG = os.environ.get("CTXENGINE_TEST_POSTGRES", "postgresql://127.0.0.1:5432/test")
+REDIS = os.environ.get("CTXENGINE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+@dataclass
+class Result:
+    """One run: latencies (ms) of first and later requests, retried / lost / invalid requests."""
+
+    first: list[float] = field(default_factory=list)
+    later: list[float] = field(default_factory=list)
+    retried: int = 0
+    lost: int = 0
+    invalid: int = 0
+    wall: float = 0.0
+
+
+async def clients(bases: list[str], work: list[Conversation], per: int, kill: Any = None) -> Result:
+    """Every session's requests in order, sessions concurrent; request ``k`` of a session goes to
+    ``bases[k % len(bases)]`` and, when it fails there, once to the next; ``kill`` runs once
+    half of all requests were sent."""
+    import httpx
+
+    res, sent, total = Result(), [0], len(work) * per
+    limits = httpx.Limits(max_connections=len(work) * 2 + 10)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+
+        async def post(base: str, body: bytes, sid: int) -> httpx.Response | None:
+            headers = {"x-api-key": f"sk-bench-gw-{sid}", "content-type": "application/json"}
+            try:
+                r = await client.post(base + "/v1/messages", content=body, headers=headers)
+            except httpx.TransportError:
+                return None
+            return r if r.status_code < 500 else None
+
+        async def session(conv: Conversation) -> None:
+            for k in range(per):
+                body = conv.body(k)
+                sent[0] += 1
+                if kill is not None and sent[0] == total // 2:
+                    kill()
+                t0 = time.perf_counter()
+                r = await post(bases[k % len(bases)], body, conv.sid)
+                if r is None:
+                    res.retried += 1
+                    await asyncio.sleep(0.2)
+                    r = await post(bases[(k + 1) % len(bases)], body, conv.sid)
+                if r is None:
+                    res.lost += 1
+                    continue
+                (res.first if k == 0 else res.later).append((time.perf_counter() - t0) * 1000)
+                if r.status_code != 200 or r.json()["content"][0]["text"] != f"s{conv.sid}-r{k}":
+                    res.invalid += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(session(c) for c in work))
+        res.wall = time.perf_counter() - t0
+    return res
+
+
+def _node(up: str, store: str, workers: int, log: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "ctxengine.cli", "proxy", "--port", str(port), "--window", "200000",
+           "--anthropic-upstream", up, "--store", store, "--redis", REDIS,
+           "--workers", str(workers)]  # fmt: skip
+    env = os.environ | {"PYTHONPATH": str(REPO / "src")}
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    _wait(port)
+    return f"http://127.0.0.1:{port}", proc
+
+
+def _database() -> tuple[str, str]:
+    import psycopg
+
+    name = f"ctxbench_{os.getpid()}_{time.time_ns() % 10**8}"
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}".encode())
+    return name, PG.rsplit("/", 1)[0] + "/" + name
+
+
+def _drop(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)".encode())
+
+
+def _short(store: str, per: int, retried: int) -> int:
+    """Sessions whose recorded calls or messages fall short of what their client was answered."""
+    import psycopg
+
+    with psycopg.connect(store) as conn:
+        rows = conn.execute("SELECT calls, messages FROM ctx_proxy_sessions WHERE NOT dropped").fetchall()
+    return sum(1 for calls, _ in rows if calls < per - retried)
+
+
+def layout(up: str, history: int, sessions: int, per: int, nodes: int, workers: int, kill: bool) -> Result:
+    name, store = _database()
+    logs, hung = Path(f"/tmp/{name}"), False
+    logs.mkdir()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        bases = []
+        for i in range(nodes):
+            base, proc = _node(up, store, workers, logs / f"node{i}.log")
+            bases.append(base)
+            procs.append(proc)
+        killer = (lambda: os.killpg(procs[0].pid, signal.SIGKILL)) if kill else None
+        work = [Conversation(s, history) for s in range(sessions)]
+        res = asyncio.run(clients(bases, work, per, killer))
+        res.invalid += _short(store, per, res.retried)
+        return res
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:  # a request that never ends: said, then killed
+                    print(f"a node did not stop in 60 s (its log is kept: {logs}); killed", file=sys.stderr)
+                    hung = True
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(timeout=30)
+        _drop(name)
+        if not hung:
+            shutil.rmtree(logs, ignore_errors=True)
+
+
+def line(label: str, r: Result, n: int, direct: Result | None) -> None:
+    added = ""
+    if direct is not None:
+        p50, p99 = (pct(r.later, q) - pct(direct.later, q) for q in (0.5, 0.99))
+        added = f"{p50:8.1f} {p99:8.1f}"
+    print(
+        f"{label:26} {n / r.wall:8.1f} {pct(r.later, 0.5):8.1f} {pct(r.later, 0.99):8.1f} {added:17} "
+        f"{pct(r.first, 0.5):8.0f} {pct(r.first, 1.0):8.0f} {r.retried:7} {r.lost:5} {r.invalid:7}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=100)
+    ap.add_argument("--requests", type=int, default=1_000)
+    ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
+    args = ap.parse_args()
+    per = max(2, args.requests // args.sessions)
+    n = per * args.sessions
+    port = _free_port()
+    up = subprocess.Popen(
+        [sys.executable, str(REPO / "benchmarks" / "bench_proxy.py"), "--serve-upstream", str(port)]
+    )
+    try:
+        _wait(port)
+        up_url = f"http://127.0.0.1:{port}"
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+        for history in args.history or [10_000, 150_000]:
+            what = f"{args.sessions} concurrent sessions x {per} requests = {n:,}"
+            print(f"\n## history {history:,} tokens: {what}")
+            print(f"{'layout':26} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
+                  f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7}")  # fmt: skip
+            work = [Conversation(s, history) for s in range(args.sessions)]
+            direct = asyncio.run(clients([up_url], work, per))
+            line("direct to the upstream", direct, n, None)
+            for label, nodes, workers, kill in (
+                ("1 node x 1 worker", 1, 1, False),
+                ("1 node x 2 workers", 1, 2, False),
+                ("2 nodes x 1 worker", 2, 1, False),
+                ("2 nodes, A killed halfway", 2, 1, True),
+            ):
+                line(label, layout(up_url, history, args.sessions, per, nodes, workers, kill), n, direct)
+    finally:
+        up.terminate()
+        up.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The proxy's configuration (``ProxyConfig``) and its proxy-wide counters (``Totals``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctxengine.models import Registry
+from ctxengine.policy import Policy, get_policy
+from ctxengine.proxy import upstream
+
+
+@dataclass
+class ProxyConfig:
+    """How the proxy runs. ``window`` (tokens) overrides each model's context window; ``store``
+    is a folder (the SQLite store ``proxy.sqlite`` in it), a ``postgresql://`` URL (sessions
+    shared by every node on it: ``shared``) or None for memory only; ``redis`` a
+    ``redis://HOST:PORT/N`` URL (the per-session lock across nodes; needs a PostgreSQL store);
+    ``admin_token``: who may list every session (``admin``)."""
+
+    anthropic_upstream: str = upstream.ANTHROPIC_API
+    openai_upstream: str = upstream.OPENAI_API
+    policy: Policy = field(default_factory=lambda: get_policy("default"))
+    policy_name: str = "default"  # for the log
+    window: int | None = None
+    store: Path | str | None = None
+    redis: str | None = None
+    admin_token: str | None = None
+    retrieve_tool: bool = False
+    registry: Registry | None = None
+    # an OpenAI ``prompt_cache_key`` (the session's id) on requests whose client sets none, so a
+    # session's requests reach the same cache; None: only when the OpenAI upstream is OpenAI's own
+    # (another server may refuse a field it does not know)
+    prompt_cache_key: bool | None = None
+    # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
+    # request never waits for the previous one's upkeep; False runs them in line (deterministic)
+    background_notes: bool = True
+
+
+@dataclass
+class Totals:
+    """Proxy-wide counters for ``GET /ctxengine/sessions``."""
+
+    requests: int = 0
+    fail_open: int = 0
+    bad_requests: int = 0
+    upstream_unreachable: int = 0
+    passed_through: int = 0
+    left_to_provider: int = 0  # requests whose context the provider manages (wire.LeftToProvider)
+    store_failures: int = 0  # requests failed open because the shared store or the lock failed
+
+
+__all__ = ["ProxyConfig", "Totals"]

@@ -1,0 +1,246 @@
+"""The proxy's conversation index in PostgreSQL, shared by every node (``--store postgresql://``).
+
+What the in-memory ``SessionTable`` holds for one process, kept where every node finds it:
+``ctx_proxy_sessions`` (one row a session: key digest, never a key; wire format, model, branch,
+name, how many client messages its chain covers, its figures), ``ctx_proxy_links`` (chain link ->
+session and position: the request's links are looked up in one indexed query) and
+``ctx_proxy_turns`` (per request: how many client messages the engine had, the output budget, the
+clock, the upstream's status and usage), from which a node that never saw a session rebuilds its
+engine (``apply.replay_turn``). Every method is synchronous (the proxy calls it on its engine
+thread) and raises ``StoreError`` when the database fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ctxengine.messages import Usage
+from ctxengine.proxy.sessions import SessionStats
+from ctxengine.store.base import NO_FENCE, EntryKind
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ctxengine.store.postgres import PostgresStore
+
+STAT_FIELDS = tuple(f.name for f in dataclasses.fields(SessionStats))
+REPORT_COLUMNS = ("id", "provider", "model", "branch_of", "name", "messages", "window_tokens", *STAT_FIELDS)
+_USAGE = msgspec.msgpack.Decoder(Usage)
+
+
+class Found(msgspec.Struct, frozen=True):
+    """A stored session a request may continue: ``whole`` when all of its chain (``messages``
+    client messages) is a prefix of the request's."""
+
+    id: str
+    messages: int
+    turns: int
+    model: str
+    whole: bool
+
+
+class TurnRecord(msgspec.Struct, frozen=True):
+    """One request as the engine saw it: ``messages`` client messages ingested, ``budget``
+    (tokens, None: the engine's own) and ``at`` (Unix seconds) given to ``assemble``; ``status``
+    None when the node died before the upstream answered."""
+
+    turn: int
+    messages: int
+    budget: int | None
+    at: float
+    status: int | None
+    usage: Usage | None
+
+
+class ConversationIndex:
+    """Sessions, chain links, turns and figures of the proxy in ``store``'s database."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def match(self, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
+        """The session whose chain is the longest prefix of ``links`` (or the one ``name`` names
+        for ``key``), None when there is none. Never one of another key (the key is in each link)."""
+        with self.store.connection() as conn:
+            return self._match(conn, key, links, name)
+
+    def claim_and_match(
+        self, sid: str, key: str, links: Sequence[bytes], name: str | None
+    ) -> tuple[Found | None, int]:
+        """``sid``'s next fencing number (``PostgresStore.claim``: the caller holds its lock), and
+        ``match``, on one connection."""
+        with self.store.connection() as conn:
+            fence = self.store.claim(sid, conn)
+            return self._match(conn, key, links, name), fence
+
+    @staticmethod
+    def _match(
+        conn: psycopg.Connection[Any], key: str, links: Sequence[bytes], name: str | None
+    ) -> Found | None:
+        if name is not None:
+            row = conn.execute(
+                "SELECT id, messages, turns, model, last_link FROM ctx_proxy_sessions "
+                "WHERE key_digest = %s AND name = %s AND NOT dropped ORDER BY created DESC LIMIT 1",
+                (key, name),
+            ).fetchone()
+            if row is None:
+                return None
+            n = int(row[1])
+            whole = n == 0 or (n <= len(links) and bytes(row[4]) == links[n - 1])
+            return Found(row[0], n, int(row[2]), row[3], whole)
+        if not links:
+            return None
+        row = conn.execute(
+            "SELECT s.id, s.messages, s.turns, s.model, l.pos FROM ctx_proxy_links l "
+            "JOIN ctx_proxy_sessions s ON s.id = l.session "
+            "WHERE l.link = ANY(%s) AND NOT s.dropped ORDER BY l.pos DESC LIMIT 1",
+            (list(links),),
+        ).fetchone()
+        if row is None:
+            return None
+        return Found(row[0], int(row[1]), int(row[2]), row[3], int(row[1]) == int(row[4]) + 1)
+
+    def create(
+        self,
+        sid: str,
+        key: str,
+        provider: str,
+        model: str,
+        window: int,
+        branch_of: str | None,
+        name: str | None,
+    ) -> None:
+        """Register a new, empty session."""
+        with self.store.connection() as conn:
+            conn.execute(
+                "INSERT INTO ctx_proxy_sessions "
+                "(id, key_digest, provider, model, window_tokens, branch_of, name) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (sid, key, provider, model, window, branch_of, name),
+            )
+
+    def advance(
+        self, sid: str, links: Sequence[bytes], known: int, conn: psycopg.Connection[Any] | None = None
+    ) -> None:
+        """Record that ``sid``'s chain is ``links`` (its first ``known`` already recorded): each
+        link now finds it (a branch takes over the links it shares with the session it left).
+        On ``conn`` (inside its transaction) when given."""
+        if conn is None:
+            with self.store.connection() as own, own.transaction():
+                return self.advance(sid, links, known, own)
+        new = list(links[known:])
+        if new:
+            conn.execute(
+                "INSERT INTO ctx_proxy_links (link, session, pos) "
+                "SELECT l, %s, p FROM unnest(%s::bytea[], %s::int[]) AS t(l, p) "
+                "ON CONFLICT (link) DO UPDATE SET session = EXCLUDED.session, pos = EXCLUDED.pos",
+                (sid, new, list(range(known, len(links)))),
+            )
+        conn.execute(
+            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s WHERE id = %s",
+            (len(links), links[-1] if links else None, sid),
+        )
+        return None
+
+    def turns(self, sid: str, start: int) -> list[TurnRecord]:
+        """``sid``'s turns from number ``start`` on, in order."""
+        with self.store.connection() as conn:
+            rows = conn.execute(
+                "SELECT turn, messages, budget, at, status, usage FROM ctx_proxy_turns "
+                "WHERE session = %s AND turn >= %s ORDER BY turn",
+                (sid, start),
+            ).fetchall()
+        return [
+            TurnRecord(t, m, b, a, st, _USAGE.decode(u) if u is not None else None)
+            for t, m, b, a, st, u in rows
+        ]
+
+    def record_turn(
+        self,
+        sid: str,
+        turn: int,
+        at: tuple[int | None, float],
+        fence: int,
+        links: Sequence[bytes],
+        known: int,
+        entries: Sequence[tuple[EntryKind, Any]] = (),
+    ) -> None:
+        """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
+        messages ``links`` stand for, and assembled with budget and clock ``at``), the engine's
+        ``entries`` of it, and advance the session's chain to ``links`` (``known`` of them
+        recorded), in one transaction.
+
+        Raises:
+            FencedOut: when a holder of a later fencing number has claimed the session.
+            StoreError: when turn ``turn`` exists already (another writer), or the write fails.
+        """
+        with self.store.connection() as conn, conn.transaction():
+            self.store.append_batch(conn, sid, entries, fence)
+            conn.execute(
+                "INSERT INTO ctx_proxy_turns (session, turn, messages, budget, at) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (sid, turn, len(links), *at),
+            )
+            conn.execute("UPDATE ctx_proxy_sessions SET turns = %s WHERE id = %s", (turn + 1, sid))
+            self.advance(sid, links, known, conn)
+
+    def finish_turn(
+        self,
+        sid: str,
+        turn: int | None,
+        answer: tuple[int, Usage | None],
+        delta: dict[str, Any],
+        entries: Sequence[tuple[EntryKind, Any]] = (),
+        fence: int = NO_FENCE,
+    ) -> None:
+        """The upstream's answer to turn ``turn`` (None: no turn was recorded): status and usage;
+        the figures it added (``delta``: ``SessionStats`` field -> increment), added to the
+        session's; the entries the engine appended after it; in one transaction.
+
+        Raises:
+            FencedOut: when there are entries and a later lock holder has claimed the session.
+            StoreError: when the write fails.
+        """
+        status, usage = answer
+        enc = msgspec.msgpack.encode(usage) if usage is not None else None
+        sets = ", ".join(f"{f} = {f} + %s" for f in STAT_FIELDS)
+        with self.store.connection() as conn, conn.transaction():
+            if entries:
+                self.store.append_batch(conn, sid, entries, fence)
+            if turn is not None:
+                conn.execute(
+                    "UPDATE ctx_proxy_turns SET status = %s, usage = %s WHERE session = %s AND turn = %s",
+                    (status, enc, sid, turn),
+                )
+            conn.execute(
+                f"UPDATE ctx_proxy_sessions SET {sets} WHERE id = %s".encode(),
+                (*(delta.get(f, 0) for f in STAT_FIELDS), sid),
+            )
+
+    def drop(self, sid: str) -> None:
+        """Mark a session whose engine failed: no request continues it (the next one starts anew)."""
+        with self.store.connection() as conn:
+            conn.execute("UPDATE ctx_proxy_sessions SET dropped = true WHERE id = %s", (sid,))
+
+    def report(self, key: str | None) -> list[dict[str, Any]]:
+        """The ``GET /ctxengine/sessions`` entries of ``key``'s sessions (None: every key's)."""
+        cols = ", ".join(REPORT_COLUMNS)
+        where, args = ("WHERE key_digest = %s", (key,)) if key is not None else ("", ())
+        with self.store.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {cols} FROM ctx_proxy_sessions {where} ORDER BY created".encode(), args
+            )
+            out = [dict(zip(REPORT_COLUMNS, r, strict=True)) for r in rows.fetchall()]
+        for r in out:
+            r["named"] = r.pop("name") is not None
+        return out
+
+    def count(self) -> int:
+        """How many sessions the store holds (every key's)."""
+        with self.store.connection() as conn:
+            row = conn.execute("SELECT count(*) FROM ctx_proxy_sessions").fetchone()
+        return int(row[0]) if row is not None else 0

@@ -1,0 +1,374 @@
+"""Sessions shared by every node of the proxy (``--store postgresql://...``, ``--redis``).
+
+The in-memory ``SessionTable`` becomes a cache in front of the store: a request's session is
+the one the store's conversation index (``index``) finds for its chain links, so any node finds
+any session, and a restarted node loses none (the table only gives a first guess, checked
+against the store). Then, in order: the node's own lock of the session (requests of one session
+on one node queue there), the lock across nodes (``locks``: Redis, with a fencing number the
+store checks), the match in the store (another node may have moved the session on meanwhile),
+and the cached engine brought up to the store's last turn (a node that never saw the session, or
+saw it turns ago, replays the recorded turns on a new or its cached engine:
+``apply.replay_turn``, the writes muted, as they are stored). The request's turn is recorded
+once the projection is made (``prepare``: with the engine's entries and the request's links, in
+one transaction), its usage and figures once the upstream answered (``finish``, ``release``):
+what ``GET /ctxengine/sessions`` reports is the store's, the same on every node.
+
+Any failure of the store or of the lock service makes the request fail open (forwarded
+unchanged, counted; a warning once per outage, ``Outage``); the session catches up at the first
+request after the store is back (the client sends the whole conversation every time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ctxengine.engine import ContextEngine
+from ctxengine.messages import Usage
+from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
+from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.index import ConversationIndex, Found, TurnRecord
+from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
+from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.store import FencedWriter
+from ctxengine.proxy.wire import ClientRequest, Wire
+from ctxengine.store.base import NO_FENCE, EntryKind, StoreError
+
+if TYPE_CHECKING:
+    from ctxengine.store.postgres import PostgresStore
+
+log = logging.getLogger("ctxengine.proxy")
+T = TypeVar("T")
+Run = Callable[..., Awaitable[Any]]
+MakeEngine = Callable[[str, str, "int | None", FencedWriter], ContextEngine]
+IO_THREADS = 8  # the store's round trips of one node at once (its pool holds as many connections)
+MATCH_TRIES = 5  # a session moved on under a waiting request: match again, this many times
+# a finished turn, for ``ConversationIndex.finish_turn``: turn, (status, usage), figures added,
+# the engine's entries since the turn's record, fencing number
+Answer = tuple[int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int]
+
+
+class Outage:
+    """A service the proxy depends on: a warning when it fails, once until it works again."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.down = False
+        self.failures = 0
+
+    def failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        if not self.down:
+            self.down = True
+            log.warning(
+                "proxy: %s failed (%s: %s); its sessions' requests go upstream unchanged until it is back",
+                self.what, type(exc).__name__, exc,
+            )  # fmt: skip
+
+    def ok(self) -> None:
+        if self.down:
+            self.down = False
+            log.warning("proxy: %s is back", self.what)
+
+
+class SharedSessions:
+    """The sessions of a proxy node on a shared store (see the module docstring).
+
+    Args:
+        store: the shared PostgreSQL store.
+        locks: the lock across nodes (``RedisLocks``, or ``LocalLocks`` for one node).
+        table: the node's cache of sessions (engines).
+        run: runs a function on the engine thread.
+        make_engine: ``(sid, model, window or None, writer) -> ContextEngine`` (engine thread).
+    """
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        locks: SessionLocks,
+        table: SessionTable,
+        run: Run,
+        make_engine: MakeEngine,
+    ) -> None:
+        self.store, self.locks, self.table, self.run = store, locks, table, run
+        # the store's round trips run here, in parallel, leaving the engine thread to the engines
+        self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ctxengine-store")
+        self._answers: dict[str, Answer] = {}  # a finished turn's, until ``release`` stores it
+        self._stats_at: dict[str, dict[str, Any]] = {}  # a session's figures when its request began
+        self._chains: dict[str, tuple[list[bytes], int]] = {}  # a request's links, and how many are stored
+        self.make_engine = make_engine
+        self.index = ConversationIndex(store)
+        self.store_outage = Outage(f"the session store ({_where(store.url)})")
+        self.lock_outage = Outage("the lock service")
+        # the node's own lock of each session: held by its cached session and by waiting requests
+        # (a weak map, so it goes with them)
+        self._local: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._creating = asyncio.Lock()
+
+    async def session(
+        self, wire: Wire, request: ClientRequest, headers: Mapping[str, str], window: int | None
+    ) -> ProxySession:
+        """The session of ``request``, both its locks held and the engine caught up with the
+        store. Raises ``StoreError`` or ``LockUnavailable`` (the caller fails open)."""
+        key = key_digest(headers)
+        links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
+        name = headers.get(SESSION_HEADER) or None
+        for attempt in range(MATCH_TRIES):
+            # first a guess from this node's cache (no round trip), checked once locked
+            sid = self._cached(links) if attempt == 0 and name is None else None
+            if sid is None:
+                found = await self.io(self.index.match, key, links, name)
+                if found is None or not found.whole:
+                    made = await self._create(wire, request, key, links, name, found, window)
+                    if made is None:
+                        continue  # made meanwhile by a concurrent request: match again
+                    return made
+                sid = found.id
+            local, held = await self._lock(sid)
+            try:
+                if held.fenced:
+                    again, held.fence = await self.io(self.index.claim_and_match, sid, key, links, name)
+                else:
+                    again = await self.io(self.index.match, key, links, name)
+                if again is not None and again.id == sid and again.whole:
+                    return await self._continue(again, wire, request, key, links, (local, held), window)
+            except BaseException:
+                await self._unlock(local, held)
+                raise
+            await self._unlock(local, held)
+        raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
+
+    def _cached(self, links: list[bytes]) -> str | None:
+        """The id of the session this node last saw ``links`` continue, if any (a guess)."""
+        found, _ = self.table.match(links, None)
+        return found.id if found is not None else None
+
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a thread of the store's."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, functools.partial(fn, *args))
+
+    async def close(self) -> None:
+        """Release the lock service's connection, the store's threads and its pool."""
+        await self.locks.close()
+        self._io.shutdown(wait=True)
+        self.store.close()
+
+    async def _lock(self, sid: str) -> tuple[asyncio.Lock, Held]:
+        local = self._local.get(sid)
+        if local is None:
+            local = self._local[sid] = asyncio.Lock()
+        await local.acquire()
+        try:
+            held = await self.locks.acquire(sid)
+        except BaseException:
+            local.release()
+            raise
+        return local, held
+
+    @staticmethod
+    async def _unlock(local: asyncio.Lock, held: Held) -> None:
+        try:
+            await held.release()
+        finally:
+            if local.locked():
+                local.release()
+
+    async def _create(
+        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        branch_of: Found | None, window: int | None,
+    ) -> ProxySession | None:  # fmt: skip
+        """A new session for ``request``, made one at a time for one conversation on every node
+        (this node's lock, then the lock across nodes of the request's last link); None when a
+        concurrent request made it meanwhile."""
+        async with self._creating:
+            held = await self.locks.acquire("new-" + (links[-1].hex() if links else key))
+            try:
+                if await self.io(self.index.match, key, links, name) != branch_of:
+                    return None
+                return await self._new(wire, request, key, links, name, branch_of, window)
+            finally:
+                await held.release()
+
+    async def _new(
+        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        branch_of: Found | None, window: int | None,
+    ) -> ProxySession:  # fmt: skip
+        sid = self.table.new_id(wire.provider)
+        writer = FencedWriter(self.store)
+        engine = await self.run(self.make_engine, sid, request.model, window, writer)
+        parent = branch_of.id if branch_of is not None else None
+        await self.io(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
+        local, held = await self._lock(sid)
+        try:  # its links now, so that a concurrent request of the conversation finds it
+            await self.io(self._start, sid, held, links)
+        except BaseException:
+            await self._unlock(local, held)
+            raise
+        s = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), lock=local, key=key)
+        self.table.add(s, branch_of=None, name=None)
+        s.branch_of, s.name = parent, name
+        self._attach(s, held, writer)
+        self._chains[s.id] = (links, len(links))
+        return s
+
+    async def _continue(
+        self, found: Found, wire: Wire, request: ClientRequest, key: str, links: list[bytes],
+        locks: tuple[asyncio.Lock, Held],
+        window: int | None,
+    ) -> ProxySession:  # fmt: skip
+        s = self.table.sessions.get(found.id)
+        if s is None or s.turns > found.turns or s.ingested > found.messages:
+            if s is not None:  # ahead of the store (a write that failed): rebuilt from it
+                self.table.drop(s)
+            writer = FencedWriter(self.store)
+            engine = await self.run(self.make_engine, found.id, found.model, window, writer)
+            s = ProxySession(
+                found.id,
+                wire.provider,
+                found.model,
+                engine,
+                wire.reader(),
+                lock=locks[0],
+                key=key,
+            )
+            self.table.add(s, branch_of=None, name=None)
+        assert isinstance(s.engine.store, FencedWriter)
+        self._attach(s, locks[1], s.engine.store)
+        try:
+            if s.turns < found.turns:
+                turns = await self.io(self.index.turns, s.id, s.turns)
+                await self.run(_replay, s, request, turns)
+        except BaseException:
+            self.table.drop(s)  # its engine may be between two turns
+            raise
+        s.last_used = time.monotonic()
+        self._chains[s.id] = (links, found.messages)
+        return s
+
+    def _start(self, sid: str, held: Held, links: list[bytes]) -> None:
+        with self.store.connection() as conn, conn.transaction():
+            if held.fenced:
+                held.fence = self.store.claim(sid, conn)
+            self.index.advance(sid, links, 0, conn)
+
+    def _attach(self, s: ProxySession, held: Held, writer: FencedWriter) -> None:
+        s.held = held
+        writer.fence = held.fence
+        self._stats_at[s.id] = asdict(s.stats)  # what this request adds goes to the store
+
+    # ------------------------------------------------------------ the turn
+
+    async def prepare(self, session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
+        """``apply.prepare`` (engine thread), then the turn recorded. Raises what they raise
+        (``FencedOut`` when this node's lock was taken over: the request then fails open)."""
+        p: Prepared = await self.run(prepare, session, wire, request)
+        entries = _writer(session).take()  # the turn's entries, stored with it
+        links, known = self._chains.pop(session.id)
+        turn, at = session.turns - 1, (p.budget, p.at)
+        await self.io(self.index.record_turn, session.id, turn, at, _fence(session), links, known, entries)
+        self.table.advance(session, links)  # the next request's guess (``_cached``)
+        p.recorded = True
+        return p
+
+    def finish(
+        self, session: ProxySession, wire: Wire, prepared: Prepared | None, status: int,
+        usage: Usage | None, reply: dict[str, Any] | None,
+    ) -> None:  # fmt: skip
+        """``apply.finish`` (engine thread); the turn's answer and the figures it added go to the
+        store in ``release``."""
+        before = self._stats_at.pop(session.id, None) or asdict(session.stats)
+        finish(session, wire, prepared, status, usage, reply)
+        delta = {k: v - before[k] for k, v in asdict(session.stats).items()}
+        turn = session.turns - 1 if prepared is not None and prepared.recorded else None
+        answer = (status, usage if status < 400 else None)
+        self._answers[session.id] = (turn, answer, delta, _writer(session).take(), _fence(session))
+
+    # ------------------------------------------------------------ after the turn
+
+    async def release(self, session: ProxySession) -> None:
+        """Record the turn's answer and figures (``finish``), then give back the session's lock
+        across nodes (the caller releases the node's own). Raises ``StoreError`` when the
+        record fails (the lock is given back all the same)."""
+        held, session.held = session.held, None
+        answer = self._answers.pop(session.id, None)
+        try:
+            if answer is not None:
+                await self.io(self.index.finish_turn, session.id, *answer)
+        finally:
+            if held is not None:
+                await held.release()
+
+    async def abandon(self, session: ProxySession, exc: BaseException) -> None:
+        """Forget a session's engine after ``exc``; unless the store or the lock failed (the
+        session then catches up later), mark it dropped so the next request starts a new one."""
+        self.table.drop(session)
+        self._chains.pop(session.id, None)
+        self._answers.pop(session.id, None)
+        self._stats_at.pop(session.id, None)
+        try:
+            if not isinstance(exc, StoreError | LockUnavailable):
+                await self.io(self.index.drop, session.id)
+        except StoreError as err:
+            self.store_outage.failed(err)
+        finally:
+            await self.release(session)
+
+    async def report(self, key: str | None) -> list[dict[str, Any]]:
+        """The sessions of ``key`` (None: all) as the store has them."""
+        rows: list[dict[str, Any]] = await self.io(self.index.report, key)
+        return rows
+
+    def failed(self, exc: BaseException) -> None:
+        """Count and say (once per outage) a failure of the store or the lock service."""
+        (self.lock_outage if isinstance(exc, LockUnavailable) else self.store_outage).failed(exc)
+
+
+def _writer(session: ProxySession) -> FencedWriter:
+    writer = session.engine.store
+    assert isinstance(writer, FencedWriter)
+    return writer
+
+
+def _fence(session: ProxySession) -> int:
+    return session.held.fence if session.held is not None else NO_FENCE
+
+
+def _replay(session: ProxySession, request: ClientRequest, turns: list[TurnRecord]) -> None:
+    writer = _writer(session)
+    writer.muted = True
+    try:
+        for t in turns:
+            replay_turn(session, request, t)
+    finally:
+        writer.muted = False
+
+
+def _where(url: str) -> str:
+    """``url`` without a password (for the log)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+
+
+def open_shared(
+    url: str, redis: str | None, table: SessionTable, run: Run, make_engine: MakeEngine
+) -> SharedSessions:
+    """The shared sessions of a node on the PostgreSQL store at ``url``, locked across nodes in
+    the Redis at ``redis`` (None: this node's locks only). Connects lazily (nothing raises while a
+    server is down). Raises ``ImportError`` without the ``gateway`` extra."""
+    from ctxengine.proxy.locks import LocalLocks, RedisLocks
+    from ctxengine.store.postgres import PostgresStore
+
+    locks: SessionLocks = RedisLocks(redis) if redis else LocalLocks()
+    # as the SQLite store's synchronous=NORMAL: a crash of the server may lose the last commits,
+    # which the client's next request (the whole conversation) brings back
+    return SharedSessions(PostgresStore(url, synchronous_commit=False), locks, table, run, make_engine)

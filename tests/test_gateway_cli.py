@@ -1,0 +1,180 @@
+"""``ctxengine proxy`` as a gateway, as processes: what the options refuse, two nodes on two
+loopback ports sharing one PostgreSQL schema and one Redis (one killed with SIGKILL), and
+``--workers``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anthropic
+import httpx
+import pytest
+
+from gateway_servers import pg_schema_url, redis_url
+from proxy_servers import Upstream, serve
+from test_proxy import KEY, _turns
+
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
+CLI = [sys.executable, "-m", "ctxengine.cli", "proxy"]
+
+
+def _refused(*args: str) -> str:
+    r = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    return r.stderr
+
+
+def test_the_options_refuse_what_they_cannot_do_safely(tmp_path: Path) -> None:
+    assert "--admin-token" in _refused("--host", "0.0.0.0")
+    assert "--store postgresql" in _refused("--workers", "2", "--store", str(tmp_path))
+    assert "--redis" in _refused("--workers", "2", "--store", "postgresql://127.0.0.1/x")
+    assert "--store postgresql" in _refused("--redis", "redis://127.0.0.1:6379/0")
+
+
+def test_without_the_gateway_extra_the_proxy_says_what_to_install() -> None:
+    hide = "import sys\nfor m in ('psycopg', 'psycopg_pool', 'redis'): sys.modules[m] = None\n"
+    run = "from ctxengine.cli import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
+    r = subprocess.run(
+        [sys.executable, "-c", hide + run, "proxy", "--store", "postgresql://127.0.0.1/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "pip install 'ctxengine[gateway]'" in r.stderr
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _node(up: str, store: str, *extra: str, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _port()
+    args = [
+        "--port",
+        str(port),
+        "--window",
+        "32000",
+        "--anthropic-upstream",
+        up,
+        "--openai-upstream",
+        up + "/v1",
+    ]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [*CLI, *args, "--store", store, "--redis", redis_url(), *extra],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                httpx.get(base + "/ctxengine/sessions", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+def _ask(base: str, t: int) -> str:
+    c = anthropic.Anthropic(api_key=KEY, base_url=base, max_retries=0, timeout=60)
+    text = c.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(t)).content[0]
+    return text.text  # type: ignore[union-attr]
+
+
+def _calls(base: str) -> list[tuple[str, int]]:
+    rows = httpx.get(base + "/ctxengine/sessions", timeout=10).json()["sessions"]
+    return [(r["id"], r["calls"]) for r in rows]
+
+
+def test_two_processes_share_sessions_and_survive_a_kill(tmp_path: Path) -> None:
+    up = Upstream()
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, log=tmp_path / "b.log") as (b, _),
+    ):
+        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
+            for t in range(1, 5):
+                assert _ask(a if t % 2 else b, t).startswith("ok")
+            assert _calls(a) == _calls(b) and _calls(a)[0][1] == 4
+            os.killpg(proc_a.pid, signal.SIGKILL)
+        for t in range(5, 8):  # node B alone continues what A served
+            assert _ask(b, t).startswith("ok")
+        ((_, calls),) = _calls(b)
+        assert calls == 7
+    assert all(not s.problems for s in up.seen) and len(up.seen) == 7
+    assert KEY not in (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
+
+
+def test_two_workers_serve_one_session(tmp_path: Path) -> None:
+    up = Upstream()
+    log = tmp_path / "w.log"
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, "--workers", "2", log=log) as (base, _),
+    ):
+        for t in range(1, 7):
+            assert _ask(base, t).startswith("ok")
+        ((_, calls),) = _calls(base)
+    assert calls == 6, log.read_text()
+    assert "2 workers" in log.read_text() and log.read_text().count("Started server process") == 2
+
+
+def test_a_node_killed_mid_request_leaves_the_session_whole(tmp_path: Path) -> None:
+    """Node A is killed with SIGKILL while its request waits on the upstream: the client gets an
+    error, its retry on node B is served (once A's lock has expired), and the session holds each
+    client message once."""
+    import threading
+
+    import psycopg
+
+    up = Upstream()
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, log=tmp_path / "b.log") as (b, _),
+    ):
+        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
+            assert _ask(a, 1).startswith("ok")
+            up.delay_s = 3.0
+            failed: list[BaseException] = []
+
+            def doomed() -> None:
+                try:
+                    _ask(a, 2)
+                except Exception as exc:
+                    failed.append(exc)
+
+            t = threading.Thread(target=doomed)
+            t.start()
+            for _ in range(100):  # the request is at the upstream
+                if len(up.seen) == 2:
+                    break
+                time.sleep(0.05)
+            os.killpg(proc_a.pid, signal.SIGKILL)
+            t.join(timeout=30)
+        up.delay_s = 0.0
+        assert len(failed) == 1
+        assert _ask(b, 2).startswith("ok")  # the retry
+        assert _ask(b, 3).startswith("ok")
+        ((_, calls),) = _calls(b)
+        with psycopg.connect(store) as conn:
+            kinds = conn.execute("SELECT kind FROM ctx_entries ORDER BY session, seq").fetchall()
+    assert calls == 3  # the killed request was never answered
+    assert [k for (k,) in kinds].count("message") == len(_turns(3))
