@@ -57,7 +57,9 @@ Then write the summary inside <summary></summary> with exactly these numbered se
 9. Optional Next Step (only if it follows directly from the latest request; quote it)
 
 Keep every exact identifier verbatim, never shortened or reconstructed: file paths, URLs, UUIDs, \
-hashes, ids, hostnames, ports, numbers, error messages.{extra}"""
+hashes, ids, hostnames, ports, numbers, error messages. In section 6 keep verbatim every standing \
+instruction or correction the user gave ("always", "never", "use X, not Y", "from now on"); when \
+a later one corrects an earlier one, keep the later and say which it replaced.{extra}"""
 
 
 def strip_analysis(text: str) -> str:
