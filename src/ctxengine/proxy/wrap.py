@@ -18,6 +18,7 @@ did not start.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -103,8 +104,9 @@ class ProxyThread:
         self.sock.close()
 
     def report(self) -> dict[str, Any]:
-        """``GET /ctxengine/sessions``'s report."""
-        report: dict[str, Any] = self.app.state.proxy.sessions_report()
+        """``GET /ctxengine/sessions``'s report (wrap's store is a folder: the report reads the
+        proxy's own table, no shared store, so it is made here, off the server's loop)."""
+        report: dict[str, Any] = asyncio.run(self.app.state.proxy.sessions_report())
         return report
 
 
