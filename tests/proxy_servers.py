@@ -15,7 +15,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
@@ -74,6 +74,7 @@ class Upstream:
     delay_s: float = 0.0
     # the answer to a request when ``script`` is empty (None: the default answer): an agent's task
     plan: Callable[[Seen], dict[str, Any] | None] | None = None
+    stream_pause_s: float = 0.0  # a stream stops this long after its first event (a slow model)
 
     def app(self) -> Starlette:
         return Starlette(
@@ -148,7 +149,15 @@ class Upstream:
         }
         if not seen.body.get("stream"):
             return JSONResponse(msg)
+        if self.stream_pause_s:
+            return StreamingResponse(self._paused(anthropic_events(msg)), media_type="text/event-stream")
         return Response(anthropic_events(msg), media_type="text/event-stream")
+
+    async def _paused(self, events: str) -> AsyncIterator[bytes]:
+        first, rest = events.split("\n\n", 1)
+        yield (first + "\n\n").encode()
+        await asyncio.sleep(self.stream_pause_s)
+        yield rest.encode()
 
     async def _openai(self, request: Request) -> Response:
         seen, special = await self._record(request, validate_openai_chat)

@@ -178,3 +178,38 @@ def test_a_node_killed_mid_request_leaves_the_session_whole(tmp_path: Path) -> N
             kinds = conn.execute("SELECT kind FROM ctx_entries ORDER BY session, seq").fetchall()
     assert calls == 3  # the killed request was never answered
     assert [k for (k,) in kinds].count("message") == len(_turns(3))
+
+
+def test_a_node_killed_mid_stream_leaves_the_session_whole(tmp_path: Path) -> None:
+    """Node A is killed with SIGKILL while it relays a stream (its first event already at the
+    client): the client's stream breaks, its retry on node B is served, and the session goes on
+    with each client message stored once."""
+    import psycopg
+
+    up = Upstream()
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, log=tmp_path / "b.log") as (b, _),
+    ):
+        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
+            assert _ask(a, 1).startswith("ok")
+            up.stream_pause_s = 5.0
+            c = anthropic.Anthropic(api_key=KEY, base_url=a, max_retries=0, timeout=60)
+            broke: list[Exception] = []
+            try:
+                with c.messages.stream(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(2)) as s:
+                    for event in s:
+                        if event.type == "message_start":  # mid-stream now
+                            os.killpg(proc_a.pid, signal.SIGKILL)
+            except Exception as exc:  # the SDK's transport error: the stream was cut
+                broke.append(exc)
+            assert len(broke) == 1 and "closed" in str(broke[0]), broke
+        up.stream_pause_s = 0.0
+        assert _ask(b, 2).startswith("ok")  # the retry
+        assert _ask(b, 3).startswith("ok")
+        ((_, calls),) = _calls(b)
+        with psycopg.connect(store) as conn:
+            kinds = conn.execute("SELECT kind FROM ctx_entries ORDER BY session, seq").fetchall()
+    assert calls == 3  # the broken stream was never answered whole
+    assert [k for (k,) in kinds].count("message") == len(_turns(3))
