@@ -872,3 +872,43 @@ def test_the_1m_context_beta_gives_the_session_a_1m_window(tmp_path: Path) -> No
         assert windows == [200_000, 1_000_000]
     finally:
         gen.close()
+
+
+def test_the_output_room_follows_what_the_model_writes_not_the_clients_maximum() -> None:
+    """Claude Code asks 32,000-64,000 output tokens; sizing the prompt's room from that left a
+    29,000-token fixed prefix ~3,000 tokens of history at a 64,000-token window. The room is the
+    ask or twice the longest response seen (at least 8,192), and the ask sent upstream is cut to
+    what the window leaves after the prompt (never below a thinking budget)."""
+    from ctxengine.engine import ContextEngine
+    from ctxengine.policy import get_policy
+    from ctxengine.proxy.apply import OUTPUT_FLOOR, cap_output, response_budget
+
+    engine = ContextEngine(get_policy("default"), model="claude-sonnet-4-6", window=64_000)
+    engine.bootstrap(system="sys", fixed_prefix_tokens=29_000)
+    reserve = engine.policy.overflow_reserve
+    assert response_budget(engine, {"max_tokens": 32_000}) == 64_000 - (OUTPUT_FLOOR - reserve)
+    assert response_budget(engine, {"max_tokens": 32_000}, seen_output=6_000) == 64_000 - (12_000 - reserve)
+    assert response_budget(engine, {"max_tokens": 32_000}, seen_output=40_000) == 64_000 - (32_000 - reserve)
+    body = {"max_tokens": 32_000, "thinking": {"type": "enabled", "budget_tokens": 10_000}}
+    cap_output(body, 20_000)
+    assert body["max_tokens"] == 20_000
+    cap_output(body, 5_000)
+    assert body["max_tokens"] == 10_001  # max_tokens must stay above the thinking budget
+    small = {"max_completion_tokens": 1_000}
+    cap_output(small, 20_000)
+    assert small == {"max_completion_tokens": 1_000}  # an ask that fits is left alone
+
+
+def test_a_claude_code_sized_ask_leaves_the_history_its_room(rig: Rig) -> None:
+    """Through the proxy at 32,000 tokens: a 20,000-token ask no longer shrinks the prompt to half
+    the window, and what goes upstream never asks for more than the window leaves."""
+    msgs = _turns(20)
+    system = " ".join(f"rule{k} of the house style" for k in range(4_000))  # a ~20,000-token prefix
+    client = rig.anthropic()
+    client.messages.create(model="claude-sonnet-4-6", max_tokens=20_000, system=system, messages=msgs)
+    seen = rig.upstream.seen[-1]
+    assert seen.problems == []
+    session = rig.sessions()["sessions"][0]
+    prompt = session["upstream_tokens"]
+    assert prompt > 16_000  # more than half the window (it was held to half by the 20,000 ask)
+    assert prompt + seen.body["max_tokens"] <= 32_000

@@ -45,13 +45,23 @@ class Prepared:
 OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
-def response_budget(engine: ContextEngine, body: dict[str, Any]) -> int | None:
-    """The window this request's prompt may fill (tokens), or None for the engine's own: when
-    the client asks for more output (``max_tokens`` and its OpenAI names) than the overflow
-    guard keeps free, the prompt leaves room for all of it (vLLM, llama.cpp and OpenAI refuse a
-    prompt plus ``max_tokens`` over the context; letta at 32,000 sent 27,441 + 8,192)."""
+OUTPUT_FLOOR = 8_192  # tokens of output room before a session has shown what its model writes
+OUTPUT_MARGIN = 2  # the room is this many times the longest response seen in the session
+
+
+def response_budget(engine: ContextEngine, body: dict[str, Any], seen_output: int = 0) -> int | None:
+    """The window this request's prompt may fill (tokens), or None for the engine's own.
+
+    The output room is what the model really writes, not the client's maximum: the client's ask
+    (``max_tokens`` and its OpenAI names) or, when smaller, ``OUTPUT_MARGIN`` x the longest
+    response of the session so far (``seen_output``, tokens; at least ``OUTPUT_FLOOR``). Claude
+    Code asks 32,000-64,000: at a 64,000-token window that left a 29,000-token fixed prefix ~3,000
+    for history. When the room is more than the overflow guard keeps free, the prompt leaves all
+    of it (vLLM, llama.cpp and OpenAI refuse a prompt plus ``max_tokens`` over the context; letta
+    at 32,000 sent 27,441 + 8,192), and ``cap_output`` cuts the ask to what is left."""
     asked = max((v for k in OUTPUT_FIELDS if type(v := body.get(k)) is int), default=0)
-    extra = asked - engine.policy.overflow_reserve
+    room = min(asked, max(OUTPUT_FLOOR, OUTPUT_MARGIN * seen_output))
+    extra = room - engine.policy.overflow_reserve
     if extra <= 0:
         return None
     return max(engine.window - extra, engine.window // 2)  # more than half: the client's to weigh
@@ -63,15 +73,28 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     session and fails open)."""
     engine = session.engine
     new = _ingest(session, request, len(request.conversation), check_reply=wire)
-    budget, at = response_budget(engine, request.body), time.time()
+    budget, at = response_budget(engine, request.body, session.output_max), time.time()
     projection = engine.assemble(budget, now=at)
     body = wire.build(request, with_recovery_hints(engine, projection.messages))
+    cap_output(body, engine.window - projection.tokens)
     problems = wire.validate(body)
     if problems:
         raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
     _count_events(session, projection)
     session.turns += 1
     return Prepared(body, projection, new, budget=budget, at=at)
+
+
+def cap_output(body: dict[str, Any], room: int) -> None:
+    """Cut the client's output ask in ``body`` to ``room`` (tokens the window leaves after the
+    prompt), so that prompt + ask never exceeds the window; never below an Anthropic thinking
+    budget (``max_tokens`` must exceed it) nor below 1."""
+    thinking = body.get("thinking")
+    floor = thinking.get("budget_tokens", 0) + 1 if isinstance(thinking, dict) else 1
+    for k in OUTPUT_FIELDS:
+        v = body.get(k)
+        if type(v) is int and v > room:
+            body[k] = max(room, floor, 1) if max(room, floor) < v else v
 
 
 def _ingest(
@@ -110,6 +133,8 @@ def replay_turn(session: ProxySession, request: ClientRequest, turn: TurnRecord)
     engine.assemble(turn.budget, now=turn.at)
     if turn.status is not None and turn.status < 400:
         engine.after_turn(turn.usage)
+        if turn.usage is not None:
+            session.output_max = max(session.output_max, turn.usage.output_tokens)
     session.turns = turn.turn + 1
 
 
@@ -167,6 +192,7 @@ def finish(
         st.cache_read_tokens += usage.cache_read_tokens
         st.cache_write_tokens += usage.cache_write_tokens + usage.cache_write_1h_tokens
         st.output_tokens += usage.output_tokens
+        session.output_max = max(session.output_max, usage.output_tokens)
     if reply is not None:
         try:
             read = wire.reader().read([reply], session.ingested)
