@@ -4,9 +4,7 @@ the upstream is the checking stub of ``proxy_servers``."""
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -21,7 +19,7 @@ from ctxengine.proxy.app import create_app
 from ctxengine.proxy.config import ProxyConfig
 from gateway_servers import Forwarder, pg_schema_url, redis_url
 from proxy_servers import Upstream, serve
-from test_proxy import KEY, Rig, _turns
+from test_proxy import KEY, Rig, _offloaded_id, _turns
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
 OTHER_KEY = "sk-test-another-key-5678"
@@ -214,9 +212,7 @@ def test_a_result_offloaded_on_one_node_is_retrieved_on_the_other(gw: Gateway) -
     msgs = _turns(3, size=20_000)  # each result far over the offload cap of a 32,000-token window
     gw.upstream.script.append({"content": [{"type": "text", "text": "probe"}]})
     assert a.ask(msgs) == "probe"
-    found = re.search(r"artifact (tool-result/\w+)", json.dumps(gw.upstream.seen[-1].body))
-    assert found is not None
-    aid = found.group(1)
+    aid = _offloaded_id(gw.upstream.seen[-1].body)
     msgs = [*msgs, {"role": "assistant", "content": "probe"}, {"role": "user", "content": "what is in it?"}]
     call = {
         "type": "tool_use",

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import anthropic
@@ -101,21 +102,53 @@ def _calls(base: str) -> list[tuple[str, int]]:
     return [(r["id"], r["calls"]) for r in rows]
 
 
-def test_two_processes_share_sessions_and_survive_a_kill(tmp_path: Path) -> None:
-    up = Upstream()
+@dataclass
+class Pair:
+    """Two nodes on one store: ``a`` (``proc_a``, to be killed) and ``b``."""
+
+    store: str
+    a: str
+    b: str
+    proc_a: subprocess.Popen[bytes]
+
+    def kill_a(self) -> None:
+        os.killpg(self.proc_a.pid, signal.SIGKILL)
+        self.proc_a.wait(timeout=30)
+
+    def after(self, upto: int) -> tuple[int, int]:
+        """Node B serves the conversation's requests up to ``upto`` again; then the session's
+        calls and how many message entries the store holds (every session)."""
+        import psycopg
+
+        for t in (upto - 1, upto):
+            assert _ask(self.b, t).startswith("ok")
+        ((_, calls),) = _calls(self.b)
+        with psycopg.connect(self.store) as conn:
+            kinds = conn.execute("SELECT kind FROM ctx_entries").fetchall()
+        return calls, [k for (k,) in kinds].count("message")
+
+
+@contextmanager
+def _pair(up: Upstream, tmp_path: Path) -> Iterator[Pair]:
     with (
         pg_schema_url() as store,
         serve(up.app()) as up_url,
         _node(up_url, store, log=tmp_path / "b.log") as (b, _),
+        _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a),
     ):
-        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
-            for t in range(1, 5):
-                assert _ask(a if t % 2 else b, t).startswith("ok")
-            assert _calls(a) == _calls(b) and _calls(a)[0][1] == 4
-            os.killpg(proc_a.pid, signal.SIGKILL)
+        yield Pair(store, a, b, proc_a)
+
+
+def test_two_processes_share_sessions_and_survive_a_kill(tmp_path: Path) -> None:
+    up = Upstream()
+    with _pair(up, tmp_path) as pair:
+        for t in range(1, 5):
+            assert _ask(pair.a if t % 2 else pair.b, t).startswith("ok")
+        assert _calls(pair.a) == _calls(pair.b) and _calls(pair.a)[0][1] == 4
+        pair.kill_a()
         for t in range(5, 8):  # node B alone continues what A served
-            assert _ask(b, t).startswith("ok")
-        ((_, calls),) = _calls(b)
+            assert _ask(pair.b, t).startswith("ok")
+        ((_, calls),) = _calls(pair.b)
         assert calls == 7
     assert all(not s.problems for s in up.seen) and len(up.seen) == 7
     assert KEY not in (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
@@ -142,74 +175,52 @@ def test_a_node_killed_mid_request_leaves_the_session_whole(tmp_path: Path) -> N
     client message once."""
     import threading
 
-    import psycopg
-
     up = Upstream()
-    with (
-        pg_schema_url() as store,
-        serve(up.app()) as up_url,
-        _node(up_url, store, log=tmp_path / "b.log") as (b, _),
-    ):
-        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
-            assert _ask(a, 1).startswith("ok")
-            up.delay_s = 3.0
-            failed: list[BaseException] = []
+    with _pair(up, tmp_path) as pair:
+        assert _ask(pair.a, 1).startswith("ok")
+        up.delay_s = 3.0
+        failed: list[BaseException] = []
 
-            def doomed() -> None:
-                try:
-                    _ask(a, 2)
-                except Exception as exc:
-                    failed.append(exc)
+        def doomed() -> None:
+            try:
+                _ask(pair.a, 2)
+            except Exception as exc:
+                failed.append(exc)
 
-            t = threading.Thread(target=doomed)
-            t.start()
-            for _ in range(100):  # the request is at the upstream
-                if len(up.seen) == 2:
-                    break
-                time.sleep(0.05)
-            os.killpg(proc_a.pid, signal.SIGKILL)
-            t.join(timeout=30)
+        t = threading.Thread(target=doomed)
+        t.start()
+        for _ in range(100):  # the request is at the upstream
+            if len(up.seen) == 2:
+                break
+            time.sleep(0.05)
+        pair.kill_a()
+        t.join(timeout=30)
         up.delay_s = 0.0
         assert len(failed) == 1
-        assert _ask(b, 2).startswith("ok")  # the retry
-        assert _ask(b, 3).startswith("ok")
-        ((_, calls),) = _calls(b)
-        with psycopg.connect(store) as conn:
-            kinds = conn.execute("SELECT kind FROM ctx_entries ORDER BY session, seq").fetchall()
+        calls, messages = pair.after(3)  # the retry, then the next request
     assert calls == 3  # the killed request was never answered
-    assert [k for (k,) in kinds].count("message") == len(_turns(3))
+    assert messages == len(_turns(3))
 
 
 def test_a_node_killed_mid_stream_leaves_the_session_whole(tmp_path: Path) -> None:
     """Node A is killed with SIGKILL while it relays a stream (its first event already at the
     client): the client's stream breaks, its retry on node B is served, and the session goes on
     with each client message stored once."""
-    import psycopg
-
     up = Upstream()
-    with (
-        pg_schema_url() as store,
-        serve(up.app()) as up_url,
-        _node(up_url, store, log=tmp_path / "b.log") as (b, _),
-    ):
-        with _node(up_url, store, log=tmp_path / "a.log") as (a, proc_a):
-            assert _ask(a, 1).startswith("ok")
-            up.stream_pause_s = 5.0
-            c = anthropic.Anthropic(api_key=KEY, base_url=a, max_retries=0, timeout=60)
-            broke: list[Exception] = []
-            try:
-                with c.messages.stream(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(2)) as s:
-                    for event in s:
-                        if event.type == "message_start":  # mid-stream now
-                            os.killpg(proc_a.pid, signal.SIGKILL)
-            except Exception as exc:  # the SDK's transport error: the stream was cut
-                broke.append(exc)
-            assert len(broke) == 1 and "closed" in str(broke[0]), broke
+    with _pair(up, tmp_path) as pair:
+        assert _ask(pair.a, 1).startswith("ok")
+        up.stream_pause_s = 5.0
+        c = anthropic.Anthropic(api_key=KEY, base_url=pair.a, max_retries=0, timeout=60)
+        broke: list[Exception] = []
+        try:
+            with c.messages.stream(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(2)) as s:
+                for event in s:
+                    if event.type == "message_start":  # mid-stream now
+                        os.killpg(pair.proc_a.pid, signal.SIGKILL)
+        except Exception as exc:  # the SDK's transport error: the stream was cut
+            broke.append(exc)
+        assert len(broke) == 1 and "closed" in str(broke[0]), broke
         up.stream_pause_s = 0.0
-        assert _ask(b, 2).startswith("ok")  # the retry
-        assert _ask(b, 3).startswith("ok")
-        ((_, calls),) = _calls(b)
-        with psycopg.connect(store) as conn:
-            kinds = conn.execute("SELECT kind FROM ctx_entries ORDER BY session, seq").fetchall()
+        calls, messages = pair.after(3)  # the retry, then the next request
     assert calls == 3  # the broken stream was never answered whole
-    assert [k for (k,) in kinds].count("message") == len(_turns(3))
+    assert messages == len(_turns(3))
