@@ -127,7 +127,7 @@ def _session(report: dict[str, Any], provider: str) -> dict[str, Any]:
 def test_claude_code(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     exe = need("claude")
     key = "sk-ant-test-real-claude-code"
-    with caplog.at_level(logging.INFO), run(tmp_path, 64_000, rounds=16) as r:
+    with caplog.at_level(logging.INFO), run(tmp_path, 32_000, rounds=16) as r:
         env = r.env | {"ANTHROPIC_BASE_URL": r.base, "ANTHROPIC_API_KEY": key}
         prompt = "Read every module in src/ one at a time and summarise each."
         cmd = [exe, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash Read"]
