@@ -368,6 +368,7 @@ def test_window_enforced_with_recovery_hints(rig: Rig) -> None:
     assert seen.problems == [] and seen.chars < 32_000 * 4
     text = json.dumps(seen.body)
     assert "re-run the command with your Bash tool: cat f" in text  # the client's own tools get it back
+    assert "persisted-output" in text and "retrieve" not in text  # no way back the client lacks
     (s,) = rig.sessions()["sessions"]
     assert s["upstream_tokens"] < s["client_tokens"] and s["cost_saved_usd"] > 0
 
@@ -912,3 +913,12 @@ def test_a_claude_code_sized_ask_leaves_the_history_its_room(rig: Rig) -> None:
     prompt = session["upstream_tokens"]
     assert prompt > 16_000  # more than half the window (it was held to half by the 20,000 ask)
     assert prompt + seen.body["max_tokens"] <= 32_000
+
+
+def test_with_the_retrieve_tool_the_placeholders_name_it(retrieve_rig: Rig) -> None:
+    """The proxy runs the ``retrieve`` tool itself with ``--retrieve-tool``: then, and only then,
+    an offloaded result's preview says how to retrieve it."""
+    msgs = _turns(30, size=6_000)
+    retrieve_rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
+    text = json.dumps(retrieve_rig.upstream.seen[0].body)
+    assert "Read more with retrieve(id, offset, limit)" in text

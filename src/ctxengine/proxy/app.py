@@ -228,6 +228,7 @@ class Proxy:
         fail open), or the provider-shaped 400 for client messages of the wrong shape."""
         try:
             turn.session = await self.session(wire, parsed, request.headers)
+            turn.session.retrieve = self.config.retrieve_tool
             if self.shared is not None:
                 turn.prepared = await self.shared.prepare(turn.session, wire, parsed)
             else:
