@@ -14,6 +14,7 @@ import pytest
 
 from conftest import CLAUDE_CODE
 from ctxengine.audit import user_request
+from ctxengine.compaction.pinned import PinnedFacts
 from ctxengine.engine import ContextEngine
 from ctxengine.file_ledger import FileLedger
 from ctxengine.formats import load
@@ -214,7 +215,9 @@ def test_the_ledger_keeps_each_files_last_action() -> None:
         "a.py": ("edited", "y = 1"),
         "old.txt": ("deleted", ""),
     }
-    text = led.render(1_000, len)
+    facts = PinnedFacts()
+    facts.ledger = led
+    text = facts.ledger_text(1_000, len)
     assert text.splitlines()[1] == "- old.txt: deleted"
 
 

@@ -188,6 +188,7 @@ class CallFidelity(msgspec.Struct, kw_only=True):
 class _Source(msgspec.Struct):
     text: str
     tokens: int = -1
+    kind: str = ""  # a read source's kind (``user``, ``attachment``, ``tool_result``); "" else
 
 
 class FidelityTracker:
@@ -204,7 +205,6 @@ class FidelityTracker:
         self._count_text = count_text
         self._seen: set[int] = set()  # every source (content recall)
         self._last_src: dict[int, int] = {}  # shingle -> index in _sources of its latest holder
-        self._read: dict[int, str] = {}  # shingle -> kind of its latest read source
         self._last_read: dict[int, int] = {}  # shingle -> index of its latest read source
         self._files = FileStates()
         self._trail = FileTrail()  # the files probe: each touched file's last action
@@ -237,9 +237,9 @@ class FidelityTracker:
         self._cache[id(msg)] = (msg, fs)
         return fs
 
-    def _source(self, text: str, sh: set[int] | frozenset[int], into: dict[int, int]) -> None:
+    def _source(self, text: str, sh: set[int] | frozenset[int], into: dict[int, int], kind: str = "") -> None:
         k = len(self._sources)
-        self._sources.append(_Source(text))
+        self._sources.append(_Source(text, kind=kind))
         into.update(dict.fromkeys(sh, k))
 
     def observe(self, msg: Message) -> None:
@@ -254,11 +254,10 @@ class FidelityTracker:
                 sh = shingles(u)
                 if not sh:
                     continue
-                self._source(u, sh, self._last_src)
+                self._source(u, sh, self._last_src, kind)
                 every |= sh
                 if kind:
                     self._last_read.update(dict.fromkeys(sh, len(self._sources) - 1))
-                    self._read.update(dict.fromkeys(sh, kind))
         self._seen |= every
         self._cache[id(msg)] = (msg, frozenset(every))  # the view counts it when it is sent
         for b in msg.blocks:
@@ -324,7 +323,10 @@ class FidelityTracker:
             grounded += 1
             hits += held
             at = self._read_source(s)
-            kind = self._read.get(s) or ("own_output" if at is None else "file_state")
+            last = self._last_read.get(s)
+            kind = (
+                self._sources[last].kind if last is not None else "own_output" if at is None else "file_state"
+            )
             self.grounded_by_kind[kind] += 1
             if at is None:
                 continue

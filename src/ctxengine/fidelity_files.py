@@ -155,11 +155,10 @@ class FileTrail:
     def observe(self, call: ToolCall, changed: list[str]) -> None:
         """Fold one tool call (``changed``: the paths ``FileStates.apply`` changed for it)."""
         inp = call.input
-        if call.name.lower() in _READ_TOOLS and isinstance(inp, dict) and (path := _path(inp)):
-            self.last.setdefault(path, "read")
-            if self.last[path] == "read":
-                self.last.pop(path)
-                self.last[path] = "read"
+        path = _path(inp) if call.name.lower() in _READ_TOOLS and isinstance(inp, dict) else ""
+        if path and self.last.get(path, "read") == "read":  # a read does not hide a write
+            self.last.pop(path, None)
+            self.last[path] = "read"
         patch = inp if isinstance(inp, str) else "\n".join(input_strings(inp))
         deleted = set(re.findall(r"^\*\*\* Delete File: (.+)$", patch, re.M))
         shell = isinstance(inp, dict) and ("command" in inp or "cmd" in inp)

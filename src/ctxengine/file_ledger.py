@@ -6,14 +6,13 @@ the weakest dimension of every compactor it tested. The ledger follows the agent
 ``shell.shell_read_paths``), a write or an edit (``file_writes.file_changes``: Edit, Write,
 MultiEdit, str_replace_editor, apply_patch, a here-document), a deletion (an ``apply_patch``
 ``Delete File``, a plain ``rm``). Each file keeps its last action, the tool that did it and a
-one-line description (an edit's first new line), newest last. ``render`` writes it within a token
-budget, newest first, saying how many older entries it left out. Pure; tokens.
+one-line description (an edit's first new line), newest last; ``lines`` gives them newest first
+(``compaction.pinned`` fits them in a token budget). Pure.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import msgspec
 
@@ -95,27 +94,13 @@ class FileLedger:
             for path in _deleted(call):
                 self._set(path, "deleted", call.name)
 
-    def render(self, max_tokens: int, count: Callable[[str], int]) -> str:
-        """The ledger as a pinned block within ``max_tokens``, newest first; "" when empty."""
-        if not self.entries or max_tokens <= 0:
-            return ""
-        head = (
-            "[Pinned] Files touched in this session, newest first (path: last action; for a write, "
-            "the tool and its first new line):"
-        )
-        lines: list[str] = []
-        used = count(head)
-        entries = list(reversed(self.entries.values()))
-        for e in entries:
-            line = f"- {e.path}: {e.action}" + (f" ({e.tool}): {e.note}" if e.note else "")
-            t = count(line) + 1
-            if used + t > max_tokens - 20:
-                break
-            lines.append(line)
-            used += t
-        left = len(entries) - len(lines)
-        tail = [f"({left} older file(s) left out: the block is full)"] if left else []
-        return "\n".join([head, *lines, *tail])
+    def lines(self) -> list[str]:
+        """One line per file, newest first: its path, last action and, for a write, the tool and
+        its first new line."""
+        return [
+            f"- {e.path}: {e.action}" + (f" ({e.tool}): {e.note}" if e.note else "")
+            for e in reversed(self.entries.values())
+        ]
 
 
 __all__ = ["FileEntry", "FileLedger"]

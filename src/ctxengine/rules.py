@@ -121,19 +121,23 @@ def standing_rules(text: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
         for s in _sentences(_mask_code(line)):
-            original = _unmask(s, line)
+            original = _unmask(s)
             if is_rule(original) and original not in out:
                 out.append(original)
     return out
 
 
+_MASKS = str.maketrans(".!?", "\x00\x01\x02")
+_UNMASKS = str.maketrans("\x00\x01\x02", ".!?")
+
+
 def _mask_code(line: str) -> str:
-    """``line`` with the stops inside backticks replaced by a placeholder of the same length."""
-    return _CODE_RE.sub(lambda m: "`" + re.sub(r"[.!?]", "\x00", m.group(1)) + "`", line)
+    """``line`` with the stops inside backticks replaced by placeholders (``_unmask`` puts them back)."""
+    return _CODE_RE.sub(lambda m: "`" + m.group(1).translate(_MASKS) + "`", line)
 
 
-def _unmask(sentence: str, line: str) -> str:
-    return sentence.replace("\x00", ".") if "\x00" in sentence else sentence
+def _unmask(sentence: str) -> str:
+    return sentence.translate(_UNMASKS)
 
 
 def key_terms(rule: str) -> tuple[frozenset[str], frozenset[str]]:

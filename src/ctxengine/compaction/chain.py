@@ -111,8 +111,8 @@ class Compactor(SessionNotes):
     def on_ingest(self, msg: Message) -> None:
         """Count a new message's tool calls toward the notes cadence; keep the latest request."""
         self.cadence.tool_calls_since += len(msg.tool_calls)
-        self.pinned.observe(msg)
-        if text := user_request(msg):
+        self.pinned.observe(msg, text := user_request(msg))
+        if text:
             self.latest_request = (text, msg.id)
 
     # ------------------------------------------------------------ plan

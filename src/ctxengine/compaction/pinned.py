@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ctxengine import restore
-from ctxengine.audit import user_request
 from ctxengine.compaction_settings import Restore
 from ctxengine.file_ledger import FileLedger
 from ctxengine.messages import Message, Text
@@ -29,31 +28,57 @@ class PinnedFacts:
         self.rules = RuleBook()
         self.ledger = FileLedger()
 
-    def observe(self, msg: Message) -> None:
-        """Fold an ingested message: a user-typed text's rules, an assistant message's files."""
-        if text := user_request(msg):
-            self.rules.add_text(text, msg.id)
+    def observe(self, msg: Message, typed: str) -> None:
+        """Fold an ingested message (``typed``: its user-typed text, ``audit.user_request``): the
+        rules of what the user typed, an assistant message's files."""
+        if typed:
+            self.rules.add_text(typed, msg.id)
         if msg.role == "assistant":
             self.ledger.observe(msg)
 
     def rules_text(self, max_tokens: int, count: Callable[[str], int]) -> str:
-        """The rules block within ``max_tokens`` (the newest rules first to be kept); ""."""
-        if not self.rules.rules or max_tokens <= 0:
-            return ""
+        """The rules block within ``max_tokens``, oldest first (the newest kept first); ""."""
+        lines = [
+            f"- {r.text}" + (f" (replaces the earlier rule beginning “{r.replaces}”)" if r.replaces else "")
+            for r in reversed(self.rules.rules)
+        ]
         head = "[Pinned] Standing instructions and corrections from the user, verbatim, oldest first:"
-        kept: list[str] = []
-        used = count(head)
-        for r in reversed(self.rules.rules):
-            note = f" (replaces the earlier rule beginning “{r.replaces}”)" if r.replaces else ""
-            line = f"- {r.text}{note}"
-            t = count(line) + 1
-            if used + t > max_tokens - 20:
-                break
-            kept.append(line)
-            used += t
-        left = len(self.rules.rules) - len(kept)
-        tail = [f"({left} older rule(s) left out: the block is full)"] if left else []
-        return "\n".join([head, *reversed(kept), *tail])
+        return fit_block(head, lines, max_tokens, count, "rule(s)", oldest_first=True)
+
+    def ledger_text(self, max_tokens: int, count: Callable[[str], int]) -> str:
+        """The file ledger's block within ``max_tokens``, newest first; ""."""
+        head = (
+            "[Pinned] Files touched in this session, newest first (path: last action; for a write, "
+            "the tool and its first new line):"
+        )
+        return fit_block(head, self.ledger.lines(), max_tokens, count, "file(s)")
+
+
+def fit_block(
+    head: str,
+    newest_first: list[str],
+    max_tokens: int,
+    count: Callable[[str], int],
+    what: str,
+    *,
+    oldest_first: bool = False,
+) -> str:
+    """``head`` and as many of the lines (newest first) as fit ``max_tokens`` (tokens, 20 kept
+    for the note), shown newest first or, with ``oldest_first``, in the order stated; a last line
+    says how many older ones were left out. "" when there is nothing or no room."""
+    if not newest_first or max_tokens <= 0:
+        return ""
+    kept: list[str] = []
+    used = count(head)
+    for line in newest_first:
+        t = count(line) + 1
+        if used + t > max_tokens - 20:
+            break
+        kept.append(line)
+        used += t
+    left = len(newest_first) - len(kept)
+    tail = [f"({left} older {what} left out: the block is full)"] if left else []
+    return "\n".join([head, *(reversed(kept) if oldest_first else kept), *tail])
 
 
 def pinned_messages(
@@ -71,7 +96,7 @@ def pinned_messages(
         out += restore.latest_error(history, kept, count, max_tokens=r.error_tokens)
     for mid, text in (
         ("pinned:rules", facts.rules_text(r.rules_tokens, count)),
-        ("pinned:files", facts.ledger.render(r.ledger_tokens, count)),
+        ("pinned:files", facts.ledger_text(r.ledger_tokens, count)),
     ):
         if text:
             out.append(Message(role="user", blocks=(Text(text),), id=mid, origin="restore"))
