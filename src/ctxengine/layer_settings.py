@@ -78,16 +78,20 @@ class ClearedResults(Settings, frozen=True, kw_only=True, forbid_unknown_fields=
     Attributes:
         keep_identifiers: whether the identifiers line is kept.
         identifiers_max: identifiers listed per cleared result, a count.
+        name_retrieve: whether the placeholder names ctxengine's ``retrieve`` tool as the way back
+            (off where the agent has no such tool: ``ctxengine proxy`` without ``--retrieve-tool``).
     """
 
     table: ClassVar[str] = "cleared_results"
     flat: ClassVar[dict[str, str]] = {
         "keep_identifiers": "keep_identifiers",
         "identifiers_max": "identifiers_max",
+        "name_retrieve": "cleared_name_retrieve",
     }
 
     keep_identifiers: bool = True
     identifiers_max: int = 40
+    name_retrieve: bool = True
 
 
 class IdleClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -111,6 +111,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     cache_clear_min_result_tokens: int = 200
     keep_identifiers: bool = True
     identifiers_max: int = 40
+    cleared_name_retrieve: bool = True
 
     # CompactionSettings and SummarySettings (Claude Code auto-compact: window - min(max_output,
     # 20,000) - 13,000), with SessionMemory's identifier index, HistoryShare, SlidingWindow,

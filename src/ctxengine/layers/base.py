@@ -190,10 +190,8 @@ def cleared_result(result: ToolResult, policy: Policy, why: str) -> ToolResult:
     identifiers."""
     c = ClearedResults.of(policy)
     text = result_text(result)
-    line = (
-        f"[Old tool result content cleared ({why}): {len(text):,} chars; "
-        f"retrieve with artifact id {artifact_id(result.call_id)}]"
-    )
+    way_back = f"; retrieve with artifact id {artifact_id(result.call_id)}" if c.name_retrieve else ""
+    line = f"[Old tool result content cleared ({why}): {len(text):,} chars{way_back}]"
     if c.keep_identifiers:
         ids = identifier_line(text, c.identifiers_max)
         if ids:

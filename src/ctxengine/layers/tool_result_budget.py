@@ -82,7 +82,9 @@ def preview(result: ToolResult, policy: Policy) -> ToolResult:
     lines = [
         "<persisted-output>",
         f"Output too large ({len(text):,} chars); the full output is stored as artifact {aid}.",
-        "Read more with retrieve(id, offset, limit) or search it with grep; preview follows.",
+        "Read more with retrieve(id, offset, limit) or search it with grep; preview follows."
+        if c.name_retrieve
+        else "Preview follows.",
         head,
     ]
     if tail:

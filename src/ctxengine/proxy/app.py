@@ -42,6 +42,7 @@ import ctxengine.proxy.admin as admin
 import ctxengine.proxy.upstream as upstream
 from ctxengine.engine import ContextEngine
 from ctxengine.models import ModelWindowWarning
+from ctxengine.policy import ClearedResults
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals
@@ -82,6 +83,11 @@ class Proxy:
         self.gaps = IdleGaps()  # Anthropic sessions' pauses (cache_ttl)
         key = config.prompt_cache_key
         self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
+        # the engines' policy: without --retrieve-tool no placeholder names a tool the agent lacks
+        cleared = ClearedResults.of(config.policy)
+        self.policy = (
+            config.policy if config.retrieve_tool else config.policy.with_(cleared.with_(name_retrieve=False))
+        )
         self.shared: SharedSessions | None = None
         if config.store is not None and is_postgres_url(config.store):
             self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
@@ -122,7 +128,7 @@ class Proxy:
             if window is not None and not self.config.window:  # the beta's window is the model's
                 warnings.simplefilter("ignore", ModelWindowWarning)
             return ContextEngine(
-                self.config.policy,
+                self.policy,
                 model=model,
                 window=self.config.window or window,
                 registry=self.config.registry,
@@ -228,7 +234,6 @@ class Proxy:
         fail open), or the provider-shaped 400 for client messages of the wrong shape."""
         try:
             turn.session = await self.session(wire, parsed, request.headers)
-            turn.session.retrieve = self.config.retrieve_tool
             if self.shared is not None:
                 turn.prepared = await self.shared.prepare(turn.session, wire, parsed)
             else:

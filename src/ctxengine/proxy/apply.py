@@ -75,7 +75,7 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     new = _ingest(session, request, len(request.conversation), check_reply=wire)
     budget, at = response_budget(engine, request.body, session.output_max), time.time()
     projection = engine.assemble(budget, now=at)
-    body = wire.build(request, with_recovery_hints(engine, projection.messages, retrieve=session.retrieve))
+    body = wire.build(request, with_recovery_hints(engine, projection.messages))
     cap_output(body, engine.window - projection.tokens)
     problems = wire.validate(body)
     if problems:

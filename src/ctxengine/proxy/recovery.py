@@ -5,33 +5,20 @@ with ``--retrieve-tool``). So every tool result the engine replaced (a ``<persis
 preview, a cleared placeholder) gets one more line, made from the call that produced it: re-run
 the command (a ``command`` / ``cmd`` argument: Bash, shell tools), or read the file again (a
 ``file_path`` / ``path`` / ``filename`` argument, with the lines asked for when the call gave an
-offset and limit). A call with neither gets no line. Without ``--retrieve-tool`` the engine's
-own way back (``retrieve(...)`` in a preview or a cleared placeholder) is taken out: a placeholder
-names only a way back the client has. The line depends only on the call, so a result projects to
-the same bytes on every request (prompt cache).
+offset and limit). A call with neither gets no line. The line depends only on the call, so a
+result projects to the same bytes on every request (prompt cache).
 """
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from ctxengine.engine import ContextEngine
-from ctxengine.messages import Document, Image, Message, Text, ToolCall, ToolResult
+from ctxengine.messages import Message, Text, ToolCall, ToolResult
 
 COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("file_path", "path", "filename")
 MAX_HINT_CHARS = 300  # a longer command is cut (the call itself is still in the context)
-# the engine's own ways back (``layers.tool_result_budget.preview``, ``layers.base.cleared_result``),
-# named only when the proxy offers the retrieve tool
-NO_RETRIEVE = (
-    (
-        "Read more with retrieve(id, offset, limit) or search it with grep; preview follows.",
-        "Preview follows.",
-    ),
-)
-_CLEARED_RETRIEVE_RE = re.compile(r"; retrieve with artifact id [^\]\s]+\]")
 
 
 def hint(call: ToolCall) -> str | None:
@@ -54,12 +41,9 @@ def hint(call: ToolCall) -> str | None:
     return None
 
 
-def with_recovery_hints(
-    engine: ContextEngine, messages: list[Message], *, retrieve: bool = False
-) -> list[Message]:
-    """``messages`` with a recovery line added to each tool result the engine replaced (and,
-    without ``retrieve``, the engine's ``retrieve(...)`` way back taken out of it). Messages with
-    none are returned as they are (the same objects)."""
+def with_recovery_hints(engine: ContextEngine, messages: list[Message]) -> list[Message]:
+    """``messages`` with a recovery line added to each tool result the engine replaced. Messages
+    with none are returned as they are (the same objects)."""
     shown = {id(r) for r in engine.replacements.values()}
     if not shown:
         return messages
@@ -67,28 +51,16 @@ def with_recovery_hints(
     out: list[Message] = []
     for m in messages:
         if m.role == "user" and any(id(b) in shown for b in m.blocks):
-            m = msgspec.structs.replace(m, blocks=tuple(_hinted(b, calls, shown, retrieve) for b in m.blocks))
+            m = msgspec.structs.replace(m, blocks=tuple(_hinted(b, calls, shown) for b in m.blocks))
         out.append(m)
     return out
 
 
-def _hinted(block: object, calls: dict[str, ToolCall], shown: set[int], retrieve: bool) -> object:
+def _hinted(block: object, calls: dict[str, ToolCall], shown: set[int]) -> object:
     if not isinstance(block, ToolResult) or id(block) not in shown:
         return block
-    content = block.content if retrieve else tuple(_without_retrieve(p) for p in block.content)
     call = calls.get(block.call_id)
     line = hint(call) if call is not None else None
-    if line is None and content == block.content:
+    if line is None:
         return block
-    extra = (Text(line),) if line is not None else ()
-    return ToolResult(block.call_id, (*content, *extra), block.is_error, block.name)
-
-
-def _without_retrieve(part: Text | Image | Document) -> Text | Image | Document:
-    """A text part with the engine's ``retrieve`` way back taken out (the client has no such tool)."""
-    if not isinstance(part, Text):
-        return part
-    text = _CLEARED_RETRIEVE_RE.sub("]", part.text)
-    for old, new in NO_RETRIEVE:
-        text = text.replace(old, new)
-    return part if text == part.text else Text(text)
+    return ToolResult(block.call_id, (*block.content, Text(line)), block.is_error, block.name)

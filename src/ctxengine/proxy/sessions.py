@@ -75,7 +75,6 @@ class ProxySession:
     key: str = ""  # the key digest (``identity.key_digest``) of the requests that made it
     turns: int = 0  # requests the engine has taken (in a shared store: its turns replayed or served)
     output_max: int = 0  # the longest response of the session so far (tokens): its output room
-    retrieve: bool = False  # the proxy offers its retrieve tool (the engine's placeholders may name it)
     held: Held | None = None  # its lock across nodes while a request runs (shared store)
 
     def report(self) -> dict[str, Any]:
