@@ -239,3 +239,35 @@ def test_expand_returns_the_original_messages_of_a_range() -> None:
     assert '#1 assistant (a1):\n[tool call Bash id=c1] {"command":"ls"}' in out
     assert "#2 user (r1):\n[tool result id=c1] a.py\nb.py" in out
     assert "expand" in default_executor(tempfile.mkdtemp()).tools
+
+
+def test_on_a_real_session_every_rule_and_latest_failure_survive_every_compaction() -> None:
+    """The vscode Claude Code session (its user lays down rules in Chinese, its tools fail now and
+    then) at 64,000 tokens: what the pinned blocks carry is in the context at each compaction."""
+    from ctxengine.replay import replay_session
+
+    (session,) = load(CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WindowWarning)
+        s = replay_session(session, get_policy("default"), window=64_000).summary
+    probes = s.probes
+    assert probes["rules"].n > 0 and probes["rules"].mean == 1.0
+    assert probes["error"].n > 0 and probes["error"].mean == 1.0
+    assert probes["files"].n > 0 and probes["files"].mean is not None and probes["files"].mean >= 0.9
+
+
+def test_expand_gives_back_a_real_transcripts_messages_as_ingested() -> None:
+    from ctxengine.tools.expand import render
+
+    (session,) = load(CLAUDE_CODE / "cc_opus-4.5_general-tool-calls_2-comment-header-lines.jsonl")
+    store = SQLiteStore(":memory:")
+    e = ContextEngine(
+        get_policy("default"), model="claude-sonnet-4-5", window=200_000, store=store, session_id="s"
+    )
+    for m in session.messages:
+        e.ingest(m)
+    box = build_tools(tempfile.mkdtemp(), store, "s")
+    out = box.executor.run("expand", {"start": 3, "end": 6})
+    assert out.startswith(f"[messages 3..5 of {len(store.entries('s', 'message'))}]")
+    for k in range(3, 6):
+        assert render(k, session.messages[k]) in out
