@@ -25,7 +25,7 @@ from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.messages import Message, Session, Usage
-from ctxengine.policy import get_policy
+from ctxengine.policy import Policy
 from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.wire_anthropic import AnthropicReader
@@ -95,10 +95,12 @@ def _drive(
 
 
 class _Reference:
-    """The reference engine fed the client's messages as the proxy's reader reads them."""
+    """The reference engine fed the client's messages as the proxy's reader reads them, under the
+    policy the proxy gives its engines (``Proxy.policy``: default, placeholders naming no tool the
+    client lacks)."""
 
-    def __init__(self, model: str, reader: Any) -> None:
-        self.engine = ContextEngine(get_policy("default"), model=model, window=WINDOW)
+    def __init__(self, model: str, reader: Any, policy: Policy) -> None:
+        self.engine = ContextEngine(policy, model=model, window=WINDOW)
         self.engine.bootstrap(system="", fixed_prefix_tokens=0)
         self.reader, self.n = reader, 0
 
@@ -115,7 +117,7 @@ def test_claude_code_session_through_proxy(rig: tuple[Upstream, str, Proxy], tra
     upstream, base, proxy = rig
     (session,) = load(CC_FILE)
     model = "claude-opus-4-5"
-    ref = _Reference(model, AnthropicReader())
+    ref = _Reference(model, AnthropicReader(), proxy.policy)
     http = httpx.Client(base_url=base, headers={"x-api-key": "sk-cc"}, timeout=60)
 
     def send(history: list[Message]) -> tuple[list[Any], list[Any]]:
@@ -139,7 +141,7 @@ def test_mini_swe_agent_session_through_proxy(rig: tuple[Upstream, str, Proxy], 
     upstream, base, proxy = rig
     (session,) = load(MINI_FILE)
     model = "deepseek-chat"
-    ref = _Reference(model, OpenAIReader())
+    ref = _Reference(model, OpenAIReader(), proxy.policy)
     system = [{"role": "system", "content": session.system}]
     ref.engine.bootstrap(system="", fixed_prefix_tokens=ref.engine.counter.count_text(session.system))
     http = httpx.Client(base_url=base, headers={"authorization": "Bearer sk-mini"}, timeout=60)
