@@ -275,24 +275,35 @@ def test_a_quoted_tool_result_is_read_grounded_and_charged_when_missing() -> Non
     assert gone.read_hits == 0 and gone.read_grounded > 0 and gone.refetch_tokens == 100
 
 
-def test_a_written_file_is_a_source_until_its_text_is_replaced() -> None:
+def test_a_written_file_is_a_file_state_source_until_its_text_is_replaced() -> None:
     t = FidelityTracker("", len)
     t.observe(call(1, "Write", {"file_path": "/n.txt", "content": WRITTEN}))
     t.observe(result(1, "File created"))
     quote = call(2, "Edit", {"file_path": "/n.txt", "old_string": WRITTEN, "new_string": "short"})
     f = t.measure(quote, [], "", compaction=False)
-    assert f.read_grounded == len(shingles(WRITTEN))  # grounded in the file's current text
+    # grounded in the file's current text, which the agent typed: not something it read
+    assert t.grounded_by_kind["file_state"] == len(shingles(WRITTEN))
+    assert f.read_grounded == 0 and f.refetch_tokens > 0  # a miss still costs a re-read
     t.observe(quote)  # the edit replaced the whole text: the old words are gone from the file
     again = t.measure(call(3, "Bash", {"command": WRITTEN}), [], "", compaction=False)
-    assert again.grounded > 0 and again.read_grounded == 0
+    assert again.grounded > 0 and t.grounded_by_kind["own_output"] == len(shingles(WRITTEN))
 
 
-def test_an_edit_applied_to_a_written_file_keeps_the_rest_as_source() -> None:
+def test_an_edit_applied_to_a_written_file_keeps_the_rest_as_file_state() -> None:
     t = FidelityTracker("", len)
     t.observe(call(1, "Write", {"file_path": "/n.txt", "content": WRITTEN + "\n" + FILE}))
     t.observe(call(2, "Edit", {"file_path": "/n.txt", "old_string": WRITTEN, "new_string": "gone"}))
-    f = t.measure(call(3, "Bash", {"command": FILE}), [], "", compaction=False)
-    assert f.read_grounded == len(shingles(FILE))
+    t.measure(call(3, "Bash", {"command": FILE}), [], "", compaction=False)
+    assert t.grounded_by_kind["file_state"] == len(shingles(FILE))
+
+
+def test_a_file_read_then_quoted_is_read_even_when_the_agent_also_wrote_it() -> None:
+    t = FidelityTracker("", len)
+    t.observe(call(1, "Write", {"file_path": "/n.txt", "content": FILE}))
+    t.observe(call(2, "Read", {"file_path": "/n.txt"}))
+    t.observe(result(2, FILE))  # the agent read it back: a read source
+    f = t.measure(call(3, "Bash", {"command": FILE}), [result(2, FILE)], "", compaction=False)
+    assert f.read_grounded == f.read_hits == len(shingles(FILE))
 
 
 def test_read_recall_on_a_real_session_none_keeps_all_own_words_only_little(transcripts: Path) -> None:

@@ -8,8 +8,10 @@ edit text survives): a metric that rewards it measures names, not what a model c
 ``own-words-only`` sends the fixed prefix, the latest user request and, newest first within the
 window, every earlier text and tool-call input of the agent's own, nothing it read (no tool result,
 no other user message). What it scores on *read recall* is what that figure gives the agent's own
-words: on the shared corpus 0.86 at 64,000, above every preset, nearly all of it from the current
-text of files the agent wrote (a read-recall source that its own Write and Edit inputs hold).
+words: on the shared corpus 0.58 at 64,000 and 200,000, below every preset (what it holds of what
+the agent read is what the agent quoted). When read recall also counted the current text of files
+the agent wrote it scored 0.86 at 64,000, above every preset: its own Write and Edit inputs hold
+that text, so it is a figure of its own (``fidelity``: file-state recall).
 
 Registered as core engines; ``bench`` runs them under their names.
 """

@@ -10,6 +10,13 @@ use was still in what the policy sent, not whether its names were.
   text blocks and tool-call input strings) that also occur in the session's content before the
   call and not in the fixed prefix (the system prompt every policy sends), the share present in
   the request the policy sent. Pooled over calls and sessions (hits / grounded).
+- **Read recall** (the headline): the same, counting as grounded only the shingles that occurred
+  earlier in something the agent *read*: a user message, a tool result, an attachment
+  (``_read_kind``). A shingle found only in the *current* text of a file the agent wrote
+  (``fidelity_files.FileStates``) is grounded kind ``file_state``: not read recall (the agent's own
+  Write and Edit inputs hold it, and a baseline of the agent's own words scored 0.86 with it), but
+  charged as a re-fetch when missing (the model would read the file again); its hits are in
+  ``read_hits_by_kind["file_state"]``.
 - **Probes** at every call whose projection carried a compaction (Factory's evaluation of context
   compression, Dec 2025, made exact): *request* (the latest user request whole in the context:
   1.0, else the share of its shingles present), *artifact* (per file modified so far, the share of
@@ -222,7 +229,7 @@ class FidelityTracker:
         self._request = ""
         self._system: tuple[str, set[int]] = ("", set())  # the last system text and its shingles
         self.grounded_by_kind: Counter[str] = Counter()  # grounded shingles by latest source kind
-        self.read_hits_by_kind: Counter[str] = Counter()  # read-recall hits by that kind
+        self.read_hits_by_kind: Counter[str] = Counter()  # hits by kind (file_state: not read recall)
 
     # ---- the session, in order
 
@@ -330,9 +337,10 @@ class FidelityTracker:
             self.grounded_by_kind[kind] += 1
             if at is None:
                 continue
-            read_grounded += 1
+            read = last is not None  # the agent's own file text is not something it read
+            read_grounded += read
             if held:
-                read_hits += 1
+                read_hits += read
                 self.read_hits_by_kind[kind] += 1
             elif at not in self._charged:
                 self._charged.add(at)
