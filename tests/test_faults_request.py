@@ -141,7 +141,7 @@ def test_latest_request_whole_after_every_compaction(summarizer: str) -> None:
 def test_a_request_over_8000_chars_that_fits_is_quoted_whole() -> None:
     request = "Implement the following spec exactly.\n" + words(2_200, 3)  # ~13,000 chars
     assert len(request) > 8_000
-    found = drive(make(window=64_000), session(request, rounds=60))
+    found = drive(make(window=64_000), session(request, rounds=120))
     assert any(f[0] in ("session_memory_compact", "summary_compact") for f in found)
     for layer, q, shown in found:
         assert q["latest_request_verbatim"] is True, layer
@@ -561,7 +561,7 @@ def test_a_message_the_reader_tagged_as_injected_is_not_the_latest_request(
     request": the typed one was summarized away by pi, openclaw and letta while the flag said True
     (it checked the injected text)."""
     request = "Rename the helper parse_cfg to load_config everywhere under src/."
-    msgs = session(request, rounds=50, result_words=500)
+    msgs = session(request, rounds=70, result_words=500)
     at = next(i for i, m in enumerate(msgs) if m.id == "a10")
     injected = Message(
         "user",
@@ -625,7 +625,7 @@ def test_a_prompt_queued_while_tools_ran_is_the_latest_request(policy: str) -> N
     so compactions quoted the older one and the flag said True with the newest prompt gone (the
     shared sessions 4530697c and db3f6604 hold 13 such prompts)."""
     queued = "QUEUED REQUEST typed while tools ran: also switch the output format to YAML"
-    msgs = session("Write the exporter in src/export.py.", rounds=50, result_words=500)
+    msgs = session("Write the exporter in src/export.py.", rounds=70, result_words=500)
     at = next(i for i, m in enumerate(msgs) if m.id == "a10")
     msgs.insert(
         at,

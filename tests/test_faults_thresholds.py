@@ -216,7 +216,8 @@ def test_a_compaction_never_leaves_the_context_over_its_threshold() -> None:
 
 
 def test_a_compaction_leaves_room_to_grow_under_its_threshold() -> None:
-    """``Restore.room_tokens`` (default 8,000): what a compaction restores gives way to room for
+    """``Restore.room_tokens`` (8,000 in ``ROUND2``, the default these thresholds were measured
+    on): what a compaction restores gives way to room for
     the next turns under the threshold; with none, the restore filled up to the threshold and the
     next compaction came a turn or two later. On the recorded MiMo session at 64,000 tokens:
     fewer compactions, fewer tokens sent, every restore under the threshold less the room."""
@@ -225,7 +226,8 @@ def test_a_compaction_leaves_room_to_grow_under_its_threshold() -> None:
     from conftest import CLAUDE_CODE
 
     session = load(CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl")[0]
-    default = get_policy("default")
+    from policies import ROUND2 as default
+
     assert Restore.of(default).room_tokens == 8_000
     no_room = default.with_(default.settings(Restore).with_(room_tokens=0))
     runs = [replay_session(session, p, window=64_000) for p in (default, no_room)]

@@ -78,7 +78,7 @@ def test_nodes_continue_each_others_sessions_with_the_same_projection(gw: Gatewa
     """A conversation whose turns alternate between two nodes is one session on both, and every
     request goes upstream exactly as one node alone sends it (the other node replays the turns
     it did not serve); the conversation outgrows the window, so compaction acts across nodes."""
-    turns = 44
+    turns = 70
     with _gateway() as alone:
         single = alone.node()
         for t in range(1, turns + 1):

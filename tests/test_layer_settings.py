@@ -147,7 +147,7 @@ def test_records_are_frozen_and_with_validates_again() -> None:
 
 def test_policy_settings_returns_a_layers_record() -> None:
     assert DEFAULT.settings(ToolResultBudget) == ToolResultBudget(
-        max_chars=20_000, window_share=0.02, exempt_tools=()
+        max_chars=20_000, window_share=0.05, exempt_tools=(), weigh_tokens=True
     )
     assert DEFAULT.settings(TtlPrune).enabled is False
     assert get_policy("claude-code").settings(SessionMemory).keep_max_tokens == 40_000
@@ -243,7 +243,7 @@ def test_old_flat_keys_in_a_file_still_load_with_a_warning(tmp_path: Path) -> No
         ('[compaction]\nmode = "magic"\n', "[compaction]"),
         ('[idle_clear]\ngap_s = "soon"\n', "[idle_clear]"),
         ("[idle_clear]\ngap_secs = 60\n", "gap_secs"),
-        ("[cache_clear]\ntarget = 0.6\n", "CacheClear.target (0.6) must not exceed trigger (0.4)"),
+        ("[cache_clear]\ntarget = 0.8\n", "CacheClear.target (0.8) must not exceed trigger (0.7)"),
         ("[no_such_layer]\nx = 1\n", "unknown key 'no_such_layer'"),
         ("idle_gap_s = 5\n[idle_clear]\ngap_s = 6\n", "idle_gap_s is given twice"),
     ],
@@ -354,3 +354,41 @@ def test_a_result_offloaded_in_a_small_window_keeps_a_shorter_preview() -> None:
         assert "line 0:" in shown and "line 200:" not in shown  # offloaded behind a preview
         sizes.append(len(shown))
     assert sizes[0] < sizes[1] - 500
+
+
+def test_chinese_results_are_weighed_by_their_tokens_not_their_chars() -> None:
+    """The caps and the preview are chars of English-like text (4 a token). 2,000 chars of
+    Chinese are about as many tokens: kept whole, such a result took a quarter of a 32,000-token
+    window with a 20,000-token prefix, and its 2,000-char preview as much, so every call compacted
+    (the m3 fault's kind). Weighed by its tokens it is offloaded like English of four times its
+    length, behind a preview of about the tokens an English one takes."""
+    from ctxengine.engine import ContextEngine
+    from ctxengine.messages import Message, Text, ToolCall, ToolResult
+
+    chinese = "".join(f"配置文件第{k}行：读取数据库连接参数并检查超时设置。\n" for k in range(60))
+    english = "\n".join(f"line {k}: the reader checks the timeout of the pool" for k in range(33))
+    assert abs(len(chinese) - len(english)) < 200  # about 1,650 chars each, under the 2,400-char cap
+    shown: dict[str, tuple[int, int]] = {}
+    for name, text in (("zh", chinese), ("en", english)):
+        e = ContextEngine(get_policy("default"), model="claude-sonnet-4-5", window=32_000)
+        e.bootstrap(system="sys", fixed_prefix_tokens=20_000)
+        e.ingest(Message("user", (Text("read the config"),), "u0"))
+        e.ingest(Message("assistant", (ToolCall("c1", "Read", {"file_path": "cfg"}),), "a1"))
+        e.ingest(Message("user", (ToolResult("c1", (Text(text),)),), "r1"))
+        [block] = e.assemble().messages[-1].blocks
+        assert isinstance(block, ToolResult)
+        out = "".join(part.text for part in block.content if isinstance(part, Text))
+        shown[name] = (len(out), e.counter.count_text(out))
+    assert shown["en"][0] >= len(english)  # English of 1,650 chars fits the cap: whole
+    assert shown["zh"][0] < len(chinese) // 2  # Chinese of 1,600 chars does not: a preview
+    assert shown["zh"][1] < 2 * e.counter.count_text(english)  # of about an English one's tokens
+    chars_only = get_policy("default").with_(
+        get_policy("default").settings(ToolResultBudget).with_(weigh_tokens=False)
+    )
+    e = ContextEngine(chars_only, model="claude-sonnet-4-5", window=32_000)  # as the presets count
+    e.bootstrap(system="sys", fixed_prefix_tokens=20_000)
+    e.ingest(Message("user", (Text("read the config"),), "u0"))
+    e.ingest(Message("assistant", (ToolCall("c1", "Read", {"file_path": "cfg"}),), "a1"))
+    e.ingest(Message("user", (ToolResult("c1", (Text(chinese),)),), "r1"))
+    [block] = e.assemble().messages[-1].blocks
+    assert isinstance(block, ToolResult) and block.content[0] == Text(chinese)  # whole: 1,600 chars

@@ -233,7 +233,7 @@ def test_attachments_of_a_summarized_message_stay_retrievable(policy: str) -> No
     pdf = spec(2, "ATT")
     e.ingest(Message("user", (Text("Look at these and fix the layout."), shot, pdf), "u1", timestamp=T0))
     e.ingest(Message("assistant", (Text("Looking."),), "a1", timestamp=T0 + 1))
-    for k in range(40):  # enough later conversation for an automatic compaction
+    for k in range(80):  # enough later conversation for an automatic compaction
         e.ingest(
             Message("user", (Text(f"next step {k}: " + "word " * 900),), f"u{k + 2}", timestamp=T0 + 2 + k)
         )

@@ -50,6 +50,7 @@ from ctxengine.policy import CompactionSettings, get_policy
 from ctxengine.replay import replay_session
 from ctxengine.tokens.counter import counter_for
 from llm_server import Recorded, ScriptedLLMServer
+from policies import ROUND2
 
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
 MIMO_VSCODE = CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
@@ -489,7 +490,7 @@ def test_session_memory_compaction_uses_the_notes(sonnet: list[Message]) -> None
 @pytest.mark.parametrize("path", [MIMO, MIMO_VSCODE], ids=["mimo", "mimo-vscode"])
 def test_default_replay_session_memory_before_summary(path: Path) -> None:
     session = load(path)[0]
-    report = replay_session(session, DEFAULT, window=200_000)
+    report = replay_session(session, ROUND2, window=200_000)  # compacts when the cache is cold
     s = report.summary
     assert s.compactions.get("session_memory_compact", 0) >= 2
     # the structured summary only where the notes could not free enough (once at most here)
@@ -525,7 +526,7 @@ def test_replay_with_an_llm_session_memory_still_comes_first() -> None:
         client = AnthropicClient(
             "claude-sonnet-4-6", api_key="test-key", base_url=server.url, timeout=5, max_retries=0
         )
-        report = replay_session(session, DEFAULT, window=200_000, llm=client)
+        report = replay_session(session, ROUND2, window=200_000, llm=client)
         requests = list(server.requests)
     s = report.summary
     assert s.compactions.get("session_memory_compact", 0) >= 2

@@ -46,7 +46,7 @@ def test_from_toml_starts_from_the_base_and_applies_overrides(tmp_path: Path) ->
 def test_from_toml_without_base_starts_from_default(tmp_path: Path) -> None:
     p = Policy.from_toml(write(tmp_path, "[compaction]\nkeep_recent_tokens = 12345\n"))
     assert p.keep_recent_tokens == 12_345
-    assert p.compact_at_share == DEFAULT.compact_at_share == 0.75
+    assert p.compact_at_share == DEFAULT.compact_at_share == 0.9
     assert p.tool_result_max_chars == DEFAULT.tool_result_max_chars == 20_000
 
 

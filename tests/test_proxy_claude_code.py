@@ -199,7 +199,7 @@ REMIND = "<system-reminder>\nAs you answer the user's questions, you can use thi
 
 
 def test_harness_reminders_are_not_the_task_in_the_notes(rig: Rig) -> None:
-    msgs = _turns(20)
+    msgs = _turns(40)
     prompt = {"type": "text", "text": "Fix the bug in src/app.py please."}
     msgs[0] = {"role": "user", "content": [{"type": "text", "text": REMIND + "</system-reminder>"}, prompt]}
     for n in range(3, len(msgs) + 1, 2):

@@ -144,7 +144,7 @@ def test_a_server_side_compaction_item_is_kept_whole_and_in_order(rig: Rig) -> N
     compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "ENC" + "x" * 400}
     client = rig.openai()
     items: list[dict[str, Any]] = [compaction, {"role": "user", "content": "Go on."}]
-    for t in range(20):
+    for t in range(40):
         rig.upstream.script.append({"output": _call_output(t)})
         response = client.responses.create(model="gpt-4o", input=items, tools=TOOLS)  # type: ignore[arg-type]
         items += [o.model_dump(exclude_none=True) for o in response.output]

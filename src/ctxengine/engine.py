@@ -278,6 +278,7 @@ class ContextEngine(EngineSubagents):
                 before,
                 media_tokens=self.counter.count_block,
                 free_window=self.window - self.ledger.state.fixed_prefix,
+                text_tokens=self.counter.count_text,
             )
             if decision is not None:
                 self._store_replacements(decision)

@@ -43,6 +43,9 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
             (0: no share cap).
         preview_share: ours: caps ``preview_chars`` the same way, at floor(window x share) x 4
             chars (0: no share cap); a 2 KB preview is a large part of a small window.
+        weigh_tokens: ours: text denser than 4 chars a token (Chinese, tables, base64) counts 4
+            chars a token of the engine's counter against the caps, and its preview is cut to
+            the tokens an English one takes (off: chars alone, as the reference harnesses count).
     """
 
     table: ClassVar[str] = "tool_result_budget"
@@ -55,6 +58,7 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
         "tail_chars": "tail_chars",
         "window_share": "tool_result_window_share",
         "preview_share": "preview_share",
+        "weigh_tokens": "tool_result_weigh_tokens",
     }
     at_least_one: ClassVar[frozenset[str]] = frozenset({"max_chars", "message_max_chars"})
     shares: ClassVar[frozenset[str]] = frozenset({"window_share", "preview_share"})
@@ -67,6 +71,7 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
     tail_chars: int = 600
     window_share: float = 0.0
     preview_share: float = 0.0
+    weigh_tokens: bool = False
 
 
 class ClearedResults(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -85,6 +85,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     tail_chars: int = 600
     tool_result_window_share: float = 0.0
     preview_share: float = 0.0
+    tool_result_weigh_tokens: bool = False
 
     # IdleClear (time-based microcompact; Claude Code: gap 60 min, keep 5)
     idle_clear: bool = True

@@ -67,16 +67,30 @@ MEDIA_GUARD_SHARE = 0.5  # with the budget off: parts above this share of the fr
 PDF_PAGES_PER_READ = 10  # pages suggested for one page-wise retrieve
 
 
-def preview(result: ToolResult, policy: Policy) -> ToolResult:
+def density(text: str, text_tokens: Callable[[str], int] | None) -> float:
+    """How many of the caps' chars one char of ``text`` is worth: 1.0 for English-like text (4 chars
+    a token or more), more for denser text (Chinese: about 1 char a token, so about 4.0)."""
+    if text_tokens is None or not text:
+        return 1.0
+    return max(1.0, MEDIA_CHARS_PER_TOKEN * text_tokens(text) / len(text))
+
+
+def preview(
+    result: ToolResult, policy: Policy, text_tokens: Callable[[str], int] | None = None
+) -> ToolResult:
     """The replacement shown for an offloaded result: size, artifact reference, head (+ tail
-    where it matters), identifiers, and how to read more."""
+    where it matters), identifiers, and how to read more. ``text_tokens`` (the engine's counter)
+    shortens the head and tail of dense text (``density``) so that they take the tokens the
+    preview's chars stand for in English-like text."""
     b, c = ToolResultBudget.of(policy), ClearedResults.of(policy)
     text = result_text(result)
-    head_chars = b.preview_chars
+    dense = density(text, text_tokens)
+    preview_chars, tail_chars = int(b.preview_chars / dense), int(b.tail_chars / dense)
+    head_chars = preview_chars
     tail = ""
     if TAIL_MATTERS_RE.search(text[-TAIL_PROBE_CHARS:]):
-        head_chars = max(b.preview_chars - b.tail_chars, b.preview_chars // 2)
-        tail = text[-b.tail_chars :]
+        head_chars = max(preview_chars - tail_chars, preview_chars // 2)
+        tail = text[-tail_chars:] if tail_chars else ""
     head = text[:head_chars]
     aid = artifact_id(result.call_id)
     lines = [
@@ -167,15 +181,25 @@ def budget_message(
     *,
     media_tokens: MediaCounter | None = None,
     free_window: int | None = None,
+    text_tokens: Callable[[str], int] | None = None,
 ) -> Replacements | None:
     """Decide which tool results, and which images and documents attached to the user message
     itself, of a newly arrived ``msg`` to offload (None when none).
 
     ``predicted`` (tokens) only labels the event. ``media_tokens`` counts an image or document in
     tokens (the engine's counter; without it parts are not budgeted); ``free_window`` (tokens the
-    window leaves after the fixed prefix) sizes ``MEDIA_GUARD_SHARE``.
+    window leaves after the fixed prefix) sizes ``MEDIA_GUARD_SHARE``. ``text_tokens`` (the
+    engine's counter) weighs dense text by ``density`` where ``ToolResultBudget.weigh_tokens``:
+    the caps are chars of English-like text, and 2,400 chars of Chinese are about 2,400 tokens,
+    not 600.
     """
     b = ToolResultBudget.of(policy)
+    text_tokens = text_tokens if b.weigh_tokens else None
+
+    def chars(r: ToolResult) -> int:
+        text = result_text(r)
+        return int(result_chars(r) * density(text, text_tokens))
+
     exempt = {t.lower() for t in b.exempt_tools}
     part_tokens: dict[str, dict[int, int]] = {}
     if media_tokens is not None:
@@ -192,7 +216,7 @@ def budget_message(
         else None
     )
     forced = {cid for cid, n in media.items() if guard is not None and n > guard}
-    results, sizes, chosen = _over_caps(msg, b, exempt, media, forced)
+    results, _sizes, chosen = _over_caps(msg, b, exempt, media, forced, chars)
     chosen |= forced
     if guard is not None:
         chosen |= guard_user_media({aid: n for aid, (_, n) in user.items()}, chosen, guard)
@@ -204,22 +228,23 @@ def budget_message(
             continue
         key = result_key(msg.id, r.call_id)
         own_text = r.name.lower() not in exempt and b.enabled
-        text_over = own_text and result_chars(r) > b.max_chars
+        text_over = own_text and chars(r) > b.max_chars
         media_over = r.call_id in forced or (MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0) > b.max_chars)
         if r.call_id in part_tokens and (media_over or not text_over):
             out[key] = media_preview(r, policy, part_tokens[r.call_id], keep_text=not own_text)
         else:  # the text alone is over the cap: its preview keeps the images and documents
-            shown = preview(r, policy)
+            shown = preview(r, policy, text_tokens)
             if result_chars(shown) >= result_chars(r) and r.call_id not in part_tokens:
                 chosen.discard(r.call_id)  # just over the cap: the preview and its lines are longer
                 continue
             out[key] = shown
     if not chosen:
         return None
+    raw = {r.call_id: result_chars(r) + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0) for r in results}
     lines = {aid: Text(media_line(aid, *user[aid])) for aid in user if aid in chosen}
     calls = chosen - lines.keys()
     saved_chars = (
-        sum(sizes[c] if c in sizes else user_sizes[c] for c in chosen)
+        sum(raw[c] if c in raw else user_sizes[c] for c in chosen)
         - sum(result_chars(r) for r in out.values())
         - sum(len(t.text) for t in lines.values())
     )
@@ -235,6 +260,7 @@ def _over_caps(
     exempt: set[str],
     media: dict[str, int],
     forced: set[str],
+    chars: Callable[[ToolResult], int] = result_chars,
 ) -> tuple[list[ToolResult], dict[str, int], set[str]]:
     """The tool results of ``msg`` the budget looks at, their sizes (chars; a part counts
     ``MEDIA_CHARS_PER_TOKEN`` per token) and those over the per-tool cap or, largest first, over
@@ -244,12 +270,12 @@ def _over_caps(
         results = [r for r in msg.tool_results if r.call_id in forced]
         return (
             results,
-            {r.call_id: result_chars(r) + MEDIA_CHARS_PER_TOKEN * media[r.call_id] for r in results},
+            {r.call_id: chars(r) + MEDIA_CHARS_PER_TOKEN * media[r.call_id] for r in results},
             set(),
         )
     results = [r for r in msg.tool_results if r.name.lower() not in exempt or r.call_id in media]
     sizes = {
-        r.call_id: (0 if r.name.lower() in exempt else result_chars(r))
+        r.call_id: (0 if r.name.lower() in exempt else chars(r))
         + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0)
         for r in results
     }
