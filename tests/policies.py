@@ -37,7 +37,7 @@ from ctxengine.policy import (
 
 ROUND2 = DEFAULT.with_(
     DEFAULT.settings(ToolResultBudget).with_(window_share=0.02, weigh_tokens=False),
-    DEFAULT.settings(CacheClear).with_(trigger=0.4, target=0.25),
+    DEFAULT.settings(CacheClear).with_(trigger=0.4, target=0.25, reach_target=False),
     DEFAULT.settings(CompactionSettings).with_(buffer=6_000, at_share=0.75, cold_at_share=0.1),
     DEFAULT.settings(Restore).with_(
         files=1, file_share=0.026, total_share=0.08, skeleton_share=0.30, room_tokens=8_000

@@ -19,7 +19,7 @@ from ctxengine.llm_summary import NINE_SECTIONS
 from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import Registry
 from ctxengine.notes import SECTIONS as NOTES_SECTIONS
-from ctxengine.policy import CacheClear, SessionMemory, Settings, SummarizerKind, SummarySettings, get_policy
+from ctxengine.policy import SessionMemory, Settings, SummarizerKind, SummarySettings, get_policy
 from ctxengine.tokens.counter import counter_for
 
 MODEL = "claude-sonnet-4-5"
@@ -78,15 +78,11 @@ def make_engine(
     *,
     session_memory: bool = True,
     summarizer: SummarizerKind | None = None,
-    cache_clear: bool = True,
 ) -> ContextEngine:
     """An engine under the policy ``policy``, with session-memory compaction turned off
-    (``session_memory=False``), another summarizer chosen (``summarizer``) or the cache-aware
-    clearing off (``cache_clear=False``)."""
+    (``session_memory=False``) or another summarizer chosen (``summarizer``)."""
     p = get_policy(policy)
     changes: list[Settings] = []
-    if not cache_clear:
-        changes.append(p.settings(CacheClear).with_(enabled=False))
     if not session_memory:
         changes.append(p.settings(SessionMemory).with_(enabled=False))
     if summarizer is not None:
@@ -247,11 +243,11 @@ def test_a_result_that_just_arrived_is_never_summarized_unseen(
 def test_default_keeps_compacting_after_a_call_in_flight(with_llm: bool) -> None:
     """L23's kind under ``default``: a manual compaction while a long-running call is pending,
     its result visible when it arrives, and automatic compactions afterwards once the context
-    grows to the threshold again (every request pairing-valid). With the cache-aware clearing on,
-    ``default`` clears the old 9,000-char results from 70% of the window and the context never
-    reaches the threshold in these rounds: it is off here, so that compaction is what frees room."""
+    grows to the threshold again (every request pairing-valid). ``default`` keeps these
+    9,000-char results whole and clears the old ones from 70% of the window, until a batch can no
+    longer bring it down to 60% (``CacheClear.reach_target``): then it compacts."""
     llm = StrictLLM() if with_llm else None
-    engine = make_engine("default", 64_000, llm, cache_clear=False)
+    engine = make_engine("default", 64_000, llm)
     proj = compact_with_a_call_in_flight(engine)
     assert any("48213 rows" in r.content[0].text for m in proj.messages for r in m.tool_results)  # type: ignore[union-attr]
     compactions = 0

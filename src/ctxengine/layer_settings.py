@@ -191,6 +191,9 @@ class CacheClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True
         keep_recent: newest tool results never cleared, a count.
         at_least: tokens; a batch smaller than this is not worth a cache miss.
         min_result_tokens: tokens; results smaller than this are not worth clearing.
+        reach_target: ours: a batch that cannot bring the context down to ``target`` is not made
+            (what fills the context is then the cleared results' placeholders and the calls,
+            and each clearing would buy a few turns for a cache miss: compaction frees more).
     """
 
     table: ClassVar[str] = "cache_clear"
@@ -201,6 +204,7 @@ class CacheClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True
         "keep_recent": "cache_clear_keep_recent",
         "at_least": "cache_clear_at_least",
         "min_result_tokens": "cache_clear_min_result_tokens",
+        "reach_target": "cache_clear_reach_target",
     }
     shares: ClassVar[frozenset[str]] = frozenset({"trigger", "target"})
 
@@ -210,6 +214,7 @@ class CacheClear(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True
     keep_recent: int = 5
     at_least: int = 10_000
     min_result_tokens: int = 200
+    reach_target: bool = False
 
     def problems(self) -> Iterator[tuple[str, str]]:
         """Each field out of range, and the target above the trigger.

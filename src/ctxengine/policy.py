@@ -82,7 +82,7 @@ RECORDED = Policy.compose(
 DEFAULT = Policy.compose(
     ToolResultBudget(max_chars=20_000, window_share=0.05, exempt_tools=(), weigh_tokens=True),
     IdleClear(),
-    CacheClear(trigger=0.7, target=0.5),
+    CacheClear(trigger=0.7, target=0.6, reach_target=True),
     OverflowGuard(),
     CompactionSettings(
         reserve_output=8_000,
@@ -156,8 +156,11 @@ the window or two fifths of it:
   kept (at 10%, read recall on the tuning half at 200,000 was 0.955 against 0.997);
 - no identifier lists (they buy no content; a cleared result keeps its line of identifiers);
 - idle clear, cache-aware clearing of old results only once the context passes 70% of the free
-  window (down to 50%, in batches worth a cache miss; from 40% it cleared results the agent went
-  on to quote while half the window was free: 0.970 against 0.999 there) and the overflow guard.
+  window (down to 60%, in batches worth a cache miss; from 40% it cleared results the agent went
+  on to quote while half the window was free: 0.970 against 0.999 there), and only when the batch
+  reaches that target (``reach_target``: otherwise what fills the context is what clearing leaves,
+  and clearing again every few turns, a cache miss each, kept compaction from ever running: the
+  L23 fault's kind), and the overflow guard.
 
 Measured with ``ctxengine bench`` (read recall, probe score, cost with re-fetch; the README has the
 tables, each half and what was looked at while choosing).

@@ -110,6 +110,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     cache_clear_keep_recent: int = 5
     cache_clear_at_least: int = 10_000
     cache_clear_min_result_tokens: int = 200
+    cache_clear_reach_target: bool = False
     keep_identifiers: bool = True
     identifiers_max: int = 40
     cleared_name_retrieve: bool = True

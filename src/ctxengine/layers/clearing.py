@@ -48,12 +48,20 @@ def _latest_failure(ctx: LayerContext, positions: list[tuple[int, ToolResult]]) 
 
 
 def clear_batch(
-    ctx: LayerContext, keep_recent: int, min_tokens: int, want: int | None, why: str, at_least: int = 0
+    ctx: LayerContext,
+    keep_recent: int,
+    min_tokens: int,
+    want: int | None,
+    why: str,
+    at_least: int = 0,
+    *,
+    all_or_none: bool = False,
 ) -> tuple[dict[str, ToolResult], int]:
     """Placeholders for old results, oldest first, until ``want`` tokens are freed (all when
     ``want`` is None). Returns the replacements and the net tokens freed (placeholders counted);
-    nothing when the net gain is below ``at_least``. Results are chosen before any placeholder is
-    built, so a batch that cannot reach ``at_least`` costs almost nothing."""
+    nothing when the net gain is below ``at_least``, or (``all_or_none``) when the clearable
+    results cannot free ``want``. Results are chosen before any placeholder is built, so a batch
+    that cannot reach ``at_least`` costs almost nothing."""
     chosen: list[tuple[str, ToolResult, int]] = []
     gross = 0
     for key, r, tokens in clearable(ctx, keep_recent, min_tokens):
@@ -61,8 +69,8 @@ def clear_batch(
             break
         chosen.append((key, r, tokens))
         gross += tokens
-    if not chosen or gross < at_least:
-        return {}, 0
+    if not chosen or gross < at_least or (all_or_none and want is not None and gross < want):
+        return {}, 0  # cannot free enough, whatever the placeholders take
     out: dict[str, ToolResult] = {}
     net = 0
     for key, r, tokens in chosen:
@@ -70,5 +78,7 @@ def clear_batch(
         out[key] = placeholder
         net += tokens - round(ctx.count_text(result_text(placeholder)) * ctx.scale)
     if net <= 0 or net < at_least * AT_LEAST_MARGIN:  # a batch that frees too little is not made
+        return {}, 0
+    if all_or_none and want is not None and net < want:
         return {}, 0
     return out, net
