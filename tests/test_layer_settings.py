@@ -356,39 +356,37 @@ def test_a_result_offloaded_in_a_small_window_keeps_a_shorter_preview() -> None:
     assert sizes[0] < sizes[1] - 500
 
 
+def _read_shown(policy: Policy, text: str) -> tuple[str, int]:
+    """What the model is shown of a Read result ``text`` at 32,000 tokens with a 20,000-token
+    prefix under ``policy``, and its tokens."""
+    from ctxengine.engine import ContextEngine
+    from ctxengine.messages import Message, Text, ToolCall, ToolResult
+
+    e = ContextEngine(policy, model="claude-sonnet-4-5", window=32_000)
+    e.bootstrap(system="sys", fixed_prefix_tokens=20_000)
+    e.ingest(Message("user", (Text("read the config"),), "u0"))
+    e.ingest(Message("assistant", (ToolCall("c1", "Read", {"file_path": "cfg"}),), "a1"))
+    e.ingest(Message("user", (ToolResult("c1", (Text(text),)),), "r1"))
+    [block] = e.assemble().messages[-1].blocks
+    assert isinstance(block, ToolResult)
+    out = "".join(part.text for part in block.content if isinstance(part, Text))
+    return out, e.counter.count_text(out)
+
+
 def test_chinese_results_are_weighed_by_their_tokens_not_their_chars() -> None:
     """The caps and the preview are chars of English-like text (4 a token). 2,000 chars of
     Chinese are about as many tokens: kept whole, such a result took a quarter of a 32,000-token
     window with a 20,000-token prefix, and its 2,000-char preview as much, so every call compacted
     (the m3 fault's kind). Weighed by its tokens it is offloaded like English of four times its
     length, behind a preview of about the tokens an English one takes."""
-    from ctxengine.engine import ContextEngine
-    from ctxengine.messages import Message, Text, ToolCall, ToolResult
-
     chinese = "".join(f"配置文件第{k}行：读取数据库连接参数并检查超时设置。\n" for k in range(60))
     english = "\n".join(f"line {k}: the reader checks the timeout of the pool" for k in range(33))
     assert abs(len(chinese) - len(english)) < 200  # about 1,650 chars each, under the 2,400-char cap
-    shown: dict[str, tuple[int, int]] = {}
-    for name, text in (("zh", chinese), ("en", english)):
-        e = ContextEngine(get_policy("default"), model="claude-sonnet-4-5", window=32_000)
-        e.bootstrap(system="sys", fixed_prefix_tokens=20_000)
-        e.ingest(Message("user", (Text("read the config"),), "u0"))
-        e.ingest(Message("assistant", (ToolCall("c1", "Read", {"file_path": "cfg"}),), "a1"))
-        e.ingest(Message("user", (ToolResult("c1", (Text(text),)),), "r1"))
-        [block] = e.assemble().messages[-1].blocks
-        assert isinstance(block, ToolResult)
-        out = "".join(part.text for part in block.content if isinstance(part, Text))
-        shown[name] = (len(out), e.counter.count_text(out))
-    assert shown["en"][0] >= len(english)  # English of 1,650 chars fits the cap: whole
-    assert shown["zh"][0] < len(chinese) // 2  # Chinese of 1,600 chars does not: a preview
-    assert shown["zh"][1] < 2 * e.counter.count_text(english)  # of about an English one's tokens
-    chars_only = get_policy("default").with_(
-        get_policy("default").settings(ToolResultBudget).with_(weigh_tokens=False)
-    )
-    e = ContextEngine(chars_only, model="claude-sonnet-4-5", window=32_000)  # as the presets count
-    e.bootstrap(system="sys", fixed_prefix_tokens=20_000)
-    e.ingest(Message("user", (Text("read the config"),), "u0"))
-    e.ingest(Message("assistant", (ToolCall("c1", "Read", {"file_path": "cfg"}),), "a1"))
-    e.ingest(Message("user", (ToolResult("c1", (Text(chinese),)),), "r1"))
-    [block] = e.assemble().messages[-1].blocks
-    assert isinstance(block, ToolResult) and block.content[0] == Text(chinese)  # whole: 1,600 chars
+    default = get_policy("default")
+    en, _ = _read_shown(default, english)
+    zh, zh_tokens = _read_shown(default, chinese)
+    assert len(en) >= len(english)  # English of 1,650 chars fits the cap: whole
+    assert len(zh) < len(chinese) // 2  # Chinese of 1,600 chars does not: a preview ...
+    assert zh_tokens < 2 * _read_shown(default, english)[1]  # ... of about an English one's tokens
+    chars_only = default.with_(default.settings(ToolResultBudget).with_(weigh_tokens=False))
+    assert _read_shown(chars_only, chinese)[0] == chinese  # as the presets count: whole
