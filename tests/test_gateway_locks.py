@@ -126,3 +126,37 @@ def test_redis_unreachable_is_lock_unavailable() -> None:
         await locks.close()
 
     asyncio.run(main())
+
+
+def test_a_turn_counts_as_a_call_once_recorded_so_a_node_killed_after_answering_loses_none(
+    pg: PostgresStore,
+) -> None:
+    """A turn's answer and figures are written after the client has the answer; a node killed
+    (SIGKILL) in between left the session's ``calls`` one short of the requests answered (the
+    gateway check saw 49 of 50). The call is counted when the turn is recorded, before the
+    upstream call; the answer takes it back when the upstream refused the request, and a retry
+    of an unanswered turn (same messages) is not counted twice."""
+    from ctxengine.messages import Usage
+
+    index, sid = ConversationIndex(pg), _sid()
+    index.create(sid, "k", "anthropic", "m", 32_000, None, None)
+
+    def calls() -> int:
+        (row,) = [r for r in index.report("k") if r["id"] == sid]
+        return int(row["calls"])
+
+    index.record_turn(sid, 0, (None, 0.0), NO_FENCE, [b"l0"], 0)
+    assert calls() == 1  # the node dies here, after answering: the call is not lost
+    index.record_turn(sid, 1, (None, 0.0), NO_FENCE, [b"l0", b"l1"], 1)
+    index.finish_turn(sid, 1, (200, Usage(input_tokens=10, output_tokens=2)), {"calls": 1})
+    assert calls() == 2  # answered and finished: counted once
+    index.record_turn(sid, 2, (None, 0.0), NO_FENCE, [b"l0", b"l1", b"l2"], 2)
+    index.finish_turn(sid, 2, (529, None), {"calls": 0, "upstream_errors": 1})
+    assert calls() == 2  # the upstream refused it: not a call
+    index.finish_turn(sid, None, (200, None), {"calls": 1})  # a request with no recorded turn
+    assert calls() == 3
+    four = [b"l0", b"l1", b"l2", b"l3"]
+    index.record_turn(sid, 3, (None, 0.0), NO_FENCE, four, 3)  # killed before the upstream answered
+    index.record_turn(sid, 4, (None, 0.0), NO_FENCE, four, 4)  # the client's retry, on another node
+    index.finish_turn(sid, 4, (200, None), {"calls": 1})
+    assert calls() == 4  # the unanswered turn and its retry: one call

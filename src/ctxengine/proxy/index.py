@@ -172,7 +172,11 @@ class ConversationIndex:
         """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
         messages ``links`` stand for, and assembled with budget and clock ``at``), the engine's
         ``entries`` of it, and advance the session's chain to ``links`` (``known`` of them
-        recorded), in one transaction.
+        recorded), in one transaction. The turn counts as a call now: its answer is written after
+        the client has it (``finish_turn``), and a node killed in between must not lose the call;
+        ``finish_turn`` takes it back when the upstream refused it, and so does this record when
+        it repeats an unanswered turn with the same messages (the client's retry of a request
+        whose node was killed before answering).
 
         Raises:
             FencedOut: when a holder of a later fencing number has claimed the session.
@@ -180,12 +184,20 @@ class ConversationIndex:
         """
         with self.store.connection() as conn, conn.transaction():
             self.store.append_batch(conn, sid, entries, fence)
+            before = conn.execute(
+                "SELECT messages, status FROM ctx_proxy_turns WHERE session = %s AND turn = %s",
+                (sid, turn - 1),
+            ).fetchone()
+            retry = before is not None and before[1] is None and before[0] == len(links)
             conn.execute(
                 "INSERT INTO ctx_proxy_turns (session, turn, messages, budget, at) "
                 "VALUES (%s, %s, %s, %s, %s)",
                 (sid, turn, len(links), *at),
             )
-            conn.execute("UPDATE ctx_proxy_sessions SET turns = %s WHERE id = %s", (turn + 1, sid))
+            conn.execute(
+                "UPDATE ctx_proxy_sessions SET turns = %s, calls = calls + %s WHERE id = %s",
+                (turn + 1, 0 if retry else 1, sid),
+            )
             self.advance(sid, links, known, conn)
 
     def finish_turn(
@@ -199,7 +211,8 @@ class ConversationIndex:
     ) -> None:
         """The upstream's answer to turn ``turn`` (None: no turn was recorded): status and usage;
         the figures it added (``delta``: ``SessionStats`` field -> increment), added to the
-        session's; the entries the engine appended after it; in one transaction.
+        session's (a recorded turn's call was counted by ``record_turn``: its ``calls`` delta is
+        one less); the entries the engine appended after it; in one transaction.
 
         Raises:
             FencedOut: when there are entries and a later lock holder has claimed the session.
@@ -216,9 +229,10 @@ class ConversationIndex:
                     "UPDATE ctx_proxy_turns SET status = %s, usage = %s WHERE session = %s AND turn = %s",
                     (status, enc, sid, turn),
                 )
+            counted = {"calls": -1} if turn is not None else {}  # by ``record_turn``
             conn.execute(
                 f"UPDATE ctx_proxy_sessions SET {sets} WHERE id = %s".encode(),
-                (*(delta.get(f, 0) for f in STAT_FIELDS), sid),
+                (*(delta.get(f, 0) + counted.get(f, 0) for f in STAT_FIELDS), sid),
             )
 
     def drop(self, sid: str) -> None:
