@@ -180,6 +180,21 @@ def test_an_offloaded_user_pdf_names_a_handle_that_gives_it_back() -> None:
     assert e.retrieve("message:u1") == ASK  # the history keeps the message as sent
 
 
+def test_an_offloaded_pdf_names_retrieve_only_where_the_agent_has_it() -> None:
+    """Behind ``ctxengine proxy`` without ``--retrieve-tool`` the agent has no ``retrieve`` tool
+    (``ClearedResults.name_retrieve`` off): the PDF's line names its artifact and no call the
+    client cannot make (it offered ``retrieve(...)`` anyway)."""
+    from ctxengine.layer_settings import ClearedResults
+
+    default = get_policy("default")
+    policy = default.with_(default.settings(ClearedResults).with_(name_retrieve=False))
+    e = ContextEngine(policy, model="claude-sonnet-4-5", window=WINDOW)
+    e.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=2_000)
+    e.ingest(Message("user", (Text(ASK), spec(40)), "u1", timestamp=T0 + 2))
+    line = e.assemble(now=T0 + 3).messages[-1].blocks[1].text  # type: ignore[union-attr]
+    assert "user-media/u1/part-2" in line and "40 pages" in line and "retrieve" not in line
+
+
 def test_offloaded_user_images_are_kept_whole_and_shown_the_same_every_call() -> None:
     """Screenshots of a message without an id: each offloaded one is kept under its own handle
     (``user-media/sha-<hash>/part-<k>``) and given back whole; the projection is byte-identical

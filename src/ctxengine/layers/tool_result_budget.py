@@ -117,9 +117,11 @@ def media_parts(result: ToolResult) -> list[tuple[int, Image | Document]]:
     return [(k, p) for k, p in enumerate(result.content, 1) if isinstance(p, Image | Document)]
 
 
-def media_line(aid: str, part: Image | Document, tokens: int) -> str:
+def media_line(aid: str, part: Image | Document, tokens: int, *, name_retrieve: bool = True) -> str:
     """The line shown for an offloaded image or document kept as artifact ``aid``: what it was
-    (``tokens``: its count), its artifact, how to read it."""
+    (``tokens``: its count), its artifact, and how to read it when the agent has ctxengine's
+    ``retrieve`` tool (``name_retrieve``: ``ClearedResults.name_retrieve``; a placeholder names
+    only a way back the client has)."""
     if isinstance(part, Image):
         size = f", {part.width}x{part.height} px" if part.width and part.height else ""
         return (
@@ -131,12 +133,13 @@ def media_line(aid: str, part: Image | Document, tokens: int) -> str:
     if media == "application/pdf" and part.data:
         pages = pdf_pages(part.data)
         first = f"1-{min(pages, PDF_PAGES_PER_READ)}" if pages > 1 else "1"
+        read = f' Read it page-wise with retrieve(id="{aid}", pages="{first}")' if name_retrieve else ""
         return (
             f"[document{title} (application/pdf, {pages:,} pages, ~{tokens:,} tokens) offloaded: too large "
-            f'for the context; kept whole as artifact {aid}. Read it page-wise with retrieve(id="{aid}", '
-            f'pages="{first}")]'
+            f"for the context; kept whole as artifact {aid}.{read}]"
         )
-    how = f'page it with retrieve(id="{aid}", offset, limit)' if media.startswith("text/") else "kept whole"
+    paged = media.startswith("text/") and name_retrieve
+    how = f'page it with retrieve(id="{aid}", offset, limit)' if paged else "kept whole"
     return (
         f"[document{title} ({part.media_type or 'unknown type'}, ~{tokens:,} tokens) offloaded: too large "
         f"for the context; artifact {aid}: {how}]"
@@ -155,7 +158,11 @@ def media_preview(
     elif text:
         body = preview(ToolResult(result.call_id, (Text(text),), result.is_error, result.name), policy)
         lines += result_text(body).split("\n")[1:-1]
-    lines += [media_line(part_artifact_id(result.call_id, k), p, tokens[k]) for k, p in media_parts(result)]
+    named = ClearedResults.of(policy).name_retrieve
+    lines += [
+        media_line(part_artifact_id(result.call_id, k), p, tokens[k], name_retrieve=named)
+        for k, p in media_parts(result)
+    ]
     lines.append("</persisted-output>")
     return ToolResult(result.call_id, (Text("\n".join(lines)),), result.is_error, result.name)
 
@@ -241,7 +248,8 @@ def budget_message(
     if not chosen:
         return None
     raw = {r.call_id: result_chars(r) + MEDIA_CHARS_PER_TOKEN * media.get(r.call_id, 0) for r in results}
-    lines = {aid: Text(media_line(aid, *user[aid])) for aid in user if aid in chosen}
+    named = ClearedResults.of(policy).name_retrieve
+    lines = {aid: Text(media_line(aid, *user[aid], name_retrieve=named)) for aid in user if aid in chosen}
     calls = chosen - lines.keys()
     saved_chars = (
         sum(raw[c] if c in raw else user_sizes[c] for c in chosen)
