@@ -355,3 +355,21 @@ def test_the_files_probe_wants_the_path_with_its_last_action() -> None:
         call(5, "Bash", {"command": "ls"}), [user("C:/src/a.py /b.py old.txt", 0)], "", compaction=True
     )
     assert names_only.probes is not None and names_only.probes["files"] == 0.0
+
+
+def test_the_bench_reports_file_state_recall_apart_and_own_words_hold_it(transcripts: Path) -> None:
+    """On a real Claude Code session, the agent's own Write/Edit inputs hold the current text of
+    the files it wrote: own-words-only scores high on file-state recall and low on read recall,
+    which is why the file-state runs are a figure of their own (``file_state_recall``)."""
+    from ctxengine.bench.run import resolve, run_bench
+
+    path = next(transcripts.glob("claude-code-jsonl/cc_sonnet-4.5_long-290-tools_*.jsonl"))
+    result = run_bench(load_path(path), resolve(["none", "own-words-only"]), window=64_000)
+    none, own = result.policies["none"], result.policies["own-words-only"]
+    assert none.file_state_recall == 1.0 and none.read_recall == 1.0
+    assert own.grounded_by_source["file_state"] > 50
+    assert own.file_state_recall is not None and own.read_recall is not None
+    assert own.file_state_recall > 0.9 > 0.6 > own.read_recall
+    assert own.file_state_recall == round(
+        own.read_hits_by_source["file_state"] / own.grounded_by_source["file_state"], 4
+    )

@@ -120,6 +120,8 @@ def summarize_rows(runner: Runner, rows: list[SessionRow], errors: list[str]) ->
         hits.update(r.read_hits_by_source)
     out.grounded_by_source = dict(sorted(sources.items()))
     out.read_hits_by_source = dict(sorted(hits.items()))
+    if sources["file_state"]:
+        out.file_state_recall = round(hits["file_state"] / sources["file_state"], 4)
     out.content_hits = sum(r.content_hits for r in rows)
     out.content_grounded = sum(r.content_grounded for r in rows)
     out.content_recall = round(out.content_hits / out.content_grounded, 4) if out.content_grounded else None

@@ -38,6 +38,7 @@ _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
     "+ re-fetch\n$": lambda r: f"{r.cost_with_refetch_usd:,.2f}",
     "cache\nhit": lambda r: _share(r.cache_hit_ratio),
     "read\nrecall": lambda r: _share(r.read_recall),
+    "file-state\nrecall": lambda r: _share(r.file_state_recall),
     "content\nrecall": lambda r: _share(r.content_recall),
     "probe\nscore": lambda r: _share(r.probe_score),
     PROBES_HEADER: lambda r: _probe_means(r),
@@ -49,7 +50,8 @@ _COLUMNS: dict[str, Callable[[PolicyRow], str]] = {
 }
 # below this many columns the table is two: what was kept and what it cost, then how it ran
 WIDE_TABLE_COLUMNS = 150
-_FIDELITY: tuple[str, ...] = ("read\nrecall", "content\nrecall", "probe\nscore", PROBES_HEADER)
+_FIDELITY: tuple[str, ...] = ("read\nrecall", "file-state\nrecall", "content\nrecall", "probe\nscore")
+_FIDELITY += (PROBES_HEADER,)
 _FIDELITY += ("request\nkept", "ref.\nrecall")
 _FIDELITY += ("cost $", "+ re-fetch\n$", "cache\nhit")
 _RUN: tuple[str, ...] = ("sessions", "peak tok\nmax", "over-\nflows", "compactions\n(of them $0)")
@@ -69,7 +71,8 @@ def bench_tables(
     every figure instead of an ellipsis."""
     if width >= WIDE_TABLE_COLUMNS:
         return [bench_table(result, title, rows)]
-    narrow = tuple(c for c in _FIDELITY if c != PROBES_HEADER)  # in the JSON: probes.*.mean
+    # in the JSON: probes.*.mean, file_state_recall
+    narrow = tuple(c for c in _FIDELITY if c not in (PROBES_HEADER, "file-state\nrecall"))
     return [bench_table(result, title, rows, columns=narrow), bench_table(result, "", rows, columns=_RUN)]
 
 
@@ -78,7 +81,7 @@ def bench_table(
     title: str,
     rows: dict[str, PolicyRow] | None = None,
     *,
-    columns: tuple[str, ...] = (*_RUN[:5], *_FIDELITY[6:], *_FIDELITY[:6], *_RUN[5:]),
+    columns: tuple[str, ...] = (*_RUN[:5], *_FIDELITY[7:], *_FIDELITY[:7], *_RUN[5:]),
 ) -> Table:
     """One row per policy (of ``rows``, default: every session): totals, pooled fidelity figures
     (content recall, probe score, latest request kept, reference recall) and costs (``columns``:
@@ -109,7 +112,8 @@ def bench_table(
 
 CAPTION = (
     "read recall: share of the 8-word runs the agent reused from what it read (user messages, tool "
-    "results, attachments, the current text of files it wrote) that were in what was sent (pooled); "
+    "results, attachments) that were in what was sent (pooled); file-state recall: the same for runs "
+    "found only in the current text of files it wrote; "
     "content recall: the same with its own earlier output counted as a source; probe score: mean "
     "of the request / artifact / error / continuation "
     "probes at each compaction; request kept: share of compactions with the latest user request "

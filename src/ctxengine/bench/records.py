@@ -100,6 +100,7 @@ class PolicyRow(msgspec.Struct, kw_only=True):
     read_recall: float | None = None  # the headline: pooled read hits / read-grounded shingles
     read_hits: int = 0
     read_grounded: int = 0
+    file_state_recall: float | None = None  # pooled: hits / grounded of the file-state runs
     content_recall: float | None = None  # pooled: content hits / grounded shingles over every call
     content_hits: int = 0
     content_grounded: int = 0
