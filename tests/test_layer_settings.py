@@ -335,37 +335,35 @@ def test_the_preview_share_caps_an_offload_preview_in_a_small_window() -> None:
 
 
 def test_a_result_offloaded_in_a_small_window_keeps_a_shorter_preview() -> None:
-    from ctxengine.engine import ContextEngine
-    from ctxengine.messages import Message, Text, ToolCall, ToolResult
-
     result = "\n".join(f"line {k}: " + "word " * 12 for k in range(400))
     default = get_policy("default")
     policy = default.with_(default.settings(ToolResultBudget).with_(preview_share=0.006))
     sizes = []
     for window in (64_000, 200_000):
-        e = ContextEngine(policy, model="claude-sonnet-4-5", window=window)
-        e.bootstrap(system="sys", fixed_prefix_tokens=24_000)
-        e.ingest(Message("user", (Text("read the log"),), "u0"))
-        e.ingest(Message("assistant", (ToolCall("c1", "Bash", {"command": "cat log"}),), "a1"))
-        e.ingest(Message("user", (ToolResult("c1", (Text(result),)),), "r1"))
-        [block] = e.assemble().messages[-1].blocks
-        assert isinstance(block, ToolResult)
-        shown = "".join(part.text for part in block.content if isinstance(part, Text))
+        bash = ("Bash", "command", "cat log")
+        shown, _ = _result_shown(policy, result, window=window, fixed=24_000, call=bash)
         assert "line 0:" in shown and "line 200:" not in shown  # offloaded behind a preview
         sizes.append(len(shown))
     assert sizes[0] < sizes[1] - 500
 
 
-def _read_shown(policy: Policy, text: str) -> tuple[str, int]:
-    """What the model is shown of a Read result ``text`` at 32,000 tokens with a 20,000-token
-    prefix under ``policy``, and its tokens."""
+def _result_shown(
+    policy: Policy,
+    text: str,
+    *,
+    window: int = 32_000,
+    fixed: int = 20_000,
+    call: tuple[str, str, str] = ("Read", "file_path", "cfg"),
+) -> tuple[str, int]:
+    """What the model is shown of a tool result ``text`` (of ``call``: tool, input key, value) at
+    ``window`` tokens with a ``fixed``-token prefix under ``policy``, and its tokens."""
     from ctxengine.engine import ContextEngine
     from ctxengine.messages import Message, Text, ToolCall, ToolResult
 
-    e = ContextEngine(policy, model="claude-sonnet-4-5", window=32_000)
-    e.bootstrap(system="sys", fixed_prefix_tokens=20_000)
-    e.ingest(Message("user", (Text("read the config"),), "u0"))
-    e.ingest(Message("assistant", (ToolCall("c1", "Read", {"file_path": "cfg"}),), "a1"))
+    e = ContextEngine(policy, model="claude-sonnet-4-5", window=window)
+    e.bootstrap(system="sys", fixed_prefix_tokens=fixed)
+    e.ingest(Message("user", (Text("read it"),), "u0"))
+    e.ingest(Message("assistant", (ToolCall("c1", call[0], {call[1]: call[2]}),), "a1"))
     e.ingest(Message("user", (ToolResult("c1", (Text(text),)),), "r1"))
     [block] = e.assemble().messages[-1].blocks
     assert isinstance(block, ToolResult)
@@ -383,10 +381,10 @@ def test_chinese_results_are_weighed_by_their_tokens_not_their_chars() -> None:
     english = "\n".join(f"line {k}: the reader checks the timeout of the pool" for k in range(33))
     assert abs(len(chinese) - len(english)) < 200  # about 1,650 chars each, under the 2,400-char cap
     default = get_policy("default")
-    en, _ = _read_shown(default, english)
-    zh, zh_tokens = _read_shown(default, chinese)
+    en, _ = _result_shown(default, english)
+    zh, zh_tokens = _result_shown(default, chinese)
     assert len(en) >= len(english)  # English of 1,650 chars fits the cap: whole
     assert len(zh) < len(chinese) // 2  # Chinese of 1,600 chars does not: a preview ...
-    assert zh_tokens < 2 * _read_shown(default, english)[1]  # ... of about an English one's tokens
+    assert zh_tokens < 2 * _result_shown(default, english)[1]  # ... of about an English one's tokens
     chars_only = default.with_(default.settings(ToolResultBudget).with_(weigh_tokens=False))
-    assert _read_shown(chars_only, chinese)[0] == chinese  # as the presets count: whole
+    assert _result_shown(chars_only, chinese)[0] == chinese  # as the presets count: whole

@@ -23,6 +23,7 @@ from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
+from ctxengine.layers.tool_result_budget import density
 from ctxengine.messages import Image, Message, Session, Text, ToolCall, ToolResult, Usage
 from ctxengine.models import WindowWarning
 from ctxengine.policy import (
@@ -710,6 +711,36 @@ def test_real_mimo_offloads_large_results_and_keeps_the_originals(
             for r in results_in(proj):
                 if r.call_id == cid:
                     assert r is shown[cid]
+
+
+def test_real_mimo_dense_results_are_offloaded_by_their_tokens(mimo: Session) -> None:
+    """``ToolResultBudget.weigh_tokens`` on the recorded MiMo session at 200,000 tokens: exactly the
+    results whose chars, weighed by their density, pass the cap go behind a preview, some of them
+    under the cap in raw chars (a 12,000-char table of ~5,300 tokens), each shorter than the result
+    and its head about the tokens an English preview's head takes (its identifiers line is not cut:
+    see the note on ``identifier_line``)."""
+    weighed = DEFAULT.with_(DEFAULT.settings(ToolResultBudget).with_(weigh_tokens=True))
+    engine, projections = drive(mimo, weighed, window=200_000)
+    cap = weighed.for_window(engine.window, engine.ledger.state.fixed_prefix).tool_result_max_chars
+    offloaded = {cid for p in projections for e in p.events if e.layer == "tool_result_budget"
+                 for cid in e.details["call_ids"]}  # fmt: skip
+    count = engine.counter.count_text
+    originals = {r.call_id: r for m in mimo.messages for r in m.tool_results}
+    over = {
+        cid
+        for cid, r in originals.items()
+        if len(result_text(r)) * density(result_text(r), count) > cap
+        and r.name.lower() not in {t.lower() for t in weighed.budget_exempt_tools}
+    }
+    assert offloaded == over
+    by_density = {cid for cid in offloaded if len(result_text(originals[cid])) <= cap}
+    assert by_density  # offloaded only because they are dense
+    shown = {key.split("\x00", 1)[1]: r for key, r in engine.replacements.items()}
+    for cid in by_density:
+        text = result_text(shown[cid])
+        assert count(text) < count(result_text(originals[cid]))
+        head = "\n".join(ln for ln in text.splitlines() if not ln.startswith("identifiers: "))
+        assert count(head) < 1_000  # a 2,000-char head is ~500 tokens of English
 
 
 IDLE_REAL = off(DEFAULT, CompactionSettings, SessionMemory, CacheClear)

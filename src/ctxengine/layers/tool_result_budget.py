@@ -75,16 +75,13 @@ def density(text: str, text_tokens: Callable[[str], int] | None) -> float:
     return max(1.0, MEDIA_CHARS_PER_TOKEN * text_tokens(text) / len(text))
 
 
-def preview(
-    result: ToolResult, policy: Policy, text_tokens: Callable[[str], int] | None = None
-) -> ToolResult:
+def preview(result: ToolResult, policy: Policy, dense: float = 1.0) -> ToolResult:
     """The replacement shown for an offloaded result: size, artifact reference, head (+ tail
-    where it matters), identifiers, and how to read more. ``text_tokens`` (the engine's counter)
-    shortens the head and tail of dense text (``density``) so that they take the tokens the
-    preview's chars stand for in English-like text."""
+    where it matters), identifiers, and how to read more. ``dense`` (the text's ``density``)
+    shortens the head and tail of dense text so that they take the tokens the preview's chars
+    stand for in English-like text."""
     b, c = ToolResultBudget.of(policy), ClearedResults.of(policy)
     text = result_text(result)
-    dense = density(text, text_tokens)
     preview_chars, tail_chars = int(b.preview_chars / dense), int(b.tail_chars / dense)
     head_chars = preview_chars
     tail = ""
@@ -201,11 +198,15 @@ def budget_message(
     not 600.
     """
     b = ToolResultBudget.of(policy)
-    text_tokens = text_tokens if b.weigh_tokens else None
+    dense: dict[str, float] = {}  # call id -> its text's density, counted once
+
+    def density_of(r: ToolResult) -> float:
+        if r.call_id not in dense:
+            dense[r.call_id] = density(result_text(r), text_tokens if b.weigh_tokens else None)
+        return dense[r.call_id]
 
     def chars(r: ToolResult) -> int:
-        text = result_text(r)
-        return int(result_chars(r) * density(text, text_tokens))
+        return int(result_chars(r) * density_of(r))
 
     exempt = {t.lower() for t in b.exempt_tools}
     part_tokens: dict[str, dict[int, int]] = {}
@@ -223,7 +224,7 @@ def budget_message(
         else None
     )
     forced = {cid for cid, n in media.items() if guard is not None and n > guard}
-    results, _sizes, chosen = _over_caps(msg, b, exempt, media, forced, chars)
+    results, chosen = _over_caps(msg, b, exempt, media, forced, chars)
     chosen |= forced
     if guard is not None:
         chosen |= guard_user_media({aid: n for aid, (_, n) in user.items()}, chosen, guard)
@@ -240,7 +241,7 @@ def budget_message(
         if r.call_id in part_tokens and (media_over or not text_over):
             out[key] = media_preview(r, policy, part_tokens[r.call_id], keep_text=not own_text)
         else:  # the text alone is over the cap: its preview keeps the images and documents
-            shown = preview(r, policy, text_tokens)
+            shown = preview(r, policy, density_of(r))
             if result_chars(shown) >= result_chars(r) and r.call_id not in part_tokens:
                 chosen.discard(r.call_id)  # just over the cap: the preview and its lines are longer
                 continue
@@ -269,18 +270,13 @@ def _over_caps(
     media: dict[str, int],
     forced: set[str],
     chars: Callable[[ToolResult], int] = result_chars,
-) -> tuple[list[ToolResult], dict[str, int], set[str]]:
-    """The tool results of ``msg`` the budget looks at, their sizes (chars; a part counts
-    ``MEDIA_CHARS_PER_TOKEN`` per token) and those over the per-tool cap or, largest first, over
-    the per-message cap. With the budget off, only the results whose parts the guard forces out
+) -> tuple[list[ToolResult], set[str]]:
+    """The tool results of ``msg`` the budget looks at and those over the per-tool cap or, largest
+    first, over the per-message cap (sizes in ``chars``; a part counts ``MEDIA_CHARS_PER_TOKEN``
+    per token). With the budget off, only the results whose parts the guard forces out
     (``forced``) are looked at, and none is chosen here."""
     if not b.enabled:
-        results = [r for r in msg.tool_results if r.call_id in forced]
-        return (
-            results,
-            {r.call_id: chars(r) + MEDIA_CHARS_PER_TOKEN * media[r.call_id] for r in results},
-            set(),
-        )
+        return [r for r in msg.tool_results if r.call_id in forced], set()
     results = [r for r in msg.tool_results if r.name.lower() not in exempt or r.call_id in media]
     sizes = {
         r.call_id: (0 if r.name.lower() in exempt else chars(r))
@@ -296,7 +292,7 @@ def _over_caps(
             if cid not in chosen and n > b.preview_chars * 2:
                 chosen.add(cid)
                 remaining -= n
-    return results, sizes, chosen
+    return results, chosen
 
 
 def _event(
