@@ -54,8 +54,16 @@ PROBE_KINDS = ("request", "artifact", "error", "continuation", "rules", "files")
 # ------------------------------------------------------------------ reading text
 
 
+# A line-number gutter (``cat -n``, ``nl -ba``: "     1<TAB>"; Claude Code's Read: "     1→") is
+# not the file's words: left in, it splits every run that spans two lines of a file read with it.
+GUTTER_RE = re.compile(r"^[ \t]*\d+(?:\t|\u2192)", re.M)
+
+
 def shingles(text: str) -> set[int]:
-    """Hashes of the ``SHINGLE_WORDS``-word runs of ``text`` (whitespace-split). Process-local."""
+    """Hashes of the ``SHINGLE_WORDS``-word runs of ``text`` (whitespace-split; a line-number
+    gutter at the start of a line is not a word: ``GUTTER_RE``). Process-local."""
+    if "\t" in text or "\u2192" in text:
+        text = GUTTER_RE.sub("", text)
     w = text.split()
     if len(w) < SHINGLE_WORDS:
         return set()
