@@ -271,6 +271,8 @@ class ContextEngine(EngineSubagents):
         """The end of ``ingest``: the tool-result budget on history message ``idx``, then the
         message (as budgeted) appended to the view; returns ``events`` with the budget's."""
         before = self._predict()
+        if message.role == "assistant":
+            events.extend(self._commit_deferred())
         try:
             decision = budget_message(
                 message,
@@ -280,6 +282,8 @@ class ContextEngine(EngineSubagents):
                 free_window=self.window - self.ledger.state.fixed_prefix,
                 text_tokens=self.counter.count_text,
             )
+            if decision is not None and self._defers(message, decision, before):
+                decision = None
             if decision is not None:
                 self._store_replacements(decision)
         except Exception as exc:  # the message still reaches the projection, unbudgeted

@@ -11,12 +11,14 @@ replays the recorded session's own compactions (``_recorded_cut``, ``_recorded_e
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import msgspec
 
 from ctxengine.audit import quality, request_kept
 from ctxengine.engine_view import EngineView
+from ctxengine.layer_settings import ToolResultBudget
 from ctxengine.layers.base import (
     REQUEST_TEXT,
     Cut,
@@ -29,6 +31,8 @@ from ctxengine.layers.base import (
     user_parts,
 )
 from ctxengine.messages import Document, Image, Message, Text, ToolCall, ToolResult
+
+log = logging.getLogger("ctxengine.engine")
 
 
 class EngineCommits(EngineView):
@@ -219,6 +223,32 @@ class EngineCommits(EngineView):
                 if found:
                     return found
         return []
+
+    def _defers(self, message: Message, d: Replacements, before: int) -> bool:
+        """Whether the budget's offload ``d`` of ``message`` waits until the model has answered
+        (``ToolResultBudget.defer_unseen``): only tool results, and only while the context with
+        ``message`` whole stays under the compaction threshold (``before``: tokens without it)."""
+        policy = self._policy_at(self.window)
+        if not ToolResultBudget.of(policy).defer_unseen or d.parts or d.calls:
+            return False
+        threshold = policy.compact_threshold(self.window, self.model.max_output)
+        if before + self._count(message) > threshold:
+            return False
+        self._deferred.append(d)
+        return True
+
+    def _commit_deferred(self) -> list[LayerEvent]:
+        """Offload the results the model has now seen (``_defers``); their events. One that
+        fails (the store refused it) is logged and counted, and its result stays whole."""
+        done, self._deferred = self._deferred, []
+        events = []
+        for d in done:
+            try:
+                events.append(self._commit_replacements(d))
+            except Exception as exc:
+                log.warning("layer tool_result_budget failed on a deferred offload: %s", exc)
+                self.failures += 1
+        return events
 
     def _apply_replacements(self, d: Replacements) -> None:
         """Show ``d``'s replacements from now on (frozen: the same history, the same bytes)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxengine.layers.base import LayerContext, LayerEvent, message_with_results
+from ctxengine.layers.base import LayerContext, LayerEvent, Replacements, message_with_results
 from ctxengine.layers.pairing import find_violations
 from ctxengine.layers.pairing_cache import RepairCache
 from ctxengine.messages import Message, RecordedCompaction, Text
@@ -88,6 +88,7 @@ class EngineView:
         self._last_call: float | None = None
         self._last_estimate = 0
         self._pending_events: list[LayerEvent] = []
+        self._deferred: list[Replacements] = []  # budget offloads waiting for the model's answer
         self.events: list[LayerEvent] = []
         self.failures = 0
         self._policies: dict[tuple[int, int], Policy] = {}  # resolved per window (``for_window``)

@@ -46,6 +46,10 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
         weigh_tokens: ours: text denser than 4 chars a token (Chinese, tables, base64) counts 4
             chars a token of the engine's counter against the caps, and its preview is cut to
             the tokens an English one takes (off: chars alone, as the reference harnesses count).
+        defer_unseen: ours: a result over the cap reaches the model whole once, and is offloaded
+            when the model has answered it (the next assistant message), unless the context with it
+            whole would pass the compaction threshold (then it is offloaded on arrival, as
+            without it). The model reads what it asked for; later calls carry the preview.
     """
 
     table: ClassVar[str] = "tool_result_budget"
@@ -59,6 +63,7 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
         "window_share": "tool_result_window_share",
         "preview_share": "preview_share",
         "weigh_tokens": "tool_result_weigh_tokens",
+        "defer_unseen": "tool_result_defer_unseen",
     }
     at_least_one: ClassVar[frozenset[str]] = frozenset({"max_chars", "message_max_chars"})
     shares: ClassVar[frozenset[str]] = frozenset({"window_share", "preview_share"})
@@ -72,6 +77,7 @@ class ToolResultBudget(Settings, frozen=True, kw_only=True, forbid_unknown_field
     window_share: float = 0.0
     preview_share: float = 0.0
     weigh_tokens: bool = False
+    defer_unseen: bool = False
 
 
 class ClearedResults(Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):

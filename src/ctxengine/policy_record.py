@@ -86,6 +86,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     tool_result_window_share: float = 0.0
     preview_share: float = 0.0
     tool_result_weigh_tokens: bool = False
+    tool_result_defer_unseen: bool = False
 
     # IdleClear (time-based microcompact; Claude Code: gap 60 min, keep 5)
     idle_clear: bool = True
