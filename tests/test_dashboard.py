@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("clean_llm_env")
 
 SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
 SWE_GPT4 = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
-WORDS = "alpha beta gamma delta config loader parser".split()
+WORDS = ["alpha", "beta", "gamma", "delta", "config", "loader", "parser"]
 
 
 @dataclass

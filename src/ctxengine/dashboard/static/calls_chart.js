@@ -46,7 +46,7 @@
       responsive: true,
       maintainAspectRatio: false,
       parsing: true,
-      interaction: {mode: "x", intersect: false},
+      interaction: {mode: "nearest", axis: "x", intersect: false},
       scales: {
         x: {type: "linear", title: {display: true, text: "call"}, ticks: {precision: 0}},
         y: {beginAtZero: true, title: {display: true, text: "tokens"},

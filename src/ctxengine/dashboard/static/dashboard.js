@@ -7,9 +7,11 @@
   const ADMIN_HEADER = body.dataset.adminHeader;
   const AUTH_KEY = "ctxengine-dashboard-auth";
   const fmt = window.ctxCharts.fmt;
-  let picked = null;      // the session the user clicked, else the newest with calls
+  let picked = null;      // the session on the chart: the one the user clicked, else the newest with calls
+  let userPicked = false;
   let chart = null;
   let shownCalls = null;  // calls of the session on the chart when it was last drawn
+  let editingKey = false; // the user opened the key form ("change key"): polling leaves it open
 
   function headers() {
     const saved = JSON.parse(sessionStorage.getItem(AUTH_KEY) || "null");
@@ -64,7 +66,7 @@
         const value = col[3] ? col[3](s) : s[col[0]];
         tr.appendChild(cell("td", col[1](s), col[2], col[0], value === undefined ? null : value));
       });
-      tr.addEventListener("click", function () { picked = s.id; shownCalls = null; poll(); });
+      tr.addEventListener("click", function () { picked = s.id; userPicked = true; poll(); });
       return tr;
     });
     tbody.replaceChildren.apply(tbody, rows);
@@ -133,15 +135,16 @@
   function status(text, bad) {
     const el = document.getElementById("status");
     el.textContent = text;
-    el.className = bad ? "status bad" : "status";
+    el.className = bad ? "bad" : "";
   }
 
   async function poll() {
     try {
       const report = await getJSON("/ctxengine/sessions");
-      document.getElementById("auth").hidden = true;
+      if (!editingKey) { document.getElementById("auth").hidden = true; }
       const withCalls = report.sessions.filter(function (s) { return s.calls > 0; });
-      if (picked === null || !report.sessions.some(function (s) { return s.id === picked; })) {
+      if (!userPicked || !report.sessions.some(function (s) { return s.id === picked; })) {
+        userPicked = false;  // follow the newest session with calls
         picked = withCalls.length ? withCalls[withCalls.length - 1].id : null;
       }
       showTable(report);
@@ -153,6 +156,7 @@
     } catch (e) {
       if (e.unauthorized) {
         document.getElementById("auth").hidden = false;
+        document.getElementById("auth-show").hidden = false;
         status("give an API key or the admin token to list sessions", true);
       } else {
         status("cannot read the proxy: " + e.message + " (retrying)", true);
@@ -165,7 +169,14 @@
     const form = ev.target;
     sessionStorage.setItem(AUTH_KEY, JSON.stringify({kind: form.kind.value, secret: form.secret.value}));
     form.secret.value = "";
+    editingKey = false;
+    shownCalls = null;
     poll();
+  });
+
+  document.getElementById("auth-show").addEventListener("click", function () {
+    editingKey = true;
+    document.getElementById("auth").hidden = false;
   });
 
   async function loop() {
