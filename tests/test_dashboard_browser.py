@@ -165,7 +165,7 @@ def test_dashboard_live_and_equal_to_the_json_api(browser: Browser, rig: Rig) ->
     totals = w.page.inner_text("#totals")
     assert f"requests: {report['totals']['requests']}" in totals.replace("\n", " ")
     w.hover_call("#chart", 6)  # hover: that call's layer events, as the JSON has them
-    tip = "() => { const t = Chart.getChart(document.querySelector('#chart')).tooltip; return [t.title, t.footer]; }"
+    tip = "() => { const t = Chart.getChart(chart).tooltip; return [t.title, t.footer]; }"
     title, footer = w.page.evaluate(tip)
     events = calls[5]["events"]
     assert title == ["call 6"] and events
