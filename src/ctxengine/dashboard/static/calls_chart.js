@@ -48,7 +48,9 @@
       parsing: true,
       interaction: {mode: "nearest", axis: "x", intersect: false},
       scales: {
-        x: {type: "linear", title: {display: true, text: "call"}, ticks: {precision: 0}},
+        x: {type: "linear", title: {display: true, text: "call"}, ticks: {precision: 0},
+            min: spec.x.length ? spec.x[0] : undefined,
+            max: spec.x.length > 1 ? spec.x[spec.x.length - 1] : undefined},
         y: {beginAtZero: true, title: {display: true, text: "tokens"},
             ticks: {callback: function (v) { return fmt(v); }}},
       },
