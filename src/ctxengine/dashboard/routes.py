@@ -11,8 +11,6 @@ Without ``--admin-token`` every session is listed, as by the API.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -20,15 +18,15 @@ from starlette.routing import BaseRoute, Route
 import ctxengine.proxy.admin as admin
 from ctxengine.dashboard.assets import ASSETS, asset, render
 from ctxengine.dashboard.timeline import points_json
-
-if TYPE_CHECKING:
-    from ctxengine.proxy.app import Proxy
+from ctxengine.proxy.config import ProxyConfig
+from ctxengine.proxy.sessions import SessionTable
 
 POLL_MS = 500  # how often the page asks for the figures (a new session shows within a second)
 
 
-def dashboard_routes(proxy: Proxy) -> list[BaseRoute]:
-    """The dashboard's routes for ``proxy``'s app (before its catch-all pass-through route)."""
+def dashboard_routes(config: ProxyConfig, table: SessionTable) -> list[BaseRoute]:
+    """The dashboard's routes for the app of a proxy with ``config`` and sessions ``table``
+    (before its catch-all pass-through route)."""
 
     async def page(request: Request) -> Response:
         html = render("dashboard.html", poll_ms=POLL_MS, admin_header=admin.ADMIN_HEADER)
@@ -44,11 +42,11 @@ def dashboard_routes(proxy: Proxy) -> list[BaseRoute]:
         return Response(asset(name), media_type=ASSETS[name], headers={"cache-control": "max-age=3600"})
 
     async def calls(request: Request) -> Response:
-        scope = admin.scope(request.headers, proxy.config.admin_token)
+        scope = admin.scope(request.headers, config.admin_token)
         if scope is admin.NONE:
             return JSONResponse(admin.REFUSED, status_code=401)
         sid = request.path_params["sid"]
-        s = proxy.table.sessions.get(sid)
+        s = table.sessions.get(sid)
         if s is None or (scope is not admin.ALL and s.key != scope):  # another key's: as unknown
             why = "no session of yours with this id on this node"
             return JSONResponse({"error": f"{why}: {sid}"}, status_code=404)
