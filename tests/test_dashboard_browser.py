@@ -11,6 +11,7 @@ Outside CI, without chromium or Playwright, the module is skipped with one reaso
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -19,8 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from conftest import REPO
+from ctxengine.cli import app
 from test_dashboard import SIDECHAIN, SWE_GPT4, Rig, proxy_rig, replay_html
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -210,4 +213,22 @@ def test_report_from_file_shows_every_session(browser: Browser, tmp_path: Path) 
         assert sent == [{"x": c["index"], "y": c["sent_tokens"]} for c in r["calls"]]
     assert w.page.locator("#overview tbody tr").count() == 2
     w.page.screenshot(path=str(artifacts() / "report.png"), full_page=False)
+    w.clean()
+
+
+def test_bench_report_from_file_plots_every_policy(browser: Browser, tmp_path: Path) -> None:
+    html, js = tmp_path / "b.html", tmp_path / "b.json"
+    args = ["bench", str(SIDECHAIN), "--window", "64000", "--policies", "default,none,claude-code"]
+    result = CliRunner().invoke(app, [*args, "--jobs", "1", "--html", str(html), "--json", str(js)])
+    assert result.exit_code == 0, result.output
+    bench = json.loads(js.read_text())["policies"]
+    w = Watched(browser)
+    w.page.goto(html.as_uri(), wait_until="load")
+    points = w.page.evaluate(
+        "() => Chart.getChart(document.getElementById('scatter')).data.datasets"
+        ".map(d => [d.label, d.data[0].x, d.data[0].y])"
+    )
+    assert sorted(points) == sorted([n, p["cost_usd"], 100 * p["content_recall"]] for n, p in bench.items())
+    assert w.page.locator("#policies tbody tr").count() == len(bench) == 3
+    w.page.screenshot(path=str(artifacts() / "bench.png"), full_page=False)
     w.clean()
