@@ -128,6 +128,38 @@ def test_calls_scoped_like_the_sessions_api(tmp_path: Path) -> None:
         assert page.status_code == 200 and mine[0]["id"] not in page.text
 
 
+def stream_events(rig: Rig, n: int, **headers: str) -> list[tuple[str, Any]]:
+    """The first ``n`` events of ``GET /ctxengine/stream`` (name, data)."""
+    out: list[tuple[str, Any]] = []
+    with httpx.stream("GET", rig.base + "/ctxengine/stream", headers=headers, timeout=10) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        name = ""
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                out.append((name, json.loads(line[6:])))
+                if len(out) == n:
+                    return out
+    return out
+
+
+def test_stream_sends_the_json_apis_figures(tmp_path: Path) -> None:
+    for rig in proxy_rig(tmp_path, admin_token="adm-3"):
+        rig.convo(3, key="sk-dash-a")
+        rig.convo(2, key="sk-dash-b", start=1)
+        key = {"x-api-key": "sk-dash-a"}
+        (s_name, report), (c_name, calls) = stream_events(rig, 2, **key)
+        assert (s_name, c_name) == ("sessions", "calls")
+        assert report == rig.get("/ctxengine/sessions", **key).json()
+        assert len(report["sessions"]) == 1 and calls["id"] == report["sessions"][0]["id"]
+        assert calls == rig.get(f"/ctxengine/sessions/{calls['id']}/calls", **key).json()
+        assert len(calls["points"]) == 3
+        every = stream_events(rig, 1, **{"x-ctxengine-admin": "adm-3"})[0][1]
+        assert len(every["sessions"]) == 2
+        assert httpx.get(rig.base + "/ctxengine/stream").status_code == 401
+
+
 def test_page_and_assets_come_from_the_package(rig: Rig) -> None:
     page = rig.get("/ctxengine/")
     assert page.headers["content-type"].startswith("text/html")

@@ -69,12 +69,14 @@ class Watched:
     def __init__(self, browser: Browser) -> None:
         self.page: Page = browser.new_page(viewport={"width": 1280, "height": 900})
         self.foreign: list[str] = []
+        self.asked: list[str] = []  # every URL the page requested
         self.errors: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.route("**/*", self._route)
 
     def _route(self, route: Any) -> None:
         url = route.request.url
+        self.asked.append(url)
         if url.startswith(LOCAL):
             route.continue_()
         else:
@@ -82,6 +84,8 @@ class Watched:
             route.abort()
 
     def clean(self) -> None:
+        """No request beyond this machine, no script error; the page closed (its stream too)."""
+        self.page.close()
         assert self.foreign == [] and self.errors == []
 
     def chart_points(self, selector: str, label: str) -> list[dict[str, float]]:
@@ -176,6 +180,8 @@ def test_dashboard_live_and_equal_to_the_json_api(browser: Browser, rig: Rig) ->
         f"{e['layer']}: {e['reason']} ({e['tokens_before']:,} → {e['tokens_after']:,})" for e in events
     ]
     w.page.screenshot(path=str(artifacts() / "dashboard.png"), full_page=True)
+    live = [u for u in w.asked if "/ctxengine/s" in u]  # the stream, never the polling fallback
+    assert live and all(u.startswith(rig.base + "/ctxengine/stream") for u in live), live
     w.clean()
 
 

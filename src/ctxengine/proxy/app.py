@@ -434,7 +434,7 @@ def create_app(config: ProxyConfig) -> Starlette:
             Route("/v1/chat/completions", chat, methods=methods),
             Route("/v1/responses", responses, methods=methods),
             Route("/ctxengine/sessions", sessions, methods=["GET"]),
-            *dashboard_routes(cfg, proxy.table),
+            *dashboard_routes(cfg, proxy.table, proxy.sessions_report),
             Route("/{path:path}", proxy.passthrough, methods=methods),
         ],
         lifespan=lifespan,

@@ -1,5 +1,6 @@
-/* ctxengine proxy dashboard: reads GET /ctxengine/sessions and the chosen session's
-   GET /ctxengine/sessions/{id}/calls every data-poll-ms milliseconds and shows them as they are. */
+/* ctxengine proxy dashboard: reads GET /ctxengine/stream (server-sent events: the report of
+   GET /ctxengine/sessions and the calls of the chosen session, whenever they change) and shows them
+   as they are; when the stream fails, polls the two JSON routes every data-poll-ms milliseconds. */
 (function () {
   "use strict";
   const body = document.body;
@@ -66,7 +67,7 @@
         const value = col[3] ? col[3](s) : s[col[0]];
         tr.appendChild(cell("td", col[1](s), col[2], col[0], value === undefined ? null : value));
       });
-      tr.addEventListener("click", function () { picked = s.id; userPicked = true; poll(); });
+      tr.addEventListener("click", function () { pick(s.id); });
       return tr;
     });
     tbody.replaceChildren.apply(tbody, rows);
@@ -138,30 +139,79 @@
     el.className = bad ? "bad" : "";
   }
 
-  async function poll() {
+  function applyReport(report) {
+    if (!editingKey) { document.getElementById("auth").hidden = true; }
+    const withCalls = report.sessions.filter(function (s) { return s.calls > 0; });
+    if (!userPicked || !report.sessions.some(function (s) { return s.id === picked; })) {
+      userPicked = false;  // follow the newest session with calls
+      picked = withCalls.length ? withCalls[withCalls.length - 1].id : null;
+    }
+    showTable(report);
+    status("live: " + report.sessions.length + " sessions, updated " + new Date().toLocaleTimeString("en-GB"));
+  }
+
+  function failed(e) {
+    if (e.unauthorized) {
+      document.getElementById("auth").hidden = false;
+      document.getElementById("auth-show").hidden = false;
+      status("give an API key or the admin token to list sessions", true);
+    } else {
+      status("cannot read the proxy: " + e.message + " (retrying)", true);
+    }
+  }
+
+  async function poll() {  // when the stream fails
     try {
-      const report = await getJSON("/ctxengine/sessions");
-      if (!editingKey) { document.getElementById("auth").hidden = true; }
-      const withCalls = report.sessions.filter(function (s) { return s.calls > 0; });
-      if (!userPicked || !report.sessions.some(function (s) { return s.id === picked; })) {
-        userPicked = false;  // follow the newest session with calls
-        picked = withCalls.length ? withCalls[withCalls.length - 1].id : null;
-      }
-      showTable(report);
-      if (picked !== null) {
-        try { showChart(await getJSON("/ctxengine/sessions/" + encodeURIComponent(picked) + "/calls")); }
-        catch (e) { if (e.unauthorized) { throw e; } status("the calls of " + picked + ": " + e.message, true); return; }
-      }
-      status("live: " + report.sessions.length + " sessions, updated " + new Date().toLocaleTimeString("en-GB"));
+      applyReport(await getJSON("/ctxengine/sessions"));
+      if (picked !== null) { showChart(await getJSON("/ctxengine/sessions/" + encodeURIComponent(picked) + "/calls")); }
     } catch (e) {
-      if (e.unauthorized) {
-        document.getElementById("auth").hidden = false;
-        document.getElementById("auth-show").hidden = false;
-        status("give an API key or the admin token to list sessions", true);
-      } else {
-        status("cannot read the proxy: " + e.message + " (retrying)", true);
+      failed(e);
+    }
+  }
+
+  function onEvent(block) {
+    let name = "message", data = "";
+    block.split("\n").forEach(function (line) {
+      if (line.startsWith("event: ")) { name = line.slice(7); } else if (line.startsWith("data: ")) { data += line.slice(6); }
+    });
+    const value = JSON.parse(data);
+    if (name === "sessions") { applyReport(value); }
+    else if (name === "calls" && value.id === picked) { showChart(value); }
+    else if (name === "failure") { status(value.error, true); }
+  }
+
+  let current = null;   // the AbortController of the open stream
+  let keyGiven = null;  // resolves the wait for a key after a 401
+
+  async function stream() {
+    const ctrl = new AbortController();
+    current = ctrl;
+    const q = userPicked && picked !== null ? "?session=" + encodeURIComponent(picked) : "";
+    const r = await fetch("/ctxengine/stream" + q, {headers: headers(), cache: "no-store", signal: ctrl.signal});
+    if (r.status === 401) { throw Object.assign(new Error("401"), {unauthorized: true}); }
+    if (!r.ok || !r.body) { throw new Error("/ctxengine/stream: HTTP " + r.status); }
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const part = await reader.read();
+      if (part.done) { return; }
+      buf += part.value;
+      let cut;
+      while ((cut = buf.indexOf("\n\n")) >= 0) {
+        onEvent(buf.slice(0, cut));
+        buf = buf.slice(cut + 2);
       }
     }
+  }
+
+  function reconnect() {
+    if (current) { current.abort(); }
+  }
+
+  function pick(id) {
+    picked = id;
+    userPicked = true;
+    reconnect();
   }
 
   document.getElementById("auth").addEventListener("submit", function (ev) {
@@ -171,7 +221,7 @@
     form.secret.value = "";
     editingKey = false;
     shownCalls = null;
-    poll();
+    if (keyGiven) { keyGiven(); keyGiven = null; } else { reconnect(); }
   });
 
   document.getElementById("auth-show").addEventListener("click", function () {
@@ -179,9 +229,23 @@
     document.getElementById("auth").hidden = false;
   });
 
-  async function loop() {
-    await poll();
-    setTimeout(loop, POLL_MS);
+  function sleep(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
+
+  async function run() {  // the stream ends after its life: reconnect at once; on failure poll, then retry
+    for (;;) {
+      try {
+        await stream();
+      } catch (e) {
+        if (e.name === "AbortError") { continue; }
+        failed(e);
+        if (e.unauthorized) {
+          await new Promise(function (resolve) { keyGiven = resolve; });
+        } else {
+          await poll();
+          await sleep(POLL_MS);
+        }
+      }
+    }
   }
-  loop();
+  run();
 })();
