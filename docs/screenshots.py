@@ -76,6 +76,7 @@ def dashboard(page: Page) -> None:
             page.mouse.move(x - 20, y)
             page.mouse.move(x, y, steps=3)
             page.screenshot(path=str(ROOT / "docs" / "dashboard.png"))
+            page.goto("about:blank")  # the page's stream closed before the proxy stops
 
 
 def report(page: Page) -> None:
