@@ -272,3 +272,19 @@ def test_html_option_checked_before_any_work(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--json and --html both name" in result.output
     result = CliRunner().invoke(app, ["replay", str(SIDECHAIN), "--html", str(tmp_path / "no" / "r.html")])
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_calls_with_a_postgresql_store(tmp_path: Path) -> None:
+    """With the gateway's store the table is the store's and the node charts the calls it served."""
+    from gateway_servers import pg_schema_url
+
+    up = Upstream()
+    with pg_schema_url() as store, serve(up.app()) as up_url:
+        cfg = ProxyConfig(anthropic_upstream=up_url, window=32_000, store=store, background_notes=False)
+        with serve(create_app(cfg)) as base:
+            rig = Rig(base, up)
+            rig.convo(4)
+            s = rig.get("/ctxengine/sessions").json()["sessions"][0]
+            (_, report), (_, calls) = stream_events(rig, 2)
+            assert report["sessions"][0]["calls"] == s["calls"] == len(calls["points"]) == 4
+            assert sum(p["upstream_tokens"] for p in calls["points"]) == s["upstream_tokens"]
