@@ -42,6 +42,7 @@ from ctxengine.cli_common import (
 from ctxengine.cli_common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
+from ctxengine.dashboard.cli_html import HTML_HELP, write_replay
 from ctxengine.messages import Session
 from ctxengine.models import WindowTooSmallError
 from ctxengine.policy import BUILTIN, Policy, get_policy, presets
@@ -177,6 +178,7 @@ def replay(
     plot_out: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG of tokens sent per call.")
     ] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help=HTML_HELP)] = None,
     models: ModelsOption = None,
     model: ModelOption = None,
     engine: Annotated[
@@ -194,7 +196,7 @@ def replay(
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
     baseline = _baseline(policy, policy_file, engine)
     pol, engine = baseline if baseline is not None else (load_policy(policy, policy_file), engine)
-    engines = _check_replay_options(window, json_out, plot_out, quiet, engine)
+    engines = _check_replay_options(window, [json_out, plot_out, html_out], quiet, engine)
     client = make_llm(llm, llm_base_url, llm_timeout)
     if path is None:
         path = newest_user_session()
@@ -204,6 +206,7 @@ def replay(
     require_paths([path])
     check_not_an_input(json_out, "--json", [path])
     check_not_an_input(plot_out, "--plot", [path])
+    check_not_an_input(html_out, "--html", [path])
     registry = load_registry(models)
     check_model(model, registry)
     sessions = load_transcripts([path], model)
@@ -215,12 +218,14 @@ def replay(
         engine,
         engines,
         client,
-        with_recorded=bool(plot_out),
+        with_recorded=bool(plot_out or html_out),
         jobs=_jobs(jobs, len(sessions), client),
     )
     _show_reports(
         reports, recorded_reports, pol.name, path, quiet=quiet, json_out=json_out, plot_out=plot_out
     )
+    if html_out:
+        write_replay(html_out, reports, recorded_reports, pol, registry, path)
     finish_llm(client)
 
 
@@ -240,7 +245,7 @@ def _baseline(policy: str, policy_file: Path | None, engine: str) -> tuple[Polic
 
 
 def _check_replay_options(
-    window: int | None, json_out: Path | None, plot_out: Path | None, quiet: bool, engine: str
+    window: int | None, outputs: list[Path | None], quiet: bool, engine: str
 ) -> EngineRegistry:
     """The engines (core and entry-point plugins), after checking ``replay``'s options: one
     ``error:`` line and exit 2 for a bad window, an output path that cannot be written, --quiet
@@ -248,11 +253,13 @@ def _check_replay_options(
     from ctxengine.plugins import EngineRegistry
 
     check_window_option(window)
+    json_out, plot_out, html = outputs  # --json, --plot, --html
     check_output(json_out, "--json")
     check_output(plot_out, "--plot")
-    check_distinct_outputs(json_out, plot_out)
-    if quiet and not (json_out or plot_out):
-        raise fail("--quiet leaves the table out and nothing else is written: add --json FILE or --plot FILE")
+    check_output(html, "--html")
+    check_distinct_outputs(json_out, plot_out, html)
+    if quiet and not (json_out or plot_out or html):
+        raise fail("--quiet leaves the table out and nothing else is written: add --json, --plot or --html")
     engines = EngineRegistry()
     engines.load_entry_points()
     if engine not in engines.ids():

@@ -1,4 +1,4 @@
-"""Output paths of the CLI (``--json``, ``--plot``), checked before any work: one ``error:`` line
+"""Output paths of the CLI (``--json``, ``--plot``, ``--html``), checked before any work: one ``error:`` line
 and exit 2 for a path that cannot be written (a directory, a missing or unwritable folder, a
 format matplotlib cannot write), two options naming one file, or a transcript being read."""
 
@@ -48,11 +48,17 @@ def check_output(path: Path | None, option: str) -> None:
                 raise fail(f"{option} {path}: matplotlib cannot write .{kind}; use one of {formats}")
 
 
-def check_distinct_outputs(json_out: Path | None, plot_out: Path | None) -> None:
-    """``--json`` and ``--plot`` name two files (the plot would overwrite the report): else one
-    ``error:`` line and ``typer.Exit(2)``, before any work."""
-    if json_out is not None and plot_out is not None and json_out.absolute() == plot_out.absolute():
-        raise fail(f"--json and --plot both name {json_out}: the plot would overwrite the report")
+def check_distinct_outputs(
+    json_out: Path | None, plot_out: Path | None, html_out: Path | None = None
+) -> None:
+    """``--json``, ``--plot`` and ``--html`` name distinct files (one would overwrite another):
+    else one ``error:`` line and ``typer.Exit(2)``, before any work."""
+    named = [(o, p) for o, p in (("--json", json_out), ("--plot", plot_out), ("--html", html_out)) if p]
+    what = {"--json": "report", "--plot": "plot", "--html": "page"}
+    for i, (a, pa) in enumerate(named):
+        for b, pb in named[i + 1 :]:
+            if pa.absolute() == pb.absolute():
+                raise fail(f"{a} and {b} both name {pa}: the {what[b]} would overwrite the {what[a]}")
 
 
 def check_not_an_input(path: Path | None, option: str, inputs: Iterable[Path]) -> None:

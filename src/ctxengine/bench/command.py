@@ -1,6 +1,6 @@
 """The ``ctxengine bench`` command: its options checked (one ``error:`` line and exit 2 for what a
 user can fix), the bench run with a progress bar, the tables and lines printed, ``--json`` and
-``--plot`` written.
+``--plot`` and ``--html`` written.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from ctxengine import cli_common as common
 from ctxengine.bench.present import CAPTION, bench_tables, comparison_line, plot, subagent_line
 from ctxengine.bench.records import DEFAULT_POLICIES, BenchResult, Runner
 from ctxengine.bench.run import resolve, run_bench
+from ctxengine.dashboard.cli_html import HTML_HELP, write_bench
 from ctxengine.models import WindowTooSmallError
 
 
 def _runners(
-    policies: str, window: int | None, json_out: Path | None, plot_out: Path | None, jobs: int
-) -> list[Runner]:
+    policies: str, window: int | None, json_out: Path | None, plot_out: Path | None, jobs: int,
+    html_out: Path | None = None,
+) -> list[Runner]:  # fmt: skip
     """The runners for ``--policies``, after checking the options (``typer.Exit(2)`` with one
     ``error:`` line for a bad one); a note for each runner that cannot run."""
     names = [n.strip() for n in policies.split(",") if n.strip()]
@@ -30,7 +32,8 @@ def _runners(
     common.check_window_option(window)
     common.check_output(json_out, "--json")
     common.check_output(plot_out, "--plot")
-    common.check_distinct_outputs(json_out, plot_out)
+    common.check_output(html_out, "--html")
+    common.check_distinct_outputs(json_out, plot_out, html_out)
     if jobs < 1:
         raise common.fail(f"--jobs must be at least 1, not {jobs}")
     try:
@@ -110,6 +113,7 @@ def bench_command(
     plot_out: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG of recall against cost per policy.")
     ] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help=HTML_HELP)] = None,
     models: common.ModelsOption = None,
     model: common.ModelOption = None,
     jobs: Annotated[
@@ -118,11 +122,12 @@ def bench_command(
     ] = None,
 ) -> None:
     """Replay every session under every policy and compare them in one table."""
-    runners = _runners(policies, window, json_out, plot_out, 1 if jobs is None else jobs)
+    runners = _runners(policies, window, json_out, plot_out, 1 if jobs is None else jobs, html_out)
     client = common.make_llm(llm, llm_base_url, llm_timeout)
     common.require_paths(paths)
     common.check_not_an_input(json_out, "--json", paths)
     common.check_not_an_input(plot_out, "--plot", paths)
+    common.check_not_an_input(html_out, "--html", paths)
     registry = common.load_registry(models)
     common.check_model(model, registry)
     sessions = common.load_transcripts(paths, model)
@@ -154,4 +159,7 @@ def bench_command(
         sum(r.layer_failures for r in result.policies.values()), "the JSON's layer_failures per policy"
     )
     _write(result, json_out, plot_out)
+    if html_out:
+        where = f"window {window:,} tokens" if window else "each model's window"
+        write_bench(html_out, result, f"ctxengine bench — {len(sessions)} sessions, {where}")
     common.finish_llm(client)

@@ -40,6 +40,8 @@ from starlette.routing import Route
 
 import ctxengine.proxy.admin as admin
 import ctxengine.proxy.upstream as upstream
+from ctxengine.dashboard.routes import dashboard_routes
+from ctxengine.dashboard.timeline import agent_name
 from ctxengine.engine import ContextEngine
 from ctxengine.models import ModelWindowWarning
 from ctxengine.policy import ClearedResults
@@ -167,6 +169,7 @@ class Proxy:
                 sid = self.table.new_id(wire.provider)
                 engine = await self.run(self._engine, sid, request.model, upstream.beta_window(headers))
                 new = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), key=key)
+                new.agent = agent_name(headers.get("user-agent", ""))
                 self.table.add(new, branch_of=found, name=name)
                 await new.lock.acquire()
                 self.table.advance(new, links)  # a concurrent request of it now waits for this one
@@ -431,6 +434,7 @@ def create_app(config: ProxyConfig) -> Starlette:
             Route("/v1/chat/completions", chat, methods=methods),
             Route("/v1/responses", responses, methods=methods),
             Route("/ctxengine/sessions", sessions, methods=["GET"]),
+            *dashboard_routes(cfg, proxy.table, proxy.sessions_report),
             Route("/{path:path}", proxy.passthrough, methods=methods),
         ],
         lifespan=lifespan,

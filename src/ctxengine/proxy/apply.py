@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ctxengine.dashboard.timeline import CallPoint, call_point
 from ctxengine.engine import ContextEngine, Projection
 from ctxengine.messages import Message, Usage
 from ctxengine.proxy.index import TurnRecord
@@ -162,6 +163,14 @@ def client_tokens(session: ProxySession, projection: Projection) -> int:
     return projection.tokens + round(removed * session.engine.ledger.scale)
 
 
+def _point(session: ProxySession, prepared: Prepared, usage: Usage | None) -> CallPoint:
+    p = prepared.projection
+    return call_point(
+        call=session.stats.calls, at=prepared.at, client_tokens=prepared.client_tokens,
+        upstream_tokens=p.tokens, window=p.window, engine=session.engine, events=p.events, usage=usage,
+    )  # fmt: skip
+
+
 def finish(
     session: ProxySession,
     wire: Wire,
@@ -187,6 +196,7 @@ def finish(
         saved = max(0, prepared.client_tokens - prepared.projection.tokens)
         st.cost_saved_usd += session.engine.model.cost_usd(input_tokens=saved)
         session.engine.after_turn(usage)
+        session.timeline.append(_point(session, prepared, usage))
     if usage is not None:
         st.reported_input_tokens += usage.total_input
         st.cache_read_tokens += usage.cache_read_tokens

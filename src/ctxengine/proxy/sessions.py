@@ -18,10 +18,12 @@ import asyncio
 import itertools
 import secrets
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ctxengine.dashboard.timeline import CallPoint, new_timeline
 from ctxengine.engine import ContextEngine
 from ctxengine.messages import Message
 from ctxengine.proxy.locks import Held
@@ -76,6 +78,8 @@ class ProxySession:
     turns: int = 0  # requests the engine has taken (in a shared store: its turns replayed or served)
     output_max: int = 0  # the longest response of the session so far (tokens): its output room
     held: Held | None = None  # its lock across nodes while a request runs (shared store)
+    agent: str = ""  # the client program, the first word of the User-Agent of its first request
+    timeline: deque[CallPoint] = field(default_factory=new_timeline)  # per call (the dashboard's chart)
 
     def report(self) -> dict[str, Any]:
         """The ``GET /ctxengine/sessions`` entry of this session (no key, no content)."""
@@ -83,6 +87,7 @@ class ProxySession:
             "id": self.id,
             "provider": self.provider,
             "model": self.model,
+            "agent": self.agent,
             "branch_of": self.branch_of,
             "named": self.name is not None,
             "messages": self.ingested,
