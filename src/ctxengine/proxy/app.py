@@ -376,10 +376,10 @@ class Proxy:
             rows = await self.shared.report(key)
         else:
             rows = [s.report() for s in self.table.sessions.values() if key is None or s.key == key]
-        return {
-            "sessions": rows,
-            "totals": vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted},
-        }
+        totals = vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted}
+        if self.shared is not None:
+            totals |= {"sessions_rebuilt": self.shared.rebuilt, "turns_replayed": self.shared.replayed}
+        return {"sessions": rows, "totals": totals}
 
 
 async def _bytes(resp: httpx.Response) -> AsyncIterator[bytes]:

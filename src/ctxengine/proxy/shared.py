@@ -111,6 +111,10 @@ class SharedSessions:
         # (a weak map, so it goes with them)
         self._local: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._creating = asyncio.Lock()
+        # engines made for a session this node had not cached, and turns replayed to catch up
+        # (another worker or node served them): what session affinity saves
+        self.rebuilt = 0
+        self.replayed = 0
 
     async def session(
         self, wire: Wire, request: ClientRequest, headers: Mapping[str, str], window: int | None
@@ -227,6 +231,7 @@ class SharedSessions:
         if s is None or s.turns > found.turns or s.ingested > found.messages:
             if s is not None:  # ahead of the store (a write that failed): rebuilt from it
                 self.table.drop(s)
+            self.rebuilt += 1
             writer = FencedWriter(self.store)
             engine = await self.run(self.make_engine, found.id, found.model, window, writer)
             s = ProxySession(
@@ -245,6 +250,7 @@ class SharedSessions:
             if s.turns < found.turns:
                 turns = await self.io(self.index.turns, s.id, s.turns)
                 await self.run(_replay, s, request, turns)
+                self.replayed += len(turns)
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
             raise
