@@ -11,6 +11,7 @@ from typing import Any
 
 import anthropic
 import httpx
+import msgspec
 import pytest
 
 from ctxengine.proxy.identity import SESSION_HEADER
@@ -54,8 +55,8 @@ def test_a_conversations_requests_keep_one_affinity_as_it_grows() -> None:
     """The first user message decides (its ``cache_control`` moved or not); the key matters."""
     h = {"x-api-key": "sk-a"}
     marked = _turns(1)
-    marked[0] = {"role": "user", "content": [{"type": "text", "text": marked[0]["content"], "cache_control": {}}]}
-    import msgspec
+    block = {"type": "text", "text": marked[0]["content"], "cache_control": {"type": "ephemeral"}}
+    marked[0] = {"role": "user", "content": [block]}
 
     seen = {affinity(h, msgspec.json.encode({"messages": m})) for m in (_turns(1), marked, _turns(9))}
     assert len(seen) == 1
