@@ -50,7 +50,7 @@ from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
-from ctxengine.proxy.shared import SharedSessions, open_shared
+from ctxengine.proxy.shared import SharedSessions, open_local, open_shared
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
@@ -91,6 +91,9 @@ class Proxy:
         self.shared: SharedSessions | None = None
         if config.store is not None and is_postgres_url(config.store):
             self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
+        elif config.store is not None:  # the node's own file: its sessions survive a restart
+            Path(config.store).mkdir(parents=True, exist_ok=True)
+            self.shared = open_local(Path(config.store) / STORE_FILE, self.table, self.run, self._engine)
 
     @property
     def client(self) -> httpx.AsyncClient:

@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from ctxengine.messages import Usage
 from ctxengine.proxy.sessions import SessionStats
-from ctxengine.store.base import NO_FENCE, EntryKind
+from ctxengine.store.base import NO_FENCE, Entry, EntryKind, SessionStore
 
 if TYPE_CHECKING:
     import psycopg
-
-    from ctxengine.store.postgres import PostgresStore
 
 STAT_FIELDS = tuple(f.name for f in dataclasses.fields(SessionStats))
 REPORT_COLUMNS = ("id", "provider", "model", "branch_of", "name", "messages", "window_tokens", *STAT_FIELDS)
@@ -56,10 +55,31 @@ class TurnRecord(msgspec.Struct, frozen=True):
     usage: Usage | None
 
 
+class IndexStore(SessionStore, Protocol):
+    """A store that holds the index too: ``PostgresStore``, or the proxy's SQLite file
+    (``local.LocalStore``)."""
+
+    url: str
+
+    def connection(self) -> AbstractContextManager[Any]:
+        """A connection (``execute``, ``transaction()``); failures become ``StoreError``."""
+        ...
+
+    def claim(self, session: str, conn: Any = None) -> int:
+        """The session's next fencing number (``NO_FENCE`` where there are none)."""
+        ...
+
+    def append_batch(
+        self, conn: Any, session: str, entries: Sequence[tuple[EntryKind, Any]], fence: int = NO_FENCE
+    ) -> list[Entry]:
+        """Append ``entries`` inside the caller's transaction on ``conn``."""
+        ...
+
+
 class ConversationIndex:
     """Sessions, chain links, turns and figures of the proxy in ``store``'s database."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: IndexStore) -> None:
         self.store = store
 
     def match(self, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
