@@ -103,3 +103,52 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
     assert report["totals"]["worker_restarts"] == 1, log.read_text()
     assert sorted(r["calls"] for r in report["sessions"]) == [7] * 8
     assert all(not s.problems for s in up.seen) and len(up.seen) == 56
+
+
+def test_a_worker_killed_mid_request_fails_that_request_only(tmp_path: Path) -> None:
+    """The worker that holds a session is killed with SIGKILL while its request waits on the
+    upstream: the client gets the router's 502, its retry is served (by the other worker, or the
+    same one started again, once the dead one's lock has expired), and the session holds each
+    client message once."""
+    import threading
+
+    import psycopg
+
+    up = Upstream()
+    key = "sk-test-doomed-worker"
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, "--workers", "2", log=tmp_path / "w.log") as (base, _),
+    ):
+        assert _ask(base, key, 1).startswith("ok")
+        body = msgspec.json.encode({"messages": _turns(1)})
+        which = int.from_bytes(affinity({"x-api-key": key}, body)[:8], "little") % 2
+        pid = _report(base)["totals"]["worker_pids"][which]
+        up.delay_s = 3.0
+        failed: list[BaseException] = []
+
+        def doomed() -> None:
+            try:
+                _ask(base, key, 2)
+            except Exception as exc:
+                failed.append(exc)
+
+        t = threading.Thread(target=doomed)
+        t.start()
+        for _ in range(100):  # the request is at the upstream
+            if len(up.seen) == 2:
+                break
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        t.join(timeout=30)
+        up.delay_s = 0.0
+        assert len(failed) == 1 and isinstance(failed[0], anthropic.InternalServerError), failed
+        assert "502" in str(failed[0])
+        for t in (2, 3):  # the retry, then the next request
+            assert _ask(base, key, t).startswith("ok")
+        ((row),) = _report(base)["sessions"]
+        with psycopg.connect(store) as conn:
+            kinds = [k for (k,) in conn.execute("SELECT kind FROM ctx_entries").fetchall()]
+    assert row["calls"] == 3  # the killed request was never answered
+    assert kinds.count("message") == len(_turns(3))

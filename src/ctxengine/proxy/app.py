@@ -13,10 +13,11 @@ client's body goes upstream unchanged, the session is dropped (the next request 
 and the log line says why. A request whose context the provider manages itself
 (``wire.LeftToProvider``: ``previous_response_id``, server-side compaction) goes upstream as sent,
 without a session, and its log line says why. Engine work runs on one worker thread (the engine
-is single-threaded and the store's SQLite connection lives there); the event loop stays free, so
-the upstream calls of different sessions run in parallel. With a PostgreSQL store (``--store
-postgresql://...``) sessions are found, locked across nodes and recorded through ``shared`` (the
-gateway); with ``--admin-token`` the sessions report is scoped by ``admin``.
+is single-threaded); the event loop stays free, so the upstream calls of different sessions run
+in parallel. With a store (``--store DIR``: SQLite; ``--store postgresql://...``: shared by
+every node) sessions are found, locked and recorded through ``shared`` (a restart loses none);
+without one, in the in-memory table. With ``--admin-token`` the sessions report is scoped by
+``admin``.
 """
 
 from __future__ import annotations

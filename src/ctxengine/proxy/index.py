@@ -1,4 +1,5 @@
-"""The proxy's conversation index in PostgreSQL, shared by every node (``--store postgresql://``).
+"""The proxy's conversation index in PostgreSQL, shared by every node (``--store postgresql://``),
+or in the node's own SQLite file (``--store DIR``: ``local``, where a restart loses no session).
 
 What the in-memory ``SessionTable`` holds for one process, kept where every node finds it:
 ``ctx_proxy_sessions`` (one row a session: key digest, never a key; wire format, model, branch,
@@ -6,8 +7,8 @@ name, how many client messages its chain covers, its figures), ``ctx_proxy_links
 session and position: the request's links are looked up in one indexed query) and
 ``ctx_proxy_turns`` (per request: how many client messages the engine had, the output budget, the
 clock, the upstream's status and usage), from which a node that never saw a session rebuilds its
-engine (``apply.replay_turn``). Every method is synchronous (the proxy calls it on its engine
-thread) and raises ``StoreError`` when the database fails.
+engine (``apply.replay_turn``). Every method is synchronous (the proxy calls it on a thread of
+its store's) and raises ``StoreError`` when the database fails.
 """
 
 from __future__ import annotations

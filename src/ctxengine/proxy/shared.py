@@ -1,4 +1,5 @@
-"""Sessions shared by every node of the proxy (``--store postgresql://...``, ``--redis``).
+"""Sessions shared by every node of the proxy (``--store postgresql://...``, ``--redis``), or
+kept in one node's SQLite file (``--store DIR``: ``open_local``, the process's own locks).
 
 The in-memory ``SessionTable`` becomes a cache in front of the store: a request's session is
 the one the store's conversation index (``index``) finds for its chain links, so any node finds

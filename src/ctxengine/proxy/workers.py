@@ -279,6 +279,7 @@ class Router:
         if rows is None:
             return _error(request.url.path, "ctxengine proxy: no worker is running", 503)
         totals["worker_restarts"] = self.workers.restarts
+        totals["worker_pids"] = [p.pid if p is not None else None for p in self.workers.procs]
         return JSONResponse({"sessions": rows, "totals": totals})
 
 
