@@ -152,3 +152,30 @@ def test_a_worker_killed_mid_request_fails_that_request_only(tmp_path: Path) -> 
             kinds = [k for (k,) in conn.execute("SELECT kind FROM ctx_entries").fetchall()]
     assert row["calls"] == 3  # the killed request was never answered
     assert kinds.count("message") == len(_turns(3))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_workers_exit_when_their_router_is_killed_alone(tmp_path: Path) -> None:
+    """SIGKILL to the router's process only (not its group): its workers do not live on,
+    holding sessions nobody can reach."""
+    up = Upstream()
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, "--workers", "2", log=tmp_path / "w.log") as (base, proc),
+    ):
+        pids = _report(base)["totals"]["worker_pids"]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        proc.kill()
+        proc.wait(timeout=30)
+        for _ in range(200):
+            if not any(_alive(p) for p in pids):
+                break
+            time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)

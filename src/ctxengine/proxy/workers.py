@@ -10,7 +10,7 @@ PostgreSQL store and Redis locks, so a session's requests find its engine warm i
 session's requests landed on either), and any worker can still continue any session: when a
 worker is down (killed, restarting) its requests go to the next one, which rebuilds the session
 from the store. A worker that exits is started again (``Workers.watch``); a worker whose parent
-is gone (the router killed with SIGKILL alone) exits by itself.
+is gone (the router killed with SIGKILL alone) exits by itself, its sockets' folder removed.
 
 A request the worker was given when it died gets a 502 in its provider's shape (the client's
 retry is served); a request that could not reach its worker (nothing was sent) goes to the next.
@@ -106,6 +106,7 @@ def _worker_main(options: dict[str, Any], sock: str, parent: int, common: dict[s
     def orphaned() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
+        shutil.rmtree(os.path.dirname(sock), ignore_errors=True)  # the router could not
         os._exit(1)
 
     threading.Thread(target=orphaned, daemon=True, name="ctxengine-parent-watch").start()
