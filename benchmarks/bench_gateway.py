@@ -14,12 +14,18 @@ on a database of its own (created and dropped here) and one Redis:
 - ``2 nodes x 1 worker``: two processes on two ports, each session's requests alternating
   between them (the worst case: every request finds the session moved on by the other node);
 - ``2 nodes, one killed``: as above, and halfway through node A is killed with SIGKILL (its
-  process group); a request that fails on a node is retried once on the other.
+  process group); a request that fails on a node is retried once on the other;
+- ``1 node x 2 workers, 1 killed``: halfway through one worker process is killed with SIGKILL
+  (the node's router starts it again; a request that failed is retried once).
+``--layouts 1x1,1x2`` runs only those (names: ``1x1 1x2 2x1 2x1-kill 1x2-kill``).
 Figures: requests/s, latency p50 / p99 beside the direct run's (the difference is the latency
 the gateway adds, queueing included), the sessions' first requests, lost requests (failed on
 both nodes), invalid answers (not echoing their id), and from the store: sessions whose recorded
-calls or messages fall short of what their client got answered (lost session entries). It prints
-figures and asserts nothing.
+calls or messages fall short of what their client got answered (lost session entries), the CPU
+the node's processes spent per request (ms: the node's own process, with workers its router;
+then its worker processes, a killed one's CPU not counted) and the load average at the end of
+the run (the cores are shared with the clients, the upstream, the servers and other jobs). It
+prints figures and asserts nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +47,13 @@ from bench_proxy import REPO, Conversation, _free_port, _wait, pct
 
 PG = os.environ.get("CTXENGINE_TEST_POSTGRES", "postgresql://127.0.0.1:5432/test")
 REDIS = os.environ.get("CTXENGINE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+LAYOUTS = {
+    "1 node x 1 worker": "1x1",
+    "1 node x 2 workers": "1x2",
+    "2 nodes x 1 worker": "2x1",
+    "2 nodes, A killed halfway": "2x1-kill",
+    "1 node x 2 workers, 1 killed": "1x2-kill",
+}
 
 
 @dataclass
@@ -53,6 +66,7 @@ class Result:
     lost: int = 0
     invalid: int = 0
     wall: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of the node's processes, by role
 
 
 async def clients(bases: list[str], work: list[Conversation], per: int, kill: Any = None) -> Result:
@@ -110,6 +124,38 @@ def _node(up: str, store: str, workers: int, log: Path) -> tuple[str, subprocess
     return f"http://127.0.0.1:{port}", proc
 
 
+def _workers_of(pid: int) -> list[int]:
+    """The worker processes of the node ``pid`` (its children that ``multiprocessing`` spawned)."""
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat, cmd = Path(f"/proc/{d}/stat").read_text(), Path(f"/proc/{d}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmd:
+            out.append(int(d))
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(procs: list[subprocess.Popen[bytes]]) -> dict[str, float]:
+    """CPU seconds so far of the nodes (with one worker: the node; with more, its router) and of
+    their worker processes."""
+    out = {"node": 0.0, "workers": 0.0}
+    for p in procs:
+        out["node"] += _cpu_s(p.pid)
+        out["workers"] += sum(_cpu_s(w) for w in _workers_of(p.pid))
+    return out
+
+
 def _database() -> tuple[str, str]:
     import psycopg
 
@@ -146,9 +192,18 @@ def layout(up: str, history: int, sessions: int, per: int, nodes: int, workers: 
             base, proc = _node(up, store, workers, logs / f"node{i}.log")
             bases.append(base)
             procs.append(proc)
-        killer = (lambda: os.killpg(procs[0].pid, signal.SIGKILL)) if kill else None
+        killer = None
+        if kill and workers > 1:  # one worker process of the node, not the node
+
+            def killer() -> None:
+                os.kill(_workers_of(procs[0].pid)[0], signal.SIGKILL)
+
+        elif kill:
+            killer = lambda: os.killpg(procs[0].pid, signal.SIGKILL)  # noqa: E731
         work = [Conversation(s, history) for s in range(sessions)]
+        before = _cpu(procs)
         res = asyncio.run(clients(bases, work, per, killer))
+        res.cpu = {k: v - before[k] for k, v in _cpu(procs).items()}
         res.invalid += _short(store, per, res.retried)
         return res
     finally:
@@ -172,9 +227,14 @@ def line(label: str, r: Result, n: int, direct: Result | None) -> None:
     if direct is not None:
         p50, p99 = (pct(r.later, q) - pct(direct.later, q) for q in (0.5, 0.99))
         added = f"{p50:8.1f} {p99:8.1f}"
+    cpu = ""
+    if r.cpu:
+        node, workers = (1000 * r.cpu[k] / n for k in ("node", "workers"))
+        cpu = f"{node:6.1f} {workers:6.1f}" if workers else f"{node:6.1f} {'-':>6}"
     print(
-        f"{label:26} {n / r.wall:8.1f} {pct(r.later, 0.5):8.1f} {pct(r.later, 0.99):8.1f} {added:17} "
-        f"{pct(r.first, 0.5):8.0f} {pct(r.first, 1.0):8.0f} {r.retried:7} {r.lost:5} {r.invalid:7}"
+        f"{label:30} {n / r.wall:8.1f} {pct(r.later, 0.5):8.1f} {pct(r.later, 0.99):8.1f} {added:17} "
+        f"{pct(r.first, 0.5):8.0f} {pct(r.first, 1.0):8.0f} {r.retried:7} {r.lost:5} {r.invalid:7} "
+        f"{cpu:13} {os.getloadavg()[0]:5.1f}"
     )
 
 
@@ -183,6 +243,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=100)
     ap.add_argument("--requests", type=int, default=1_000)
     ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
+    ap.add_argument("--layouts", help=f"only these layouts, comma-separated: {', '.join(LAYOUTS.values())}")
     args = ap.parse_args()
     per = max(2, args.requests // args.sessions)
     n = per * args.sessions
@@ -197,8 +258,9 @@ def main() -> None:
         for history in args.history or [10_000, 150_000]:
             what = f"{args.sessions} concurrent sessions x {per} requests = {n:,}"
             print(f"\n## history {history:,} tokens: {what}")
-            print(f"{'layout':26} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
-                  f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7}")  # fmt: skip
+            print(f"{'layout':30} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
+                  f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7} "
+                  f"{'cpu ms/req':>13} {'load':>5}")  # fmt: skip
             work = [Conversation(s, history) for s in range(args.sessions)]
             direct = asyncio.run(clients([up_url], work, per))
             line("direct to the upstream", direct, n, None)
@@ -207,7 +269,10 @@ def main() -> None:
                 ("1 node x 2 workers", 1, 2, False),
                 ("2 nodes x 1 worker", 2, 1, False),
                 ("2 nodes, A killed halfway", 2, 1, True),
+                ("1 node x 2 workers, 1 killed", 1, 2, True),
             ):
+                if args.layouts and LAYOUTS[label] not in args.layouts.split(","):
+                    continue
                 line(label, layout(up_url, history, args.sessions, per, nodes, workers, kill), n, direct)
     finally:
         up.terminate()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -111,9 +112,10 @@ def test_a_restarted_node_loses_no_session(gw: Gateway) -> None:
     assert restarted.proxy.table.sessions[after["id"]].turns == 4  # 3 replayed, 1 served
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["postgres", "memory"])
-def test_each_key_sees_only_its_sessions_and_the_admin_all(gw: Gateway, shared: bool) -> None:
-    node = gw.node(admin_token="adm-secret", **({} if shared else {"store": None}))
+@pytest.mark.parametrize("store", ["postgres", "sqlite", "memory"])
+def test_each_key_sees_only_its_sessions_and_the_admin_all(gw: Gateway, store: str, tmp_path: Path) -> None:
+    where = {"postgres": {}, "sqlite": {"store": tmp_path / "st"}, "memory": {"store": None}}[store]
+    node = gw.node(admin_token="adm-secret", **where)
     node.ask(_turns(1), key=KEY)
     node.ask(_turns(2), key=OTHER_KEY)  # the same messages under another key: another session
     mine = node.sessions({"x-api-key": KEY}).json()["sessions"]

@@ -21,6 +21,7 @@ import pytest
 
 from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy import app as proxy_app
+from ctxengine.proxy import shared as proxy_shared
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from proxy_servers import Upstream, serve
 
@@ -251,7 +252,8 @@ def test_engine_error_fails_open(
     def broken(*_: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(proxy_app, "prepare", broken)
+    monkeypatch.setattr(proxy_app, "prepare", broken)  # a proxy without a store
+    monkeypatch.setattr(proxy_shared, "prepare", broken)  # with one (the rig's: ``--store DIR``)
     caplog.set_level(logging.INFO, logger="ctxengine.proxy")
     msgs = _turns(1)
     r = rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=msgs)

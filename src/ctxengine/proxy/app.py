@@ -13,10 +13,11 @@ client's body goes upstream unchanged, the session is dropped (the next request 
 and the log line says why. A request whose context the provider manages itself
 (``wire.LeftToProvider``: ``previous_response_id``, server-side compaction) goes upstream as sent,
 without a session, and its log line says why. Engine work runs on one worker thread (the engine
-is single-threaded and the store's SQLite connection lives there); the event loop stays free, so
-the upstream calls of different sessions run in parallel. With a PostgreSQL store (``--store
-postgresql://...``) sessions are found, locked across nodes and recorded through ``shared`` (the
-gateway); with ``--admin-token`` the sessions report is scoped by ``admin``.
+is single-threaded); the event loop stays free, so the upstream calls of different sessions run
+in parallel. With a store (``--store DIR``: SQLite; ``--store postgresql://...``: shared by
+every node) sessions are found, locked and recorded through ``shared`` (a restart loses none);
+without one, in the in-memory table. With ``--admin-token`` the sessions report is scoped by
+``admin``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
-from ctxengine.proxy.shared import SharedSessions, open_shared
+from ctxengine.proxy.shared import SharedSessions, open_local, open_shared
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
@@ -93,6 +94,9 @@ class Proxy:
         self.shared: SharedSessions | None = None
         if config.store is not None and is_postgres_url(config.store):
             self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
+        elif config.store is not None:  # the node's own file: its sessions survive a restart
+            Path(config.store).mkdir(parents=True, exist_ok=True)
+            self.shared = open_local(Path(config.store) / STORE_FILE, self.table, self.run, self._engine)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -379,10 +383,10 @@ class Proxy:
             rows = await self.shared.report(key)
         else:
             rows = [s.report() for s in self.table.sessions.values() if key is None or s.key == key]
-        return {
-            "sessions": rows,
-            "totals": vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted},
-        }
+        totals = vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted}
+        if self.shared is not None:
+            totals |= {"sessions_rebuilt": self.shared.rebuilt, "turns_replayed": self.shared.replayed}
+        return {"sessions": rows, "totals": totals}
 
 
 async def _bytes(resp: httpx.Response) -> AsyncIterator[bytes]:

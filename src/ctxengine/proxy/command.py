@@ -36,8 +36,8 @@ def proxy_command(
     store: Annotated[
         str | None,
         typer.Option(
-            help="Session store: a folder (SQLite proxy.sqlite in it) or postgresql://HOST/DB (sessions "
-            "shared by every proxy on that database); default: memory only."
+            help="Session store: a folder (SQLite proxy.sqlite in it; sessions survive a restart) or "
+            "postgresql://HOST/DB (sessions shared by every proxy on that database); default: memory only."
         ),
     ] = None,
     prompt_cache_key: Annotated[
@@ -53,7 +53,12 @@ def proxy_command(
         typer.Option(help="redis://HOST:PORT/N: per-session locks across proxies (with a PostgreSQL store)."),
     ] = None,
     workers: Annotated[
-        int, typer.Option(min=1, help="Worker processes (more than 1 needs a PostgreSQL store and --redis).")
+        int,
+        typer.Option(
+            min=1,
+            help="Worker processes, each session kept on one (more than 1 needs a PostgreSQL store "
+            "and --redis).",
+        ),
     ] = 1,
     admin_token: Annotated[
         str | None,

@@ -1,4 +1,5 @@
-"""The proxy's conversation index in PostgreSQL, shared by every node (``--store postgresql://``).
+"""The proxy's conversation index in PostgreSQL, shared by every node (``--store postgresql://``),
+or in the node's own SQLite file (``--store DIR``: ``local``, where a restart loses no session).
 
 What the in-memory ``SessionTable`` holds for one process, kept where every node finds it:
 ``ctx_proxy_sessions`` (one row a session: key digest, never a key; wire format, model, branch,
@@ -6,26 +7,25 @@ name, how many client messages its chain covers, its figures), ``ctx_proxy_links
 session and position: the request's links are looked up in one indexed query) and
 ``ctx_proxy_turns`` (per request: how many client messages the engine had, the output budget, the
 clock, the upstream's status and usage), from which a node that never saw a session rebuilds its
-engine (``apply.replay_turn``). Every method is synchronous (the proxy calls it on its engine
-thread) and raises ``StoreError`` when the database fails.
+engine (``apply.replay_turn``). Every method is synchronous (the proxy calls it on a thread of
+its store's) and raises ``StoreError`` when the database fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from ctxengine.messages import Usage
 from ctxengine.proxy.sessions import SessionStats
-from ctxengine.store.base import NO_FENCE, EntryKind
+from ctxengine.store.base import NO_FENCE, Entry, EntryKind, SessionStore
 
 if TYPE_CHECKING:
     import psycopg
-
-    from ctxengine.store.postgres import PostgresStore
 
 STAT_FIELDS = tuple(f.name for f in dataclasses.fields(SessionStats))
 REPORT_COLUMNS = ("id", "provider", "model", "branch_of", "name", "messages", "window_tokens", *STAT_FIELDS)
@@ -56,10 +56,31 @@ class TurnRecord(msgspec.Struct, frozen=True):
     usage: Usage | None
 
 
+class IndexStore(SessionStore, Protocol):
+    """A store that holds the index too: ``PostgresStore``, or the proxy's SQLite file
+    (``local.LocalStore``)."""
+
+    url: str
+
+    def connection(self) -> AbstractContextManager[Any]:
+        """A connection (``execute``, ``transaction()``); failures become ``StoreError``."""
+        ...
+
+    def claim(self, session: str, conn: Any = None) -> int:
+        """The session's next fencing number (``NO_FENCE`` where there are none)."""
+        ...
+
+    def append_batch(
+        self, conn: Any, session: str, entries: Sequence[tuple[EntryKind, Any]], fence: int = NO_FENCE
+    ) -> list[Entry]:
+        """Append ``entries`` inside the caller's transaction on ``conn``."""
+        ...
+
+
 class ConversationIndex:
     """Sessions, chain links, turns and figures of the proxy in ``store``'s database."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: IndexStore) -> None:
         self.store = store
 
     def match(self, key: str, links: Sequence[bytes], name: str | None) -> Found | None:

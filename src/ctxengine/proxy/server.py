@@ -1,17 +1,14 @@
-"""Run the proxy with uvicorn (what ``ctxengine proxy`` calls): one process, or ``workers``
-processes sharing the port (uvicorn's supervisor), each making its app from the command's options
-(``OPTIONS_ENV``, JSON) with ``worker_app``."""
+"""Run the proxy with uvicorn (what ``ctxengine proxy`` calls): one process, or a router and
+``workers`` worker processes, each session kept on one of them (``workers``), each worker making
+its app from the command's options."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 import uvicorn
-from starlette.applications import Starlette
 
 from ctxengine.cli_common import load_policy
 from ctxengine.proxy.app import create_app
@@ -21,10 +18,10 @@ from ctxengine.store.url import is_postgres_url
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 # an agent pauses between calls; with uvicorn's 5 s default a client races connections it closes
 KEEP_ALIVE_S = 120
-OPTIONS_ENV = "CTXENGINE_PROXY_OPTIONS"  # the command's options, for the worker processes
 
 
-def _logging() -> None:
+def logging_setup() -> None:
+    """The proxy's log: one line per request on stderr, no key in it."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines would repeat ours
     # a connection attempt per retry while the database is down: the proxy says it once itself
@@ -34,15 +31,6 @@ def _logging() -> None:
 def _masked(url: str) -> str:
     """``url`` without its user and password (for the log)."""
     return url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[1] if "@" in url else url
-
-
-def worker_app() -> Starlette:
-    """The app of one worker process (uvicorn's factory), from the options in ``OPTIONS_ENV``."""
-    _logging()
-    options = json.loads(os.environ[OPTIONS_ENV])
-    if options.get("policy_file"):
-        options["policy_file"] = Path(options["policy_file"])
-    return create_app(config_from_options(options))
 
 
 def config_from_options(options: dict[str, Any]) -> ProxyConfig:
@@ -72,9 +60,10 @@ def serve(
     options: dict[str, Any] | None = None,
 ) -> None:
     """Serve until interrupted. One log line per request on stderr (uvicorn's access log is off:
-    the proxy writes its own line, which names no key). ``workers`` > 1: that many processes,
-    each with the app made from ``options`` (the command's; required then)."""
-    _logging()
+    the proxy writes its own line, which names no key). ``workers`` > 1: that many worker
+    processes behind a router, each session on one of them, each worker's app made from
+    ``options`` (the command's; required then)."""
+    logging_setup()
     window = f"{config.window:,} tokens" if config.window else "each model's"
     store = _masked(str(config.store)) if config.store else "in memory"
     logging.getLogger("ctxengine.proxy").info(
@@ -82,7 +71,7 @@ def serve(
         "%s", host, port, config.anthropic_upstream, config.openai_upstream, config.policy_name, window,
         store,
         f", locks in {_masked(config.redis)}" if config.redis else "",
-        f", {workers} workers" if workers > 1 else "",
+        f", {workers} workers (each session on one)" if workers > 1 else "",
         ", retrieve tool on" if config.retrieve_tool else "",
     )  # fmt: skip
     common: dict[str, Any] = {
@@ -98,7 +87,9 @@ def serve(
     if workers > 1:
         if options is None:
             raise ValueError("serve: workers > 1 needs the command's options")
-        os.environ[OPTIONS_ENV] = json.dumps(options, default=str)
-        uvicorn.run("ctxengine.proxy.server:worker_app", factory=True, workers=workers, **common)
+        from ctxengine.proxy.workers import serve_workers
+
+        picklable = {k: str(v) if k == "policy_file" and v else v for k, v in options.items()}
+        serve_workers(picklable, workers, common)
     else:
         uvicorn.run(create_app(config), **common)

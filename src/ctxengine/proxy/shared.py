@@ -1,4 +1,5 @@
-"""Sessions shared by every node of the proxy (``--store postgresql://...``, ``--redis``).
+"""Sessions shared by every node of the proxy (``--store postgresql://...``, ``--redis``), or
+kept in one node's SQLite file (``--store DIR``: ``open_local``, the process's own locks).
 
 The in-memory ``SessionTable`` becomes a cache in front of the store: a request's session is
 the one the store's conversation index (``index``) finds for its chain links, so any node finds
@@ -28,21 +29,19 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from ctxengine.engine import ContextEngine
 from ctxengine.messages import Usage
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
-from ctxengine.proxy.index import ConversationIndex, Found, TurnRecord
+from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord
 from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import FencedWriter
 from ctxengine.proxy.wire import ClientRequest, Wire
 from ctxengine.store.base import NO_FENCE, EntryKind, StoreError
-
-if TYPE_CHECKING:
-    from ctxengine.store.postgres import PostgresStore
 
 log = logging.getLogger("ctxengine.proxy")
 T = TypeVar("T")
@@ -82,7 +81,7 @@ class SharedSessions:
     """The sessions of a proxy node on a shared store (see the module docstring).
 
     Args:
-        store: the shared PostgreSQL store.
+        store: the shared PostgreSQL store, or the node's own SQLite file (``local.LocalStore``).
         locks: the lock across nodes (``RedisLocks``, or ``LocalLocks`` for one node).
         table: the node's cache of sessions (engines).
         run: runs a function on the engine thread.
@@ -91,11 +90,12 @@ class SharedSessions:
 
     def __init__(
         self,
-        store: PostgresStore,
+        store: IndexStore,
         locks: SessionLocks,
         table: SessionTable,
         run: Run,
         make_engine: MakeEngine,
+        index: ConversationIndex | None = None,
     ) -> None:
         self.store, self.locks, self.table, self.run = store, locks, table, run
         # the store's round trips run here, in parallel, leaving the engine thread to the engines
@@ -104,13 +104,17 @@ class SharedSessions:
         self._stats_at: dict[str, dict[str, Any]] = {}  # a session's figures when its request began
         self._chains: dict[str, tuple[list[bytes], int]] = {}  # a request's links, and how many are stored
         self.make_engine = make_engine
-        self.index = ConversationIndex(store)
+        self.index = index if index is not None else ConversationIndex(store)
         self.store_outage = Outage(f"the session store ({_where(store.url)})")
         self.lock_outage = Outage("the lock service")
         # the node's own lock of each session: held by its cached session and by waiting requests
         # (a weak map, so it goes with them)
         self._local: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._creating = asyncio.Lock()
+        # engines made for a session this node had not cached, and turns replayed to catch up
+        # (another worker or node served them): what session affinity saves
+        self.rebuilt = 0
+        self.replayed = 0
 
     async def session(
         self, wire: Wire, request: ClientRequest, headers: Mapping[str, str], window: int | None
@@ -227,6 +231,7 @@ class SharedSessions:
         if s is None or s.turns > found.turns or s.ingested > found.messages:
             if s is not None:  # ahead of the store (a write that failed): rebuilt from it
                 self.table.drop(s)
+            self.rebuilt += 1
             writer = FencedWriter(self.store)
             engine = await self.run(self.make_engine, found.id, found.model, window, writer)
             s = ProxySession(
@@ -245,6 +250,7 @@ class SharedSessions:
             if s.turns < found.turns:
                 turns = await self.io(self.index.turns, s.id, s.turns)
                 await self.run(_replay, s, request, turns)
+                self.replayed += len(turns)
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
             raise
@@ -372,3 +378,15 @@ def open_shared(
     # as the SQLite store's synchronous=NORMAL: a crash of the server may lose the last commits,
     # which the client's next request (the whole conversation) brings back
     return SharedSessions(PostgresStore(url, synchronous_commit=False), locks, table, run, make_engine)
+
+
+def open_local(path: Path, table: SessionTable, run: Run, make_engine: MakeEngine) -> SharedSessions:
+    """The sessions of a node on its own SQLite file at ``path`` (``--store DIR``): found,
+    continued after a restart and reported as a shared store's, with the process's own locks.
+    Raises ``StoreError`` when the file cannot be opened."""
+    from ctxengine.proxy.local import LocalStore, SQLiteConversationIndex
+    from ctxengine.proxy.locks import LocalLocks
+
+    store = LocalStore(path)
+    index = SQLiteConversationIndex(store)
+    return SharedSessions(store, LocalLocks(), table, run, make_engine, index)

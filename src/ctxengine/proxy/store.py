@@ -12,14 +12,11 @@ next request (it carries the whole conversation) brings back anyway.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxengine.store import SQLiteStore
-from ctxengine.store.base import NO_FENCE, Entry, EntryKind
+from ctxengine.store.base import NO_FENCE, Entry, EntryKind, SessionStore
 from ctxengine.store.borrowed import BorrowedStore
-
-if TYPE_CHECKING:
-    from ctxengine.store.postgres import PostgresStore
 
 
 class ProxyStore(SQLiteStore):
@@ -32,14 +29,15 @@ class ProxyStore(SQLiteStore):
 
 
 class FencedWriter(BorrowedStore):
-    """One engine's view of a shared ``PostgresStore`` (a ``SessionStore``, lent: ``close``
-    leaves the proxy's pool open). Its appends wait in ``pending`` until the proxy stores them
-    with the request's turn (``take``), in one transaction that checks the session lock's fencing
-    number (``fence``): a turn is stored whole or not at all, and a node whose lock expired cannot
-    append. While ``muted`` (the engine replays turns the store already holds) appends are
-    dropped. Artifacts go to the store at once (storing one is idempotent)."""
+    """One engine's view of a shared ``PostgresStore`` or of the node's ``local.LocalStore`` (a
+    ``SessionStore``, lent: ``close`` leaves it open for the proxy). Its appends wait in
+    ``pending`` until the proxy stores them with the request's turn (``take``), in one
+    transaction that checks the session lock's fencing number (``fence``): a turn is stored whole
+    or not at all, and a node whose lock expired cannot append. While ``muted`` (the engine
+    replays turns the store already holds) appends are dropped. Artifacts go to the store at once
+    (storing one is idempotent)."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: SessionStore) -> None:
         super().__init__(store)
         self.fence = NO_FENCE
         self.muted = False
