@@ -150,6 +150,7 @@ class Proxy:
         store finds it (``shared``); raises ``StoreError`` or ``LockUnavailable`` then."""
         if self.shared is not None:
             shared = await self.shared.session(wire, request, headers, upstream.beta_window(headers))
+            shared.agent = shared.agent or agent_name(headers.get("user-agent", ""))
             self.shared.store_outage.ok()
             self.shared.lock_outage.ok()
             return shared

@@ -327,8 +327,12 @@ class SharedSessions:
             await self.release(session)
 
     async def report(self, key: str | None) -> list[dict[str, Any]]:
-        """The sessions of ``key`` (None: all) as the store has them."""
+        """The sessions of ``key`` (None: all) as the store has them, each with the ``agent`` this
+        node saw send it ("" for a session this node has not served: the store does not keep it)."""
         rows: list[dict[str, Any]] = await self.io(self.index.report, key)
+        for row in rows:
+            served = self.table.sessions.get(row["id"])
+            row["agent"] = served.agent if served is not None else ""
         return rows
 
     def failed(self, exc: BaseException) -> None:
