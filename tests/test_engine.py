@@ -17,16 +17,16 @@ from typing import Any
 import msgspec
 import pytest
 
-import ctxengine.engine as engine_module
-import ctxengine.engine_cascade as cascade_module
+import ctxengine.engine.cascade as cascade_module
+import ctxengine.engine.core as engine_module
 from conftest import CLAUDE_CODE
-from ctxengine.engine import CompactionError, ContextEngine, Projection
+from ctxengine.engine.core import CompactionError, ContextEngine, Projection
 from ctxengine.formats import load
 from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
-from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import WindowWarning
-from ctxengine.policy import (
+from ctxengine.messages.model import Message, Session, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import (
     NONE,
     RECORDED,
     CacheClear,
@@ -628,7 +628,7 @@ def test_background_notes_compact_waits_for_the_running_update(monkeypatch: pyte
     import threading
 
     import ctxengine.compaction.notes as compaction_notes
-    from ctxengine.notes import DeterministicNotesUpdater, NotesState, NotesUpdate
+    from ctxengine.summary.notes import DeterministicNotesUpdater, NotesState, NotesUpdate
 
     started, gate = threading.Event(), threading.Event()
     workers: list[str] = []

@@ -36,7 +36,7 @@ from ctxengine.compaction.summary_input import (
     FALLBACK_OVERHEAD_CHARS,
     clamp_summary_input,
 )
-from ctxengine.llm_summary import CONTINUATION
+from ctxengine.summary.llm.summarizer import CONTINUATION
 
 __all__ = [
     "CHARS_PER_TOKEN",

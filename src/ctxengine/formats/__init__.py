@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from ctxengine.messages import Session, SessionFormat, TranscriptError, Usage
+from ctxengine.messages.model import Session, SessionFormat, TranscriptError, Usage
 
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
 SNIFF_MAX_BYTES = 1024 * 1024  # read on (up to this) while the only line seen is unreadable

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctxengine.policy import NONE, Policy
+from ctxengine.policy.registry import NONE, Policy
 
 if TYPE_CHECKING:
-    from ctxengine.plugins import EngineRegistry
+    from ctxengine.engine.plugins import EngineRegistry
 
 OWNER = "plugin:langchain"
 INSTALL_HINT = "pip install 'ctxengine[peers]'"

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxengine.engine import ContextEngine
-from ctxengine.messages import Message
+from ctxengine.engine.core import ContextEngine
+from ctxengine.messages.model import Message
 from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 

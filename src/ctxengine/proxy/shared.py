@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxengine.engine import ContextEngine
-from ctxengine.messages import Usage
+from ctxengine.engine.core import ContextEngine
+from ctxengine.messages.model import Usage
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.index import ConversationIndex, Found, TurnRecord

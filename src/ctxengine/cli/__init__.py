@@ -1,0 +1,21 @@
+"""The ``ctxengine`` command line: the console script (``launch``: fast paths that import almost
+nothing), the typer application and ``replay`` (``commands``), what the commands share
+(``common``, ``outputs``, ``stderr``). Each command imports what it needs when it runs.
+
+May import: everything; nothing imports it but ``eval.command``, ``bench`` and ``proxy`` commands
+(for ``cli.common``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the module this package replaced (the flat ``cli.py``, now ``commands``),
+    imported on first use: ``from ctxengine.cli import NAME`` keeps working for every name it
+    had, and importing a submodule of the package stays light."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(importlib.import_module(__name__ + ".commands"), name)

@@ -1,0 +1,24 @@
+"""Engines: ``ContextEngine`` (``core``) and the parts it holds, one job each: the projection kept
+incrementally and its pairing repair (``view``), decisions committed to the store and the view
+(``commit``), the cascade of ``assemble`` as a list of layer steps (``cascade``, ``steps``), sub-agent
+spawning (``subagents``); the shared lifecycle of other engines (``history``), the baseline engines
+(``baselines``) and the plugin registry (``plugins``).
+
+May import: ``messages``, ``models``, ``policy``, ``tokens``, ``layers``, ``compaction``, ``summary``,
+``store``, ``llm`` (types); ``subagents`` only inside the calls that spawn. Never the CLI, replay or
+proxy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the module this package replaced (the flat ``engine.py``, now ``core``),
+    imported on first use: ``from ctxengine.engine import NAME`` keeps working for every name it
+    had, and importing a submodule of the package stays light."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(importlib.import_module(__name__ + ".core"), name)

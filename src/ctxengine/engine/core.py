@@ -1,0 +1,437 @@
+"""``ContextEngine``: decides, before every model call, what the model sees.
+
+Lifecycle (after OpenClaw's context-engine interface, filled in): ``bootstrap`` once, ``ingest``
+every message as it happens, ``assemble`` before every model call (returns the ``Projection``),
+``after_turn`` with the provider's usage after it, ``compact`` on demand, ``maintain`` for upkeep,
+``dispose`` at the end. The replay drives exactly this interface.
+
+State is append-only: ``history`` holds every ingested message unchanged (and the store has them);
+decisions are data (tool results shown differently, frozen per call id; where the projection
+restarts and behind which summary). The projection is computed from history and decisions, kept
+incrementally: ingesting appends, a decision rebuilds once. A decision that fails leaves the engine
+as it was (decisions are computed first, committed after).
+
+The cascade in ``assemble`` (cheapest first, each only if still needed): idle clear ->
+cache-TTL pruning (OpenClaw's, off unless the policy asks) -> cache-aware clear -> summary
+compaction (with the policy's cut strategy and summary style; OpenClaw's memory flush first) ->
+overflow guard; the tool-result budget runs on ingest. Layers see the policy resolved for the
+window (``Policy.for_window``: window-relative sizes). A context warning (Letta's, off unless the
+policy asks) is an event that changes nothing. Pairing is validated and repaired after every
+change.
+
+Session notes are updated on a cadence after a turn (``after_turn``): in line by default (the
+replay: deterministic), or in the background for a live agent (``background_notes``): a worker
+thread computes the update while the agent goes on, and the engine applies it on the caller's
+thread at its next step (see ``ContextEngine``).
+
+The class is built in layers, one module per concern: ``engine_view`` (the state and the
+projection kept incrementally), ``engine_commit`` (decisions written to the store and applied,
+their event figures, retrieval), ``engine_cascade`` (the steps of ``assemble``'s cascade); this
+module holds construction and the lifecycle calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ctxengine.compaction import CompactionFailed, Compactor
+from ctxengine.engine.subagents import EngineSubagents
+from ctxengine.engine.view import Projection as Projection  # moved: import it from engine_view
+from ctxengine.layers.base import LayerEvent
+from ctxengine.layers.tool_result_budget import budget_message
+from ctxengine.messages.model import Message, RecordedCompaction, Usage
+from ctxengine.models.registry import ModelInfo, Registry, check_model_window, check_window, resolve_window
+from ctxengine.models.window import ReserveTooLargeError
+from ctxengine.policy.registry import Policy
+from ctxengine.store import SessionStore, SQLiteStore
+from ctxengine.tokens.counter import TokenCounter, counter_for
+from ctxengine.tokens.ledger import Ledger
+
+if TYPE_CHECKING:
+    from ctxengine.llm import LLMClient, ToolDefinition
+
+log = logging.getLogger(__name__)
+
+RECORDED_ORIGINS = ("compact_summary", "compact_restore")
+
+
+def resolve_model(
+    model: str | None,
+    *,
+    window: int | None = None,
+    agent_cap: int | None = None,
+    registry: Registry | None = None,
+    counter: TokenCounter | None = None,
+) -> tuple[Registry, ModelInfo, int, TokenCounter]:
+    """What every engine resolves first: the registry (default: the shipped one), the model's
+    entry (the flagged fallback when unknown), the window in tokens (user override > model >
+    200,000, then min with ``agent_cap``) and the token counter (default: the model's).
+    Raises ``WindowTooSmallError`` under 16,000 tokens; warns (``WindowWarning``) under 32,000,
+    and (``ModelWindowWarning``) above the known model's own window."""
+    reg = registry or Registry.default()
+    info = reg.get(model or "unknown")
+    resolved = resolve_window(info, user_override=window, agent_cap=agent_cap)
+    check_window(resolved)
+    check_model_window(resolved, info, known=reg.known(model or "unknown"))
+    return reg, info, resolved, counter or counter_for(info)
+
+
+class CompactionError(Exception):
+    """A compaction could not be made; the session is unchanged."""
+
+
+class ContextEngine(EngineSubagents):
+    """The core engine (id ``ctxengine``, owner ``core``): one conversation's context.
+
+    The window resolves as user override > model > 200,000 tokens, then at most ``agent_cap``.
+
+    With ``background_notes``, session-notes updates do not block the agent loop. When the cadence
+    fires, ``after_turn`` starts the update on a worker thread over a snapshot (the messages new
+    since the last update and a copy of the notes) and returns at once; one update at a time (a
+    cadence due while one runs is skipped: the next one catches up, since the notes advance only
+    when an update is applied). The outcome is applied on the caller's thread at the next
+    ``assemble``, ``compact``, ``after_turn``, ``maintain`` or ``dispose`` if it has finished; where
+    the notes are needed (session-memory compaction, the pre-compaction flushes) the engine waits
+    for it first (at most the LLM client's timeout, retries included). Its event (layer
+    ``session_notes``, with the LLM spend; an ``error`` detail on failure, the notes then
+    unchanged) is reported as in line: by ``maintain`` and the next projection's events.
+    ``dispose`` applies a finished update and abandons a running one (never waits for it).
+    Default (False): in line, the whole update inside ``after_turn`` (the replay uses it: results
+    do not depend on thread timing).
+
+    Thread safety: the engine itself is single-threaded (call it from one thread). The worker
+    only computes new notes from its snapshot (``compaction.run_notes_update``) and returns them;
+    it never reads or writes engine or compactor state, which only the caller's thread changes.
+
+    Args:
+        policy: the layers' settings (``DEFAULT``, ``get_policy(...)``, ``Policy.compose(...)``).
+        model: the model's name, looked up in ``registry`` for window, max output, prices and
+            tokenizer (None or unknown: a flagged fallback entry).
+        window: overrides the model's context window, tokens.
+        agent_cap: caps the window, tokens.
+        registry: the model registry (default: the shipped one, ``Registry.default()``).
+        store: where entries and artifacts go (default: an in-memory ``SQLiteStore``).
+        counter: the token counter (default: the model's, ``counter_for``).
+        session_id: the session's id in the store.
+        llm: the LLM client of LLM summaries and notes updates (None: the $0 structured summary).
+        workspace: the agent's working directory, where the files restored after a compaction are
+            re-read.
+        restore_from_transcript: whether a restored file not on this machine (a replay) takes
+            the latest content the session read of it.
+        background_notes: whether session-notes updates run on a worker thread (above).
+
+    Raises:
+        WindowTooSmallError: when the resolved window is under 16,000 tokens (a
+            ``WindowWarning`` under 32,000, a ``ModelWindowWarning`` above the known model's own
+            window); ``ReserveTooLargeError`` when the overflow guard's reserve is half of it.
+    """
+
+    engine_id = "ctxengine"
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        model: str | None = None,
+        window: int | None = None,
+        agent_cap: int | None = None,
+        registry: Registry | None = None,
+        store: SessionStore | None = None,
+        counter: TokenCounter | None = None,
+        session_id: str = "session",
+        llm: LLMClient | None = None,
+        workspace: Path | None = None,
+        restore_from_transcript: bool = False,
+        background_notes: bool = False,
+    ) -> None:
+        self.policy = policy
+        self.registry, self.model, self.window, self.counter = resolve_model(
+            model, window=window, agent_cap=agent_cap, registry=registry, counter=counter
+        )
+        if policy.overflow_guard and policy.overflow_reserve * 2 >= self.window:
+            raise ReserveTooLargeError(self.window, policy.overflow_reserve)
+        self.store: SessionStore = store or SQLiteStore()
+        self.session_id = session_id
+        self.system = ""
+        self.ledger = Ledger()
+        self.history: list[Message] = []
+        self._ingested: dict[str, Message] = {}  # message id -> the message, for idempotent ingest
+        self.reingested = 0  # messages ingested again under the same id (ignored)
+        self.recorded: dict[int, RecordedCompaction] = {}
+        self._recorded_done: set[int] = set()
+        self._recorded_before = 0
+        self._recorded_dropped: list[Message] = []
+        # decisions
+        self.replacements: dict[str, Any] = {}  # call id -> ToolResult shown instead
+        self.kept_from = 0  # history index where the projection's verbatim part starts
+        self.prefix: list[Message] = []  # engine-made messages before it (summary, notices)
+        self.llm = llm
+        self.compactor = Compactor(
+            policy,
+            count_text=self.counter.count_text,
+            count_message=self.counter.count_message,
+            model=self.model,
+            llm=llm,
+            llm_model=self.registry.get(llm.model) if llm is not None else None,
+            workspace=workspace,
+            restore_from_transcript=restore_from_transcript,
+        )
+        self.background_notes = background_notes
+        self.compactor.background_notes = background_notes
+        # called whenever content leaves the context (compaction, clearing, offload): e.g. the
+        # read tool's dedup cache, whose "unchanged since last read" stub would point at nothing
+        self.compaction_listeners: list[Callable[[], None]] = []
+        self._init_view()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def bootstrap(
+        self,
+        *,
+        system: str = "",
+        fixed_prefix_tokens: int | None = None,
+        recorded_compactions: Sequence[RecordedCompaction] = (),
+        tools: Sequence[ToolDefinition] = (),
+    ) -> None:
+        """Start a session.
+
+        Args:
+            system: the system prompt.
+            fixed_prefix_tokens: tokens of system prompt + tool definitions when known (None:
+                counted from ``system``).
+            recorded_compactions: the recorded session's compactions, which policy ``recorded``
+                replays.
+            tools: the tools the agent sends with every call, repeated by a summary request that
+                reuses the conversation's cached prefix (Claude Code's forked agent).
+        """
+        self.system = system
+        self.compactor.system = system
+        self.compactor.tools = tuple(tools)
+        prefix = fixed_prefix_tokens if fixed_prefix_tokens is not None else self.counter.count_text(system)
+        self.ledger = Ledger(fixed_prefix=prefix)
+        self.recorded = {c.index: c for c in recorded_compactions}
+
+    def ingest(self, message: Message) -> list[LayerEvent]:
+        """Append a message to the session (and the store), running the tool-result budget on it.
+
+        Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
+        duplicate): a message whose id was already ingested with the same role and blocks (a
+        harness retrying a turn) changes nothing, returns no event and is counted in
+        ``reingested``; an empty id is never a duplicate.
+
+        Args:
+            message: the message, as it happened.
+
+        Returns:
+            The events of the decisions made (the tool-result budget's offload, a recorded
+            compaction); empty for none.
+
+        Raises:
+            ValueError: for an id already ingested with other content.
+            StoreError: when the store cannot take the message (nothing is changed then).
+        """
+        if message.id:
+            known = self._ingested.get(message.id)
+            if known is not None:
+                if (known.role, known.blocks) != (message.role, message.blocks):
+                    raise ValueError(
+                        f"message id {message.id!r} was already ingested with other content; "
+                        "message ids must be unique within a session"
+                    )
+                self.reingested += 1
+                log.info("ingest: message %r already ingested; ignored", message.id)
+                return []
+        self.store.append(self.session_id, "message", msgspec.to_builtins(message))
+        if message.id:
+            self._ingested[message.id] = message
+        if message.origin in RECORDED_ORIGINS and self.policy.compaction != "recorded":
+            return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
+        idx = len(self.history)
+        self.history.append(message)
+        self.compactor.on_ingest(message)
+        self._history_tokens += self._count(message)
+        events: list[LayerEvent] = []
+        if self.policy.compaction == "recorded" and message.compaction is not None:
+            if message.compaction not in self._recorded_done:
+                self._recorded_done.add(message.compaction)
+                self._recorded_cut(idx)  # the rebuilt view already ends with this message
+            if message.origin == "compact_summary":
+                events.append(self._recorded_event(message))
+            self._pending_events.extend(events)
+            if self._src and self._src[-1] == idx:
+                return events
+        return self._ingest_budgeted(message, idx, events)
+
+    def _ingest_budgeted(self, message: Message, idx: int, events: list[LayerEvent]) -> list[LayerEvent]:
+        """The end of ``ingest``: the tool-result budget on history message ``idx``, then the
+        message (as budgeted) appended to the view; returns ``events`` with the budget's."""
+        before = self._predict()
+        try:
+            decision = budget_message(
+                message,
+                self._policy_at(self.window),
+                before,
+                media_tokens=self.counter.count_block,
+                free_window=self.window - self.ledger.state.fixed_prefix,
+                text_tokens=self.counter.count_text,
+            )
+            if decision is not None:
+                self._store_replacements(decision)
+        except Exception as exc:  # the message still reaches the projection, unbudgeted
+            log.warning("layer tool_result_budget failed: %s", exc)
+            self.failures += 1
+            decision = None
+        if decision is not None:
+            self._apply_replacements(decision)
+        self._append_view(self._shown(idx, message), idx)
+        if decision is not None:
+            for listener in self.compaction_listeners:
+                listener()
+            decision.event.tokens_before = before + self._count(message)
+            decision.event.tokens_after = self._predict()
+            events.append(decision.event)
+        self._pending_events.extend(events)
+        return events
+
+    def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection:
+        """The projection to send at the next call, after running the cascade.
+
+        A layer that fails is logged and skipped; the session stays as it was.
+
+        Args:
+            budget: caps the window for this call, tokens (None: the engine's window).
+            now: the call's time, epoch seconds, used by the idle clear and the prompt-cache
+                model (None: unknown).
+
+        Returns:
+            The ``Projection``: its messages pairing-valid (repaired if needed), with the events
+            of the decisions made since the last ``assemble``.
+        """
+        window = min(self.window, budget) if budget else self.window
+        self._settle_notes()
+        ctx = self._context(window, now)
+        for layer in (
+            self._warn,
+            self._idle,
+            self._ttl_prune,
+            self._cache_clear,
+            self._evict,
+            self._compaction,
+            self._overflow,
+        ):
+            try:
+                event = layer(ctx)
+            except Exception as exc:  # a failing layer leaves the session as it was
+                log.warning("layer %s failed: %s", getattr(layer, "__name__", layer), exc)
+                self.failures += 1
+                continue
+            if event is not None:
+                self._pending_events.append(event)
+                ctx = self._context(window, now)  # the view changed
+        self._last_estimate = self._tok_total
+        if now is not None:
+            self._last_call = now
+        events, self._pending_events = self._pending_events, []
+        self.events.extend(events)
+        return Projection(
+            messages=self._projected(),
+            system=self.system,
+            tokens=self._predict(),
+            content_estimate=self._tok_total,
+            window=window,
+            events=events,
+        )
+
+    def after_turn(self, usage: Usage | None) -> None:
+        """Record the provider's usage for the call just made, then run the background upkeep.
+
+        The usage anchors the ledger. The upkeep is the session notes when due, in line, or with
+        ``background_notes`` started on a worker thread (a finished earlier update is applied
+        first).
+
+        Args:
+            usage: the provider's usage of the call (None or zero input: nothing to anchor).
+        """
+        if usage is not None and usage.total_input > 0:
+            self.ledger.observe(usage.total_input, self._last_estimate)
+        self._settle_notes()
+        conversation = round(self._history_tokens * self.ledger.scale)
+        event = self.compactor.maybe_update_notes(self.history, conversation)
+        if event is not None:
+            self._pending_events.append(event)
+
+    def compact(
+        self, force: bool = True, reason: str = "manual", instructions: str = ""
+    ) -> LayerEvent | None:
+        """Compact now.
+
+        Args:
+            force: whether to ignore the compaction threshold.
+            reason: why, recorded in the event ("manual", ...).
+            instructions: the caller's focus, appended to the summary prompt (OpenClaw's
+                ``/compact [instructions]``).
+
+        Returns:
+            The compaction's event, or None when there is nothing to compact.
+
+        Raises:
+            CompactionError: when the compaction fails; the session is then unchanged.
+        """
+        self._settle_notes()
+        ctx = self._context(self.window, self._last_call)
+        try:
+            result = self.compactor.compact(
+                ctx, self.history, force=force, reason=reason, instructions=instructions, system=self.system
+            )
+        except CompactionFailed as exc:
+            self.events.append(exc.event)
+            raise CompactionError(f"compaction failed: {exc}") from exc
+        except Exception as exc:
+            raise CompactionError(f"compaction failed: {exc}") from exc
+        finally:
+            self._take_notes_events()  # a background update the compaction waited for
+        if result is None:
+            return None
+        self.events.extend(result.events)
+        event = self._commit_cut(result.cut)
+        self.compactor.commit(result)
+        self.events.append(event)
+        return event
+
+    def maintain(self) -> list[LayerEvent]:
+        """Background upkeep: a finished background notes update is applied.
+
+        Notes updates run in ``after_turn``; nothing is repaired here, since a tool call may still
+        await its result.
+
+        Returns:
+            The events of upkeep done since the last ``assemble`` (they stay pending for it).
+        """
+        self._settle_notes()
+        return list(self._pending_events)
+
+    @property
+    def notes_update_pending(self) -> bool:
+        """Whether a background notes update has started and is not applied yet.
+
+        It may have finished: the next lifecycle call applies it.
+        """
+        return self.compactor.notes_running
+
+    def dispose(self) -> None:
+        """End the session.
+
+        Ends its live sub-agents (``released``), applies a finished background notes update,
+        abandons a running one (without waiting for it; an event says so), releases the store.
+        """
+        from ctxengine.subagents.spawn import release_children
+
+        release_children(self)
+        self.compactor.stop_notes()
+        self._take_notes_events()
+        self.store.close()

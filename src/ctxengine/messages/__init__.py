@@ -1,0 +1,22 @@
+"""The neutral message model and what reads it without a policy: ``model`` (``Message``, its blocks,
+``Session``, ``Usage``), ``identifiers`` (exact identifiers in text), ``media`` (image and document
+sizes), ``tool_turns`` / ``tool_failures`` (assistant turns, unanswered calls, failed results),
+``file_writes`` (what a tool call wrote), ``view_counts`` (messages of a view holding each key).
+
+May import: the standard library, msgspec, imagesize, and ``ctxengine.summary.skeleton`` (the
+skeleton's origin names). Everything else imports this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the module this package replaced (the flat ``messages.py``, now ``model``),
+    imported on first use: ``from ctxengine.messages import NAME`` keeps working for every name it
+    had, and importing a submodule of the package stays light."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(importlib.import_module(__name__ + ".model"), name)

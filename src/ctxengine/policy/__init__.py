@@ -1,0 +1,23 @@
+"""Policies as data: the record (``record``: ``Policy``), each layer's settings record
+(``settings_base``, ``layer_settings``, ``compaction_settings``, ``fields``: which record owns each
+flat field), the harness presets (``harnesses``), session keys and their history limits
+(``session_keys``), the built-in policies and the registry (``registry``: ``get_policy``, ``DEFAULT``),
+and the order of the cascade (``cascade``).
+
+May import: ``messages``, ``models``, ``summary`` (the skeleton's names);
+never the engine, the layers' code or the CLI (``cascade`` names the engine's steps by path).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the module this package replaced (the flat ``policy.py``, now ``registry``),
+    imported on first use: ``from ctxengine.policy import NAME`` keeps working for every name it
+    had, and importing a submodule of the package stays light."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(importlib.import_module(__name__ + ".registry"), name)

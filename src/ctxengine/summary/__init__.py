@@ -1,0 +1,8 @@
+"""What a compaction writes and keeps: the structured $0 summary (``structured``, its ``state``,
+``render``, the presets' ``formats`` and ``styles``), the LLM summarizer (``llm``), the audit and
+quality figures (``audit``), the transcript skeleton (``skeleton``), session notes (``notes``), the
+restored working set (``restore``, ``file_ledger``) and the user's standing rules (``rules``).
+
+May import: ``messages``, ``models``, ``policy`` (settings records), ``tokens``, ``llm``; never the
+engine, ``compaction`` (which imports this package) or the CLI.
+"""
