@@ -349,7 +349,7 @@ def failing_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("injected layer fault")
 
-    monkeypatch.setattr("ctxengine.engine.cascade.cache_clear", broken)
+    monkeypatch.setattr("ctxengine.engine.steps.clearing.cache_clear", broken)
 
 
 @pytest.mark.usefixtures("failing_layer")

@@ -205,7 +205,7 @@ def only_summary_event(events: list[LayerEvent]) -> LayerEvent:
 
 def snapshot(engine: ContextEngine) -> tuple[list[Message], list[Message], int, list[Message]]:
     """What a failure must not change: history, the projection, the cut, the prefix."""
-    return list(engine.history), list(engine._view), engine.kept_from, list(engine.prefix)
+    return list(engine.history), list(engine.view.messages), engine.kept_from, list(engine.prefix)
 
 
 def span_of(engine: ContextEngine, event: LayerEvent) -> list[Message]:

@@ -112,7 +112,7 @@ def first_context_over(session: Session, policy: Policy, window: int) -> tuple[C
     threshold = policy.compact_threshold(window, engine.model.max_output)
     for m in session.messages:
         if m.role == "assistant" and engine.assemble().tokens > threshold:
-            ctx = engine._context(window, None)
+            ctx = engine.view.context(window, None)
             ctx.policy = policy
             return engine, ctx
         engine.ingest(m)
@@ -251,9 +251,9 @@ def ttl_context(chat: Chat, policy: Policy, window: int, idle: float) -> LayerCo
     for m in chat.messages:
         engine.ingest(m)
     return LayerContext(
-        view=engine._view,
-        tokens=engine._tok,
-        src=engine._src,
+        view=engine.view.messages,
+        tokens=engine.view.tokens,
+        src=engine.view.src,
         predicted=engine.assemble().tokens,
         window=window,
         max_output=engine.model.max_output,
@@ -485,7 +485,7 @@ def test_letta_grows_the_share_until_the_rest_fits_70_percent() -> None:
     engine = engine_for(LETTA, window=20_000)
     for m in chat.messages:
         engine.ingest(m)
-    ctx = engine._context(20_000, None)
+    ctx = engine.view.context(20_000, None)
     plan = sliding_plan(ctx, 0)
     assert plan is not None and plan.mode == "sliding"
     fixed = ctx.predicted - sum(ctx.tokens)

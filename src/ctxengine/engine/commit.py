@@ -1,21 +1,21 @@
-"""The engine's decisions committed: ``EngineCommits`` writes a decision's artifacts and entry
+"""The engine's decisions committed: ``Commits`` writes a decision's artifacts and entry
 to the store, applies it to the view, and sets its event's token figures and quality figures;
 it also answers retrievals of what left the context.
 
 A commit writes the store first (a ``StoreError`` then leaves the engine unchanged), then
 changes the view, tells the ``compaction_listeners`` that content left the context, and sets
 ``tokens_before`` / ``tokens_after`` (predicted input tokens) on the event. Policy ``recorded``
-replays the recorded session's own compactions (``_recorded_cut``, ``_recorded_event``).
+replays the recorded session's own compactions (``recorded_cut``, ``recorded_event``).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxengine.engine.view import EngineView
+from ctxengine.engine.state import content_left
 from ctxengine.layers.base import (
     REQUEST_TEXT,
     Cut,
@@ -28,12 +28,27 @@ from ctxengine.layers.base import (
     user_parts,
 )
 from ctxengine.messages.model import Document, Image, Message, Text, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from ctxengine.engine.state import SessionState
+    from ctxengine.engine.view import EngineView
 from ctxengine.summary.audit import quality, request_kept
 
 
-class EngineCommits(EngineView):
+class Commits:
     """Commits of decisions (store, view, event figures) and retrieval of what left the
-    context (see the module docstring)."""
+    context (see the module docstring).
+
+    Args:
+        state: the session whose store and decisions a commit changes.
+        view: its projection, rebuilt after a decision.
+    """
+
+    def __init__(self, state: SessionState, view: EngineView) -> None:
+        self.state = state
+        self.view = view
+        self._recorded_before = 0  # policy ``recorded``: predicted tokens before its compaction
+        self._recorded_dropped: list[Message] = []  # and the messages it dropped
 
     def retrieve(self, artifact: str) -> str:
         """The original content of an offloaded or cleared tool result, image, document or message.
@@ -55,11 +70,11 @@ class EngineCommits(EngineView):
         """
         if artifact.startswith("message:"):
             wanted = artifact.removeprefix("message:")
-            for msg in reversed(self.history):
+            for msg in reversed(self.state.history):
                 if msg.id == wanted:
                     return msg.text()
             raise KeyError(f"no message {wanted!r} in this session")
-        content, _ = self.store.get_artifact(self.session_id, artifact)
+        content, _ = self.state.store.get_artifact(self.state.session_id, artifact)
         return content
 
     def latest_request_verbatim(self) -> bool | str:
@@ -72,13 +87,13 @@ class EngineCommits(EngineView):
             when only its quoted head and tail are (it did not fit, see
             ``Compactor._quote_latest_request``), ``False`` when it is not there at all.
         """
-        found = self.compactor.latest_request
+        found = self.state.compactor.latest_request
         if found is None:
             return True
         latest = found[0]
-        if request_kept(latest, self._view):
+        if request_kept(latest, self.view.messages):
             return True
-        texts = [m.text() for m in self._view if m.role == "user"]
+        texts = [m.text() for m in self.view.messages if m.role == "user"]
         head = latest[:200]
         if any(head in t and f"message {found[1]} of the transcript" in t for t in texts):
             return "partial"
@@ -98,7 +113,7 @@ class EngineCommits(EngineView):
             StoreError: when there is no such artifact.
             ValueError: when the artifact is not an image or document.
         """
-        content, meta = self.store.get_artifact(self.session_id, artifact)
+        content, meta = self.state.store.get_artifact(self.state.session_id, artifact)
         fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "message_id", "part")}
         kind = fields.get("type")
         if kind not in ("image", "document"):
@@ -106,7 +121,7 @@ class EngineCommits(EngineView):
         part: Image | Document = msgspec.convert(fields | {"data": content}, Image | Document)
         return part
 
-    def _store_replacements(self, d: Replacements) -> None:
+    def store_replacements(self, d: Replacements) -> None:
         """Write a decision's artifacts and entry; raises ``StoreError`` before any state changes."""
         self._store_user_parts(d)
         self._store_call_inputs(d)
@@ -118,14 +133,19 @@ class EngineCommits(EngineView):
             parts = [(k, p) for k, p in enumerate(result.content, 1) if isinstance(p, Image | Document)]
             text = result_text(result)
             if text or not parts:
-                self.store.put_artifact(
-                    self.session_id, artifact_id(call_id), text, {"layer": d.event.layer, "call_id": call_id}
+                self.state.store.put_artifact(
+                    self.state.session_id,
+                    artifact_id(call_id),
+                    text,
+                    {"layer": d.event.layer, "call_id": call_id},
                 )
             for k, part in parts:  # images and documents whole, each under its own id
                 meta: dict[str, Any] = {"layer": d.event.layer, "call_id": call_id, "part": k}
                 meta |= msgspec.to_builtins(part)
                 content = meta.pop("data", "")
-                self.store.put_artifact(self.session_id, part_artifact_id(call_id, k), content, meta)
+                self.state.store.put_artifact(
+                    self.state.session_id, part_artifact_id(call_id, k), content, meta
+                )
         entry: dict[str, Any] = {
             "layer": d.event.layer,
             "call_ids": sorted(k.split("\x00", 1)[1] for k in d.results),
@@ -137,8 +157,8 @@ class EngineCommits(EngineView):
             entry["request_cut"] = cut  # the user's text cut in place (the guard's fit_request)
         if d.calls:
             entry["call_inputs_cut"] = sorted(c.id for c in d.calls.values())  # the guard's fit_calls
-        self.store.append(
-            self.session_id, "clear" if d.event.layer != "tool_result_budget" else "offload", entry
+        self.state.store.append(
+            self.state.session_id, "clear" if d.event.layer != "tool_result_budget" else "offload", entry
         )
 
     def _store_call_inputs(self, d: Replacements) -> None:
@@ -159,10 +179,10 @@ class EngineCommits(EngineView):
                 )
             )
             meta = {"layer": d.event.layer, "call_id": cut.id, "message_id": msg_id, "tool": call.name}
-            self.store.put_artifact(self.session_id, call_artifact_id(cut.id), text, meta)
+            self.state.store.put_artifact(self.state.session_id, call_artifact_id(cut.id), text, meta)
 
     def _find_call_block(self, message_id: str, call_id: str) -> ToolCall | None:
-        for msg in reversed(self.history):
+        for msg in reversed(self.state.history):
             if msg.id == message_id:
                 return next((c for c in msg.tool_calls if c.id == call_id), None)
         return None
@@ -184,7 +204,7 @@ class EngineCommits(EngineView):
         meta: dict[str, Any] = {"layer": layer, "message_id": msg_id, "part": k}
         meta |= msgspec.to_builtins(part)
         content = meta.pop("data", "")
-        self.store.put_artifact(self.session_id, aid, content, meta)
+        self.state.store.put_artifact(self.state.session_id, aid, content, meta)
 
     def _keep_summarized_media(self, cut: Cut) -> None:
         """The images and documents a user attached to the messages ``cut`` summarizes: a
@@ -213,51 +233,50 @@ class EngineCommits(EngineView):
     def _find_user_part(self, message_id: str, artifact: str) -> list[tuple[int, Image | Document]]:
         """[(index, part)] of the newest history message ``message_id`` holding user part
         ``artifact``; [] when none does."""
-        for msg in reversed(self.history):
+        for msg in reversed(self.state.history):
             if msg.id == message_id:
                 found = [(k, p) for k, aid, p in user_parts(msg) if aid == artifact]
                 if found:
                     return found
         return []
 
-    def _apply_replacements(self, d: Replacements) -> None:
+    def apply_replacements(self, d: Replacements) -> None:
         """Show ``d``'s replacements from now on (frozen: the same history, the same bytes)."""
-        self.replacements.update(d.results)
-        self.replacements.update(d.parts)
-        self.replacements.update(d.calls)
+        self.state.replacements.update(d.results)
+        self.state.replacements.update(d.parts)
+        self.state.replacements.update(d.calls)
 
-    def _commit_replacements(self, d: Replacements) -> LayerEvent:
-        before = self._predict()
-        self._store_replacements(d)
+    def commit_replacements(self, d: Replacements) -> LayerEvent:
+        before = self.view.predict()
+        self.store_replacements(d)
         originals = [  # the cleared results, as tool results (no user request among them)
             Message("user", (ToolResult(key.split("\x00", 1)[1], (Text(text),)),), f"original:{key}")
             for key in d.results
             if (text := self._find_result(*key.split("\x00", 1))) is not None
         ]
-        self._apply_replacements(d)
-        self._rebuild()
-        for listener in self.compaction_listeners:  # content left the context: re-reads must show it
-            listener()
+        self.apply_replacements(d)
+        self.view.rebuild()
+        content_left(self.state)  # content left the context: re-reads must show it
         d.event.tokens_before = before
-        d.event.tokens_after = self._predict()
+        d.event.tokens_after = self.view.predict()
         if d.event.layer != "tool_result_budget":  # a clearing is a compaction: its quality figures
-            self._add_quality(d.event, originals)
+            self.add_quality(d.event, originals)
         return d.event
 
-    def _add_quality(self, event: LayerEvent, removed: list[Message]) -> None:
+    def add_quality(self, event: LayerEvent, removed: list[Message]) -> None:
         """Quality figures of a compaction that made no summary (clearing, the overflow guard):
         how much it saved, and which identifiers of what it removed the projection still shows
         (placeholders listing them, the tool calls, later messages)."""
         shown = "\n".join(
-            [m.text() for m in self._view]
-            + [json.dumps(c.input, ensure_ascii=False) for m in self._view for c in m.tool_calls]
+            [m.text() for m in self.view.messages]
+            + [json.dumps(c.input, ensure_ascii=False) for m in self.view.messages for c in m.tool_calls]
         )
         q = quality(
             tokens_before=event.tokens_before,
             tokens_after=event.tokens_after,
             span=removed,
             summary=shown,
-            kept=self._view,
+            kept=self.view.messages,
         )
         event.details["quality"] = msgspec.to_builtins(q) | {
             "latest_request_verbatim": self.latest_request_verbatim()
@@ -268,7 +287,7 @@ class EngineCommits(EngineView):
         return result_text(r) if r is not None else None
 
     def _find_result_block(self, message_id: str, call_id: str) -> ToolResult | None:
-        for msg in reversed(self.history):
+        for msg in reversed(self.state.history):
             if msg.id != message_id:
                 continue
             for r in msg.tool_results:
@@ -276,14 +295,14 @@ class EngineCommits(EngineView):
                     return r
         return None
 
-    def _commit_cut(self, cut: Cut) -> LayerEvent:
-        before = self._predict()
+    def commit_cut(self, cut: Cut) -> LayerEvent:
+        before = self.view.predict()
         self._keep_summarized_media(cut)
-        src = self._src[cut.keep_from] if cut.keep_from < len(self._src) else len(self.history)
+        src = self.view.src[cut.keep_from] if cut.keep_from < len(self.view.src) else len(self.state.history)
         if src < 0:
-            src = next((s for s in self._src[cut.keep_from :] if s >= 0), len(self.history))
-        self.store.append(
-            self.session_id,
+            src = next((s for s in self.view.src[cut.keep_from :] if s >= 0), len(self.state.history))
+        self.state.store.append(
+            self.state.session_id,
             "compaction",
             {
                 "layer": cut.event.layer,
@@ -291,17 +310,16 @@ class EngineCommits(EngineView):
                 "prefix": [msgspec.to_builtins(m) for m in cut.prefix],
             },
         )
-        self.kept_from = src
-        self.prefix = list(cut.prefix)
-        self._rebuild()
-        self.ledger.reset()  # usage from before a compaction no longer applies
-        for listener in self.compaction_listeners:
-            listener()
+        self.state.kept_from = src
+        self.state.prefix = list(cut.prefix)
+        self.view.rebuild()
+        self.state.ledger.reset()  # usage from before a compaction no longer applies
+        content_left(self.state)
         cut.event.tokens_before = before
-        cut.event.tokens_after = self._predict()
+        cut.event.tokens_after = self.view.predict()
         q = cut.event.details.get("quality")
         if q is None:
-            self._add_quality(cut.event, cut.summarized)
+            self.add_quality(cut.event, cut.summarized)
         elif isinstance(q, dict):
             q.update(
                 tokens_before=before,
@@ -312,39 +330,39 @@ class EngineCommits(EngineView):
             )
         return cut.event
 
-    def _recorded_cut(self, idx: int) -> None:
+    def recorded_cut(self, idx: int) -> None:
         """Policy ``recorded``: the recorded session compacted here; the projection restarts at
         the compaction's first message (its summary and restore attachments)."""
-        self._recorded_before = self._predict()
-        self._recorded_dropped = [m for m in self._view if m.origin in ("message", "attachment")]
-        self.kept_from = idx
-        self.prefix = []
-        self._rebuild()
-        self.ledger.reset()
+        self._recorded_before = self.view.predict()
+        self._recorded_dropped = [m for m in self.view.messages if m.origin in ("message", "attachment")]
+        self.state.kept_from = idx
+        self.state.prefix = []
+        self.view.rebuild()
+        self.state.ledger.reset()
 
-    def _recorded_event(self, summary: Message) -> LayerEvent:
+    def recorded_event(self, summary: Message) -> LayerEvent:
         """The summarization call the recorded session made (the transcript does not log it):
         priced as a cache read of ``preTokens`` plus the summary as output."""
-        rec = self.recorded.get(summary.compaction or 0)
+        rec = self.state.recorded.get(summary.compaction or 0)
         before = self._recorded_before
         pre = rec.pre_tokens if rec and rec.pre_tokens else before
-        out = self._count(summary)
+        out = self.view.count(summary)
         return LayerEvent(
             layer="recorded_compaction",
             reason=f"recorded {rec.trigger if rec else 'auto'} compaction",
             tokens_before=before,
-            tokens_after=self._predict(),
+            tokens_after=self.view.predict(),
             llm_calls=1,
             llm_input_tokens=pre,
             llm_output_tokens=out,
-            llm_cost_usd=self.model.cost_usd(cache_read_tokens=pre, output_tokens=out),
+            llm_cost_usd=self.state.model.cost_usd(cache_read_tokens=pre, output_tokens=out),
             details={
                 "pre_tokens": pre,
                 "post_tokens": rec.post_tokens if rec else None,
                 "quality": msgspec.to_builtins(
                     quality(
                         tokens_before=before,
-                        tokens_after=self._predict(),
+                        tokens_after=self.view.predict(),
                         span=self._recorded_dropped,
                         summary=summary.text(),
                         kept=[],

@@ -24,10 +24,12 @@ replay: deterministic), or in the background for a live agent (``background_note
 thread computes the update while the agent goes on, and the engine applies it on the caller's
 thread at its next step (see ``ContextEngine``).
 
-The class is built in layers, one module per concern: ``engine_view`` (the state and the
-projection kept incrementally), ``engine_commit`` (decisions written to the store and applied,
-their event figures, retrieval), ``engine_cascade`` (the steps of ``assemble``'s cascade); this
-module holds construction and the lifecycle calls.
+The engine holds the session's state and its parts, objects with one job each: ``view``
+(``EngineView``: the projection kept incrementally, its pairing repair), ``commits``
+(``Commits``: decisions written to the store and applied, their event figures, retrieval),
+``cascade`` (``Cascade``: the steps of ``assemble``, a list of layer objects built from
+``ctxengine.policy.cascade``), ``subagents`` (``SubagentSpawner``). This module holds construction,
+the lifecycle calls and the public calls the parts answer.
 """
 
 from __future__ import annotations
@@ -37,14 +39,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from ctxengine.compaction import CompactionFailed, Compactor
-from ctxengine.engine.subagents import EngineSubagents
-from ctxengine.engine.view import Projection as Projection  # moved: import it from engine_view
+from ctxengine.engine.cascade import Cascade
+from ctxengine.engine.commit import Commits
+from ctxengine.engine.ingest import RECORDED_ORIGINS as RECORDED_ORIGINS  # re-exported
+from ctxengine.engine.ingest import Ingest
+from ctxengine.engine.state import take_notes_events
+from ctxengine.engine.steps.base import EngineParts
+from ctxengine.engine.subagents import SubagentSpawner
+from ctxengine.engine.view import EngineView
+from ctxengine.engine.view import Projection as Projection  # re-exported: ``engine.core.Projection``
 from ctxengine.layers.base import LayerEvent
-from ctxengine.layers.tool_result_budget import budget_message
-from ctxengine.messages.model import Message, RecordedCompaction, Usage
+from ctxengine.messages.model import Document, Image, Message, RecordedCompaction, Usage
 from ctxengine.models.registry import ModelInfo, Registry, check_model_window, check_window, resolve_window
 from ctxengine.models.window import ReserveTooLargeError
 from ctxengine.policy.registry import Policy
@@ -54,10 +60,10 @@ from ctxengine.tokens.ledger import Ledger
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
+    from ctxengine.subagents.spawn import SubagentContext, SubagentResult
+    from ctxengine.subagents.spec import AgentSpec, SpawnMode
 
-log = logging.getLogger(__name__)
-
-RECORDED_ORIGINS = ("compact_summary", "compact_restore")
+log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
 
 
 def resolve_model(
@@ -85,7 +91,7 @@ class CompactionError(Exception):
     """A compaction could not be made; the session is unchanged."""
 
 
-class ContextEngine(EngineSubagents):
+class ContextEngine:
     """The core engine (id ``ctxengine``, owner ``core``): one conversation's context.
 
     The window resolves as user override > model > 200,000 tokens, then at most ``agent_cap``.
@@ -160,12 +166,7 @@ class ContextEngine(EngineSubagents):
         self.system = ""
         self.ledger = Ledger()
         self.history: list[Message] = []
-        self._ingested: dict[str, Message] = {}  # message id -> the message, for idempotent ingest
-        self.reingested = 0  # messages ingested again under the same id (ignored)
         self.recorded: dict[int, RecordedCompaction] = {}
-        self._recorded_done: set[int] = set()
-        self._recorded_before = 0
-        self._recorded_dropped: list[Message] = []
         # decisions
         self.replacements: dict[str, Any] = {}  # call id -> ToolResult shown instead
         self.kept_from = 0  # history index where the projection's verbatim part starts
@@ -186,9 +187,25 @@ class ContextEngine(EngineSubagents):
         # called whenever content leaves the context (compaction, clearing, offload): e.g. the
         # read tool's dedup cache, whose "unchanged since last read" stub would point at nothing
         self.compaction_listeners: list[Callable[[], None]] = []
-        self._init_view()
+        self.evicted: set[int] = set()  # history indices evicted without a summary
+        self.pending_events: list[LayerEvent] = []  # made since the last ``assemble``
+        self.events: list[LayerEvent] = []
+        self.failures = 0  # layers that raised (the session unchanged each time)
+        self.last_call: float | None = None
+        self._last_estimate = 0
+        # the parts, one job each
+        self.view = EngineView(self)
+        self.commits = Commits(self, self.view)
+        self.cascade = Cascade(EngineParts(self, self.view, self.commits))
+        self.subagents = SubagentSpawner(self, self.view)
+        self.ingestor = Ingest(self, self.view, self.commits)
 
     # ---------------------------------------------------------------- lifecycle
+
+    def _settle_notes(self) -> None:
+        """Apply a finished background notes update (never waits); its event is reported."""
+        self.compactor.settle_notes()
+        take_notes_events(self)
 
     def bootstrap(
         self,
@@ -217,86 +234,14 @@ class ContextEngine(EngineSubagents):
         self.recorded = {c.index: c for c in recorded_compactions}
 
     def ingest(self, message: Message) -> list[LayerEvent]:
-        """Append a message to the session (and the store), running the tool-result budget on it.
+        """Append a message to the session (and the store), running the tool-result budget on it;
+        idempotent by message id (``Ingest.ingest``, which documents the events and errors)."""
+        return self.ingestor.ingest(message)
 
-        Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
-        duplicate): a message whose id was already ingested with the same role and blocks (a
-        harness retrying a turn) changes nothing, returns no event and is counted in
-        ``reingested``; an empty id is never a duplicate.
-
-        Args:
-            message: the message, as it happened.
-
-        Returns:
-            The events of the decisions made (the tool-result budget's offload, a recorded
-            compaction); empty for none.
-
-        Raises:
-            ValueError: for an id already ingested with other content.
-            StoreError: when the store cannot take the message (nothing is changed then).
-        """
-        if message.id:
-            known = self._ingested.get(message.id)
-            if known is not None:
-                if (known.role, known.blocks) != (message.role, message.blocks):
-                    raise ValueError(
-                        f"message id {message.id!r} was already ingested with other content; "
-                        "message ids must be unique within a session"
-                    )
-                self.reingested += 1
-                log.info("ingest: message %r already ingested; ignored", message.id)
-                return []
-        self.store.append(self.session_id, "message", msgspec.to_builtins(message))
-        if message.id:
-            self._ingested[message.id] = message
-        if message.origin in RECORDED_ORIGINS and self.policy.compaction != "recorded":
-            return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
-        idx = len(self.history)
-        self.history.append(message)
-        self.compactor.on_ingest(message)
-        self._history_tokens += self._count(message)
-        events: list[LayerEvent] = []
-        if self.policy.compaction == "recorded" and message.compaction is not None:
-            if message.compaction not in self._recorded_done:
-                self._recorded_done.add(message.compaction)
-                self._recorded_cut(idx)  # the rebuilt view already ends with this message
-            if message.origin == "compact_summary":
-                events.append(self._recorded_event(message))
-            self._pending_events.extend(events)
-            if self._src and self._src[-1] == idx:
-                return events
-        return self._ingest_budgeted(message, idx, events)
-
-    def _ingest_budgeted(self, message: Message, idx: int, events: list[LayerEvent]) -> list[LayerEvent]:
-        """The end of ``ingest``: the tool-result budget on history message ``idx``, then the
-        message (as budgeted) appended to the view; returns ``events`` with the budget's."""
-        before = self._predict()
-        try:
-            decision = budget_message(
-                message,
-                self._policy_at(self.window),
-                before,
-                media_tokens=self.counter.count_block,
-                free_window=self.window - self.ledger.state.fixed_prefix,
-                text_tokens=self.counter.count_text,
-            )
-            if decision is not None:
-                self._store_replacements(decision)
-        except Exception as exc:  # the message still reaches the projection, unbudgeted
-            log.warning("layer tool_result_budget failed: %s", exc)
-            self.failures += 1
-            decision = None
-        if decision is not None:
-            self._apply_replacements(decision)
-        self._append_view(self._shown(idx, message), idx)
-        if decision is not None:
-            for listener in self.compaction_listeners:
-                listener()
-            decision.event.tokens_before = before + self._count(message)
-            decision.event.tokens_after = self._predict()
-            events.append(decision.event)
-        self._pending_events.extend(events)
-        return events
+    @property
+    def reingested(self) -> int:
+        """Messages ingested again under the same id (ignored)."""
+        return self.ingestor.reingested
 
     def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection:
         """The projection to send at the next call, after running the cascade.
@@ -314,35 +259,17 @@ class ContextEngine(EngineSubagents):
         """
         window = min(self.window, budget) if budget else self.window
         self._settle_notes()
-        ctx = self._context(window, now)
-        for layer in (
-            self._warn,
-            self._idle,
-            self._ttl_prune,
-            self._cache_clear,
-            self._evict,
-            self._compaction,
-            self._overflow,
-        ):
-            try:
-                event = layer(ctx)
-            except Exception as exc:  # a failing layer leaves the session as it was
-                log.warning("layer %s failed: %s", getattr(layer, "__name__", layer), exc)
-                self.failures += 1
-                continue
-            if event is not None:
-                self._pending_events.append(event)
-                ctx = self._context(window, now)  # the view changed
-        self._last_estimate = self._tok_total
+        self.failures += self.cascade.run(window, now)
+        self._last_estimate = self.view.total
         if now is not None:
-            self._last_call = now
-        events, self._pending_events = self._pending_events, []
+            self.last_call = now
+        events, self.pending_events = self.pending_events, []
         self.events.extend(events)
         return Projection(
-            messages=self._projected(),
+            messages=self.view.projected(),
             system=self.system,
-            tokens=self._predict(),
-            content_estimate=self._tok_total,
+            tokens=self.view.predict(),
+            content_estimate=self.view.total,
             window=window,
             events=events,
         )
@@ -360,10 +287,10 @@ class ContextEngine(EngineSubagents):
         if usage is not None and usage.total_input > 0:
             self.ledger.observe(usage.total_input, self._last_estimate)
         self._settle_notes()
-        conversation = round(self._history_tokens * self.ledger.scale)
+        conversation = round(self.ingestor.history_tokens * self.ledger.scale)
         event = self.compactor.maybe_update_notes(self.history, conversation)
         if event is not None:
-            self._pending_events.append(event)
+            self.pending_events.append(event)
 
     def compact(
         self, force: bool = True, reason: str = "manual", instructions: str = ""
@@ -383,7 +310,7 @@ class ContextEngine(EngineSubagents):
             CompactionError: when the compaction fails; the session is then unchanged.
         """
         self._settle_notes()
-        ctx = self._context(self.window, self._last_call)
+        ctx = self.view.context(self.window, self.last_call)
         try:
             result = self.compactor.compact(
                 ctx, self.history, force=force, reason=reason, instructions=instructions, system=self.system
@@ -394,11 +321,11 @@ class ContextEngine(EngineSubagents):
         except Exception as exc:
             raise CompactionError(f"compaction failed: {exc}") from exc
         finally:
-            self._take_notes_events()  # a background update the compaction waited for
+            take_notes_events(self)  # a background update the compaction waited for
         if result is None:
             return None
         self.events.extend(result.events)
-        event = self._commit_cut(result.cut)
+        event = self.commits.commit_cut(result.cut)
         self.compactor.commit(result)
         self.events.append(event)
         return event
@@ -413,7 +340,58 @@ class ContextEngine(EngineSubagents):
             The events of upkeep done since the last ``assemble`` (they stay pending for it).
         """
         self._settle_notes()
-        return list(self._pending_events)
+        return list(self.pending_events)
+
+    # ---------------------------------------------------------------- the parts' calls
+
+    def set_block(self, text: str) -> bool:
+        """Show a managed block with the newest user turn; True when the projection changed
+        (``EngineView.set_block``)."""
+        return self.view.set_block(text)
+
+    def retrieve(self, artifact: str) -> str:
+        """The original content of what left the context, by artifact id (``Commits.retrieve``).
+
+        Raises:
+            StoreError: when the store has no such artifact.
+            KeyError: for an unknown message id.
+        """
+        return self.commits.retrieve(artifact)
+
+    def retrieve_part(self, artifact: str) -> Image | Document:
+        """The image or document kept whole as ``artifact`` (``Commits.retrieve_part``).
+
+        Raises:
+            StoreError: when there is no such artifact.
+            ValueError: when the artifact is not an image or document.
+        """
+        return self.commits.retrieve_part(artifact)
+
+    def latest_request_verbatim(self) -> bool | str:
+        """Whether the newest user-typed request is in the projection whole: True, "partial" or
+        False (``Commits.latest_request_verbatim``)."""
+        return self.commits.latest_request_verbatim()
+
+    def prepare_subagent_spawn(
+        self,
+        spec: AgentSpec,
+        prompt: str,
+        *,
+        mode: SpawnMode | None = None,
+        call_id: str | None = None,
+        workspace: Path | None = None,
+        ttl_s: float | None = None,
+    ) -> SubagentContext:
+        """Prepare a sub-agent of this session for ``prompt``
+        (``SubagentSpawner.prepare_subagent_spawn``, which documents the arguments and errors)."""
+        return self.subagents.prepare_subagent_spawn(
+            spec, prompt, mode=mode, call_id=call_id, workspace=workspace, ttl_s=ttl_s
+        )
+
+    def on_subagent_ended(self, result: SubagentResult) -> list[LayerEvent]:
+        """Take back a sub-agent's final report and the files it read, then dispose of it
+        (``SubagentSpawner.on_subagent_ended``)."""
+        return self.subagents.on_subagent_ended(result)
 
     @property
     def notes_update_pending(self) -> bool:
@@ -433,5 +411,5 @@ class ContextEngine(EngineSubagents):
 
         release_children(self)
         self.compactor.stop_notes()
-        self._take_notes_events()
+        take_notes_events(self)
         self.store.close()

@@ -1,22 +1,30 @@
-"""The sub-agent hooks of ``ContextEngine`` (OpenClaw's ``prepareSubagentSpawn`` /
-``onSubagentEnded``): one mixin over the cascade, the work itself in ``ctxengine.subagents.spawn``."""
+"""Sub-agent spawning, a part of ``ContextEngine`` (OpenClaw's ``prepareSubagentSpawn`` /
+``onSubagentEnded``): ``SubagentSpawner``, the work itself in ``ctxengine.subagents.spawn``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
-
-from ctxengine.engine.cascade import EngineCascade
-from ctxengine.layers.base import LayerEvent
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ctxengine.engine.view import EngineView
+    from ctxengine.layers.base import LayerEvent
     from ctxengine.subagents.host import Engine
     from ctxengine.subagents.spawn import SubagentContext, SubagentResult
     from ctxengine.subagents.spec import AgentSpec, SpawnMode
 
 
-class EngineSubagents(EngineCascade):
-    """``prepare_subagent_spawn`` and ``on_subagent_ended``: a session's sub-agents."""
+class SubagentSpawner:
+    """``prepare_subagent_spawn`` and ``on_subagent_ended``: a session's sub-agents.
+
+    Args:
+        engine: the session's engine (the parent of its sub-agents).
+        view: its projection (a ``fork`` sub-agent starts from it).
+    """
+
+    def __init__(self, engine: Engine, view: EngineView) -> None:
+        self.engine = engine
+        self.view = view
 
     def prepare_subagent_spawn(
         self,
@@ -52,9 +60,15 @@ class EngineSubagents(EngineCascade):
         """
         from ctxengine.subagents.spawn import prepare_spawn
 
-        engine = cast("Engine", self)  # the mixin is only ever a ContextEngine
         return prepare_spawn(
-            engine, self._view, spec, prompt, mode=mode, call_id=call_id, workspace=workspace, ttl_s=ttl_s
+            self.engine,
+            self.view.messages,
+            spec,
+            prompt,
+            mode=mode,
+            call_id=call_id,
+            workspace=workspace,
+            ttl_s=ttl_s,
         )
 
     def on_subagent_ended(self, result: SubagentResult) -> list[LayerEvent]:
@@ -74,4 +88,4 @@ class EngineSubagents(EngineCascade):
         """
         from ctxengine.subagents.spawn import end_subagent
 
-        return end_subagent(cast("Engine", self), result)  # a ContextEngine, as above
+        return end_subagent(self.engine, result)

@@ -1,32 +1,28 @@
 """The engine's projection, kept incrementally: ``Projection`` (what is sent at a call) and
-``EngineView``, the state ``ContextEngine`` holds and the upkeep of its view.
+``EngineView``, the part of ``ContextEngine`` that keeps its view and repairs its pairing.
 
 The view is history from ``kept_from`` on (evicted messages left out) behind the engine-made
 ``prefix``, each message shown with the decisions applied (``replacements``) and the managed block
-on its anchor turn. Ingesting appends to it; a decision rebuilds it once (``_rebuild``). Token
-figures per message are the counter's (tokens); ``_predict`` is the ledger's prediction of the
-request's input tokens. The view is repaired for pairing only when it is read (``_projected``).
+on its anchor turn. Ingesting appends to it; a decision rebuilds it once (``rebuild``). Token
+figures per message are the counter's (tokens); ``predict`` is the ledger's prediction of the
+request's input tokens. The view is repaired for pairing only when it is read (``projected``).
+The session's state (history, decisions, ledger, policy) is the engine's; the view reads it there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ctxengine.layers.base import LayerContext, LayerEvent, message_with_results
 from ctxengine.layers.pairing import find_violations
 from ctxengine.layers.pairing_cache import RepairCache
-from ctxengine.messages.model import Message, RecordedCompaction, Text
-from ctxengine.tokens.ledger import Ledger
+from ctxengine.messages.model import Message, Text
 
 if TYPE_CHECKING:
-    from ctxengine.compaction import Compactor
-    from ctxengine.models.registry import ModelInfo, Registry
+    from ctxengine.engine.state import SessionState
     from ctxengine.policy.registry import Policy
-    from ctxengine.store import SessionStore
-    from ctxengine.tokens.counter import TokenCounter
 
 
 class Projection(msgspec.Struct, kw_only=True):
@@ -50,32 +46,16 @@ class Projection(msgspec.Struct, kw_only=True):
 
 
 class EngineView:
-    """The state of a ``ContextEngine`` and the upkeep of its projection (see the module
-    docstring). ``ContextEngine.__init__`` sets every attribute declared here."""
+    """The projection of one session, kept incrementally, and its pairing repair (see the module
+    docstring): ``messages`` with, per message, its history index (``src``, -1 for the prefix)
+    and its tokens (``tokens``), ``total`` tokens in all.
 
-    policy: Policy
-    registry: Registry
-    model: ModelInfo
-    window: int
-    counter: TokenCounter
-    store: SessionStore
-    session_id: str
-    system: str
-    ledger: Ledger
-    history: list[Message]
-    recorded: dict[int, RecordedCompaction]
-    _recorded_before: int
-    _recorded_dropped: list[Message]
-    replacements: dict[str, Any]
-    kept_from: int
-    prefix: list[Message]
-    compactor: Compactor
-    compaction_listeners: list[Callable[[], None]]
+    Args:
+        state: the session (history, decisions, ledger, policy) the view shows.
+    """
 
-    def _init_view(self) -> None:
-        """The projection's state, empty (the end of ``ContextEngine.__init__``)."""
-        self._history_tokens = 0
-        # the projection, kept incrementally
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
         self._view: list[Message] = []
         self._src: list[int] = []
         self._tok: list[int] = []
@@ -85,15 +65,27 @@ class EngineView:
         self._needs_repair = False
         self._projection: list[Message] | None = None
         self._pairing = RepairCache()  # the view's repair, its closed turns checked once
-        self._last_call: float | None = None
-        self._last_estimate = 0
-        self._pending_events: list[LayerEvent] = []
-        self.events: list[LayerEvent] = []
-        self.failures = 0
         self._policies: dict[tuple[int, int], Policy] = {}  # resolved per window (``for_window``)
-        self._warned = False  # the context-warning event fired and the context is still above it
-        self.evicted: set[int] = set()  # history indices evicted without a summary (``_evict``)
-        self._turn_limits: tuple[Policy, int] | None = None  # (policy, this session's turn limit)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The view as kept (not repaired): read it, do not change it."""
+        return self._view
+
+    @property
+    def src(self) -> list[int]:
+        """The history index of each message of the view (-1: the engine-made prefix)."""
+        return self._src
+
+    @property
+    def tokens(self) -> list[int]:
+        """The counter's tokens of each message of the view."""
+        return self._tok
+
+    @property
+    def total(self) -> int:
+        """The counter's tokens of the whole view."""
+        return self._tok_total
 
     def set_block(self, text: str) -> bool:
         """Show a managed block (e.g. the open-files working set) with the newest user turn.
@@ -109,46 +101,36 @@ class EngineView:
         Returns:
             True when the projection changed.
         """
+        history, kept_from = self.state.history, self.state.kept_from
         anchor = next(
-            (
-                i
-                for i in range(len(self.history) - 1, self.kept_from - 1, -1)
-                if self.history[i].role == "user"
-            ),
+            (i for i in range(len(history) - 1, kept_from - 1, -1) if history[i].role == "user"),
             None,
         )
         current = self._block[1] if self._block else ""
-        if text == current and (self._block is None or self._block[0] >= self.kept_from):
+        if text == current and (self._block is None or self._block[0] >= kept_from):
             return False
         self._block = (anchor, text) if (text and anchor is not None) else None
-        self._rebuild()
+        self.rebuild()
         return True
 
-    def _shown(self, i: int, msg: Message) -> Message:
+    def shown(self, i: int, msg: Message) -> Message:
         """History message ``i`` as the projection shows it (decisions and the block applied)."""
-        shown = message_with_results(msg, self.replacements)
+        shown = message_with_results(msg, self.state.replacements)
         if self._block is not None and self._block[0] == i:
             shown = msgspec.structs.replace(shown, blocks=(*shown.blocks, Text(self._block[1])))
         return shown
 
-    def _settle_notes(self) -> None:
-        """Apply a finished background notes update (never waits); its event is reported."""
-        self.compactor.settle_notes()
-        self._take_notes_events()
+    def predict(self) -> int:
+        """The ledger's prediction of the request's input tokens (fixed prefix included)."""
+        return self.state.ledger.predict(self._tok_total)
 
-    def _take_notes_events(self) -> None:
-        if self.compactor.notes_events:
-            self._pending_events.extend(self.compactor.notes_events)
-            self.compactor.notes_events.clear()
+    def count(self, msg: Message) -> int:
+        """The counter's tokens of ``msg``."""
+        return self.state.counter.count_message(msg)
 
-    def _predict(self) -> int:
-        return self.ledger.predict(self._tok_total)
-
-    def _count(self, msg: Message) -> int:
-        return self.counter.count_message(msg)
-
-    def _append_view(self, msg: Message, src: int) -> None:
-        n = self._count(msg)
+    def append(self, msg: Message, src: int) -> None:
+        """Append ``msg`` (history index ``src``, -1 for the prefix) to the view."""
+        n = self.count(msg)
         self._view.append(msg)
         self._src.append(src)
         self._tok.append(n)
@@ -168,7 +150,7 @@ class EngineView:
             start -= 1
         return bool(find_violations(self._view[start:]))
 
-    def _projected(self) -> list[Message]:
+    def projected(self) -> list[Message]:
         """The view, repaired when it breaks pairing (the repair is cached, never stored: the
         view keeps what was ingested, so a late tool result still finds its call). Closed turns
         are checked once (``RepairCache``); messages repair makes stay the same objects from
@@ -181,39 +163,44 @@ class EngineView:
                 self._projection = list(self._view)
         return list(self._projection)
 
-    def _context(self, window: int, now: float | None) -> LayerContext:
-        scale = self.ledger.scale
+    def context(self, window: int, now: float | None) -> LayerContext:
+        """What a layer sees of the view at a call of ``window`` tokens at time ``now``."""
+        state = self.state
+        scale = state.ledger.scale
         return LayerContext(
             view=self._view,
             tokens=[round(t * scale) for t in self._tok] if scale != 1.0 else self._tok,
             src=self._src,
-            predicted=self._predict(),
+            predicted=self.predict(),
             window=window,
-            max_output=self.model.max_output,
-            policy=self._policy_at(window),
+            max_output=state.model.max_output,
+            policy=self.policy_at(window),
             now=now,
-            last_call=self._last_call,
-            frozen=self.replacements,
-            count_text=self.counter.count_text,
+            last_call=state.last_call,
+            frozen=state.replacements,
+            count_text=state.counter.count_text,
             scale=scale,
         )
 
-    def _policy_at(self, window: int) -> Policy:
-        key = (window, self.ledger.state.fixed_prefix)
+    def policy_at(self, window: int) -> Policy:
+        """The engine's policy resolved for ``window`` and the current fixed prefix (cached)."""
+        key = (window, self.state.ledger.state.fixed_prefix)
         found = self._policies.get(key)
         if found is None:
-            found = self._policies[key] = self.policy.for_window(*key)
+            found = self._policies[key] = self.state.policy.for_window(*key)
         return found
 
-    def _rebuild(self) -> None:
+    def rebuild(self) -> None:
+        """The view computed again from the prefix, the history and the decisions."""
         self._view, self._src, self._tok = [], [], []
         self._tok_total = 0
         self._view_call_ids = set()
         self._needs_repair = False
         self._projection = None
         self._pairing.reset()
-        for m in self.prefix:
-            self._append_view(m, -1)
-        for i in range(self.kept_from, len(self.history)):
-            if i not in self.evicted:
-                self._append_view(self._shown(i, self.history[i]), i)
+        state = self.state
+        for m in state.prefix:
+            self.append(m, -1)
+        for i in range(state.kept_from, len(state.history)):
+            if i not in state.evicted:
+                self.append(self.shown(i, state.history[i]), i)

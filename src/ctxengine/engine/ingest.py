@@ -1,0 +1,126 @@
+"""Ingesting a message, a part of ``ContextEngine``: ``Ingest`` appends it to the history and the
+store (idempotent by message id), replays a recorded compaction under policy ``recorded``, runs the
+tool-result budget on it (Claude Code's per-tool and per-message caps) and appends it to the view."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ctxengine.engine.state import content_left
+from ctxengine.layers.base import LayerEvent
+from ctxengine.layers.tool_result_budget import budget_message
+from ctxengine.messages.model import Message
+
+if TYPE_CHECKING:
+    from ctxengine.engine.commit import Commits
+    from ctxengine.engine.state import SessionState
+    from ctxengine.engine.view import EngineView
+
+log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
+
+RECORDED_ORIGINS = ("compact_summary", "compact_restore")
+
+
+class Ingest:
+    """The ingest of one session's messages.
+
+    Args:
+        state: the session the messages join.
+        view: its projection, which each message joins as budgeted.
+        commits: where the budget's decision and a recorded compaction are committed.
+
+    Attributes:
+        reingested: messages ingested again under the same id (ignored).
+        history_tokens: the counter's tokens of the history (the notes' cadence reads them).
+    """
+
+    def __init__(self, state: SessionState, view: EngineView, commits: Commits) -> None:
+        self.state, self.view, self.commits = state, view, commits
+        self._ingested: dict[str, Message] = {}  # message id -> the message, for idempotent ingest
+        self._recorded_done: set[int] = set()
+        self.reingested = 0
+        self.history_tokens = 0
+
+    def ingest(self, message: Message) -> list[LayerEvent]:
+        """Append a message to the session (and the store), running the tool-result budget on it.
+
+        Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
+        duplicate): a message whose id was already ingested with the same role and blocks (a
+        harness retrying a turn) changes nothing, returns no event and is counted in
+        ``reingested``; an empty id is never a duplicate.
+
+        Args:
+            message: the message, as it happened.
+
+        Returns:
+            The events of the decisions made (the tool-result budget's offload, a recorded
+            compaction); empty for none.
+
+        Raises:
+            ValueError: for an id already ingested with other content.
+            StoreError: when the store cannot take the message (nothing is changed then).
+        """
+        if message.id:
+            known = self._ingested.get(message.id)
+            if known is not None:
+                if (known.role, known.blocks) != (message.role, message.blocks):
+                    raise ValueError(
+                        f"message id {message.id!r} was already ingested with other content; "
+                        "message ids must be unique within a session"
+                    )
+                self.reingested += 1
+                log.info("ingest: message %r already ingested; ignored", message.id)
+                return []
+        self.state.store.append(self.state.session_id, "message", msgspec.to_builtins(message))
+        if message.id:
+            self._ingested[message.id] = message
+        if message.origin in RECORDED_ORIGINS and self.state.policy.compaction != "recorded":
+            return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
+        idx = len(self.state.history)
+        self.state.history.append(message)
+        self.state.compactor.on_ingest(message)
+        self.history_tokens += self.view.count(message)
+        events: list[LayerEvent] = []
+        if self.state.policy.compaction == "recorded" and message.compaction is not None:
+            if message.compaction not in self._recorded_done:
+                self._recorded_done.add(message.compaction)
+                self.commits.recorded_cut(idx)  # the rebuilt view already ends with this message
+            if message.origin == "compact_summary":
+                events.append(self.commits.recorded_event(message))
+            self.state.pending_events.extend(events)
+            if self.view.src and self.view.src[-1] == idx:
+                return events
+        return self._ingest_budgeted(message, idx, events)
+
+    def _ingest_budgeted(self, message: Message, idx: int, events: list[LayerEvent]) -> list[LayerEvent]:
+        """The end of ``ingest``: the tool-result budget on history message ``idx``, then the
+        message (as budgeted) appended to the view; returns ``events`` with the budget's."""
+        before = self.view.predict()
+        try:
+            decision = budget_message(
+                message,
+                self.view.policy_at(self.state.window),
+                before,
+                media_tokens=self.state.counter.count_block,
+                free_window=self.state.window - self.state.ledger.state.fixed_prefix,
+                text_tokens=self.state.counter.count_text,
+            )
+            if decision is not None:
+                self.commits.store_replacements(decision)
+        except Exception as exc:  # the message still reaches the projection, unbudgeted
+            log.warning("layer tool_result_budget failed: %s", exc)
+            self.state.failures += 1
+            decision = None
+        if decision is not None:
+            self.commits.apply_replacements(decision)
+        self.view.append(self.view.shown(idx, message), idx)
+        if decision is not None:
+            content_left(self.state)
+            decision.event.tokens_before = before + self.view.count(message)
+            decision.event.tokens_after = self.view.predict()
+            events.append(decision.event)
+        self.state.pending_events.extend(events)
+        return events
