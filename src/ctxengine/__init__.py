@@ -38,9 +38,13 @@ Names are imported on first use (PEP 562), so ``import ctxengine`` (and the CLI)
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+# typing.TYPE_CHECKING without importing typing (which ``import ctxengine`` would otherwise pay
+# for, with the ``re`` and ``collections`` it imports); type checkers treat this name alike
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ctxengine.engine.core import ContextEngine, Projection
     from ctxengine.formats import load
     from ctxengine.formats.anthropic_writer import to_anthropic

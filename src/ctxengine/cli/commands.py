@@ -58,12 +58,9 @@ USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from ctxengine.cli.launch import installed_version
 
-    try:
-        return version("ctxengine")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
-        return "unknown (not installed)"
+    return installed_version()
 
 
 @app.callback(invoke_without_command=True)

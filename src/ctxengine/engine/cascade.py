@@ -15,7 +15,7 @@ from ctxengine.engine.steps.base import CascadeLayer, EngineParts
 from ctxengine.layers.base import LayerEvent
 from ctxengine.policy.cascade import CASCADE
 
-log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
+log = logging.getLogger(__name__)  # a child of the engine package's logger
 
 
 def build_cascade(parts: EngineParts, names: tuple[str, ...] = CASCADE) -> list[CascadeLayer]:

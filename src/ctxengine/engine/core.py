@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from ctxengine.subagents.spawn import SubagentContext, SubagentResult
     from ctxengine.subagents.spec import AgentSpec, SpawnMode
 
-log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
+log = logging.getLogger(__name__)  # a child of the engine package's logger
 
 
 def resolve_model(

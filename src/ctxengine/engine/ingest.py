@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ctxengine.engine.state import SessionState
     from ctxengine.engine.view import EngineView
 
-log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
+log = logging.getLogger(__name__)  # a child of the engine package's logger
 
 RECORDED_ORIGINS = ("compact_summary", "compact_restore")
 

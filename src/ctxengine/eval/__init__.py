@@ -9,7 +9,10 @@ May import: ``messages``, ``models``, ``policy``, ``summary``, ``replay``, ``llm
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing's, without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def __getattr__(name: str) -> Any:

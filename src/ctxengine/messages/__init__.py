@@ -10,7 +10,10 @@ skeleton's origin names). Everything else imports this package.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing's, without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,10 @@ never the engine, the layers' code or the CLI (``cascade`` names the engine's st
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing's, without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,7 @@ from ctxengine.engine.state import take_notes_events
 from ctxengine.engine.steps.base import EngineParts
 from ctxengine.layers.base import LayerContext, LayerEvent
 
-log = logging.getLogger("ctxengine.engine")  # the engine's logger, as before the split
+log = logging.getLogger(__name__)  # a child of the engine package's logger
 
 
 class SummaryCompaction:
