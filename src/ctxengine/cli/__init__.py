@@ -1,6 +1,6 @@
 """The ``ctxengine`` command line: the console script (``launch``: fast paths that import almost
 nothing), the typer application and ``replay`` (``commands``), what the commands share
-(``common``, ``outputs``, ``stderr``). Each command imports what it needs when it runs.
+(``common``, ``outputs``, ``stderr``, ``version``). Each command imports what it needs when it runs.
 
 May import: everything; nothing imports it but ``eval.command``, ``bench`` and ``proxy`` commands
 (for ``cli.common``).

@@ -58,7 +58,7 @@ USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
 
 def _version() -> str:
-    from ctxengine.cli.launch import installed_version
+    from ctxengine.cli.version import installed_version
 
     return installed_version()
 

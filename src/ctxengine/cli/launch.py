@@ -130,19 +130,11 @@ def fast_tool(argv: list[str]) -> int | None:
     return 0
 
 
-def installed_version() -> str:
-    """The installed distribution's version ("unknown (not installed)" for a source tree)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ctxengine")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
-        return "unknown (not installed)"
-
-
 def main() -> None:
     """Console-script entry point."""
     if sys.argv[1:] == ["--version"]:
+        from ctxengine.cli.version import installed_version
+
         _echo(f"ctxengine {installed_version()}", sys.stdout)
         sys.exit(0)
     try:
