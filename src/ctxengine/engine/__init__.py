@@ -1,7 +1,8 @@
 """Engines: ``ContextEngine`` (``core``) and the parts it holds, one job each: the projection kept
 incrementally and its pairing repair (``view``), decisions committed to the store and the view
-(``commit``), the cascade of ``assemble`` as a list of layer steps (``cascade``, ``steps``), sub-agent
-spawning (``subagents``); the shared lifecycle of other engines (``history``), the baseline engines
+(``commit``), the ingest of a message (``ingest``), the cascade of ``assemble`` as a list of layer
+steps (``cascade``, ``steps``), sub-agent spawning (``subagents``), what they see of the session
+(``state``); the shared lifecycle of other engines (``history``), the baseline engines
 (``baselines``) and the plugin registry (``plugins``).
 
 May import: ``messages``, ``models``, ``policy``, ``tokens``, ``layers``, ``compaction``, ``summary``,

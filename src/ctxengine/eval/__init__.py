@@ -2,8 +2,8 @@
 the LLM-judged probes (``probes``) and their judge (``judge``), and the ``ctxengine eval`` command
 (``command``).
 
-May import: ``messages``, ``models``, ``policy``, ``summary``, ``replay``, ``llm``, ``cli.common``
-(the command only).
+May import: ``messages``, ``tokens``, ``models``, ``policy``, ``layers``, ``summary``, ``llm``,
+``engine``, ``replay``; ``cli`` (the command only).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 list of ``Session`` (one file may hold many: the tau-bench file holds 200). A file that cannot be
 read at all raises ``TranscriptError`` with one line naming the path; a malformed *record* is
 kept in ``Session.malformed`` (file and line) and the rest still loads.
+
+May import: ``messages``, ``subagents`` (the sidechain links).
 """
 
 from __future__ import annotations

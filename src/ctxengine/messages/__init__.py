@@ -3,8 +3,8 @@
 sizes), ``tool_turns`` / ``tool_failures`` (assistant turns, unanswered calls, failed results),
 ``file_writes`` (what a tool call wrote), ``view_counts`` (messages of a view holding each key).
 
-May import: the standard library, msgspec, imagesize, and ``ctxengine.summary.skeleton`` (the
-skeleton's origin names). Everything else imports this package.
+May import: the standard library, msgspec and imagesize; nothing else of ctxengine (everything
+else imports this package).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ flat field), the harness presets (``harnesses``), session keys and their history
 (``session_keys``), the built-in policies and the registry (``registry``: ``get_policy``, ``DEFAULT``),
 and the order of the cascade (``cascade``).
 
-May import: ``messages``, ``models``, ``summary`` (the skeleton's names);
-never the engine, the layers' code or the CLI (``cascade`` names the engine's steps by path).
+May import: nothing else of ctxengine (the settings are data; ``cascade`` names the engine's
+steps by path, and the engine, the layers and the CLI import this package).
 """
 
 from __future__ import annotations

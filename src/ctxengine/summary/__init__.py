@@ -3,6 +3,7 @@
 quality figures (``audit``), the transcript skeleton (``skeleton``), session notes (``notes``), the
 restored working set (``restore``, ``file_ledger``) and the user's standing rules (``rules``).
 
-May import: ``messages``, ``models``, ``policy`` (settings records), ``tokens``, ``llm``; never the
-engine, ``compaction`` (which imports this package) or the CLI.
+May import: ``messages``, ``layers``, ``llm``, ``tools`` (the shell parser and the instruction
+files, below the agent tools); never the engine, ``compaction`` (which imports this package) or
+the CLI.
 """
