@@ -51,23 +51,7 @@ class Commits:
         self._recorded_dropped: list[Message] = []  # and the messages it dropped
 
     def retrieve(self, artifact: str) -> str:
-        """The original content of an offloaded or cleared tool result, image, document or message.
-
-        Args:
-            artifact: the artifact id of the result (``tool-result/<call id>``), of an image or
-                document part of a result (``tool-result/<call id>/part-<k>``) or of a user
-                message (``user-media/<message id>/part-<k>``), or ``message:<id>`` for the text
-                of a message of the transcript (a long user request quoted in part after a
-                compaction).
-
-        Returns:
-            The original text; for an image or document its data as sent (base64 for an image
-            or a PDF; ``retrieve_part`` gives the part whole).
-
-        Raises:
-            StoreError: when the store has no such artifact.
-            KeyError: for an unknown message id.
-        """
+        """``ContextEngine.retrieve`` (documented there)."""
         if artifact.startswith("message:"):
             wanted = artifact.removeprefix("message:")
             for msg in reversed(self.state.history):
@@ -78,15 +62,7 @@ class Commits:
         return content
 
     def latest_request_verbatim(self) -> bool | str:
-        """Whether the newest user-typed request of the history is in the projection whole.
-
-        Set on every compaction event's quality figures.
-
-        Returns:
-            ``True`` when it is whole (or the session has no user request yet), ``"partial"``
-            when only its quoted head and tail are (it did not fit, see
-            ``Compactor._quote_latest_request``), ``False`` when it is not there at all.
-        """
+        """``ContextEngine.latest_request_verbatim`` (documented there)."""
         found = self.state.compactor.latest_request
         if found is None:
             return True
@@ -100,19 +76,7 @@ class Commits:
         return False
 
     def retrieve_part(self, artifact: str) -> Image | Document:
-        """The image or document kept whole as ``artifact``, for a harness to attach again.
-
-        Args:
-            artifact: the artifact id, ``tool-result/<call id>/part-<k>`` (a tool result's part)
-                or ``user-media/<message id>/part-<k>`` (a user message's).
-
-        Returns:
-            The ``Image`` or ``Document``.
-
-        Raises:
-            StoreError: when there is no such artifact.
-            ValueError: when the artifact is not an image or document.
-        """
+        """``ContextEngine.retrieve_part`` (documented there)."""
         content, meta = self.state.store.get_artifact(self.state.session_id, artifact)
         fields = {k: v for k, v in meta.items() if k not in ("layer", "call_id", "message_id", "part")}
         kind = fields.get("type")

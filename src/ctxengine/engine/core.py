@@ -11,25 +11,11 @@ restarts and behind which summary). The projection is computed from history and 
 incrementally: ingesting appends, a decision rebuilds once. A decision that fails leaves the engine
 as it was (decisions are computed first, committed after).
 
-The cascade in ``assemble`` (cheapest first, each only if still needed): idle clear ->
-cache-TTL pruning (OpenClaw's, off unless the policy asks) -> cache-aware clear -> summary
-compaction (with the policy's cut strategy and summary style; OpenClaw's memory flush first) ->
-overflow guard; the tool-result budget runs on ingest. Layers see the policy resolved for the
-window (``Policy.for_window``: window-relative sizes). A context warning (Letta's, off unless the
-policy asks) is an event that changes nothing. Pairing is validated and repaired after every
-change.
-
-Session notes are updated on a cadence after a turn (``after_turn``): in line by default (the
-replay: deterministic), or in the background for a live agent (``background_notes``): a worker
-thread computes the update while the agent goes on, and the engine applies it on the caller's
-thread at its next step (see ``ContextEngine``).
-
-The engine holds the session's state and its parts, objects with one job each: ``view``
-(``EngineView``: the projection kept incrementally, its pairing repair), ``commits``
-(``Commits``: decisions written to the store and applied, their event figures, retrieval),
-``cascade`` (``Cascade``: the steps of ``assemble``, a list of layer objects built from
-``ctxengine.policy.cascade``), ``subagents`` (``SubagentSpawner``). This module holds construction,
-the lifecycle calls and the public calls the parts answer.
+The cascade in ``assemble`` runs the steps ``ctxengine.policy.cascade`` names, cheapest first; the
+tool-result budget runs on ingest. Session notes are updated after a turn, in line or in the
+background (``ContextEngine``). The engine holds the session's state and its parts, one job each
+(``view``, ``commits``, ``ingestor``, ``cascade``, ``subagents``; see ``ctxengine.engine``); this
+module holds construction, the lifecycle calls and the public calls the parts answer.
 """
 
 from __future__ import annotations
@@ -44,6 +30,7 @@ from ctxengine.engine.cascade import Cascade
 from ctxengine.engine.commit import Commits
 from ctxengine.engine.ingest import RECORDED_ORIGINS as RECORDED_ORIGINS  # re-exported
 from ctxengine.engine.ingest import Ingest
+from ctxengine.engine.resolve import resolve_model as resolve_model  # re-exported
 from ctxengine.engine.state import take_notes_events
 from ctxengine.engine.steps.base import EngineParts
 from ctxengine.engine.subagents import SubagentSpawner
@@ -51,11 +38,11 @@ from ctxengine.engine.view import EngineView
 from ctxengine.engine.view import Projection as Projection  # re-exported: ``engine.core.Projection``
 from ctxengine.layers.base import LayerEvent
 from ctxengine.messages.model import Document, Image, Message, RecordedCompaction, Usage
-from ctxengine.models.registry import ModelInfo, Registry, check_model_window, check_window, resolve_window
+from ctxengine.models.registry import Registry
 from ctxengine.models.window import ReserveTooLargeError
 from ctxengine.policy.registry import Policy
 from ctxengine.store import SessionStore, SQLiteStore
-from ctxengine.tokens.counter import TokenCounter, counter_for
+from ctxengine.tokens.counter import TokenCounter
 from ctxengine.tokens.ledger import Ledger
 
 if TYPE_CHECKING:
@@ -64,27 +51,6 @@ if TYPE_CHECKING:
     from ctxengine.subagents.spec import AgentSpec, SpawnMode
 
 log = logging.getLogger(__name__)  # a child of the engine package's logger
-
-
-def resolve_model(
-    model: str | None,
-    *,
-    window: int | None = None,
-    agent_cap: int | None = None,
-    registry: Registry | None = None,
-    counter: TokenCounter | None = None,
-) -> tuple[Registry, ModelInfo, int, TokenCounter]:
-    """What every engine resolves first: the registry (default: the shipped one), the model's
-    entry (the flagged fallback when unknown), the window in tokens (user override > model >
-    200,000, then min with ``agent_cap``) and the token counter (default: the model's).
-    Raises ``WindowTooSmallError`` under 16,000 tokens; warns (``WindowWarning``) under 32,000,
-    and (``ModelWindowWarning``) above the known model's own window."""
-    reg = registry or Registry.default()
-    info = reg.get(model or "unknown")
-    resolved = resolve_window(info, user_override=window, agent_cap=agent_cap)
-    check_window(resolved)
-    check_model_window(resolved, info, known=reg.known(model or "unknown"))
-    return reg, info, resolved, counter or counter_for(info)
 
 
 class CompactionError(Exception):
@@ -234,8 +200,24 @@ class ContextEngine:
         self.recorded = {c.index: c for c in recorded_compactions}
 
     def ingest(self, message: Message) -> list[LayerEvent]:
-        """Append a message to the session (and the store), running the tool-result budget on it;
-        idempotent by message id (``Ingest.ingest``, which documents the events and errors)."""
+        """Append a message to the session (and the store), running the tool-result budget on it.
+
+        Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
+        duplicate): a message whose id was already ingested with the same role and blocks (a
+        harness retrying a turn) changes nothing, returns no event and is counted in
+        ``reingested``; an empty id is never a duplicate.
+
+        Args:
+            message: the message, as it happened.
+
+        Returns:
+            The events of the decisions made (the tool-result budget's offload, a recorded
+            compaction); empty for none.
+
+        Raises:
+            ValueError: for an id already ingested with other content.
+            StoreError: when the store cannot take the message (nothing is changed then).
+        """
         return self.ingestor.ingest(message)
 
     @property
@@ -345,12 +327,26 @@ class ContextEngine:
     # ---------------------------------------------------------------- the parts' calls
 
     def set_block(self, text: str) -> bool:
-        """Show a managed block with the newest user turn; True when the projection changed
-        (``EngineView.set_block``)."""
+        """Show a managed block (e.g. the open-files working set) with the newest user turn.
+
+        Args:
+            text: the block's text (empty: remove it).
+
+        Returns:
+            True when the projection changed.
+        """
         return self.view.set_block(text)
 
     def retrieve(self, artifact: str) -> str:
-        """The original content of what left the context, by artifact id (``Commits.retrieve``).
+        """The original content of an offloaded or cleared tool result, image, document or message.
+
+        Args:
+            artifact: ``tool-result/<call id>``, a part of it (``.../part-<k>``), a user message's
+                part (``user-media/<message id>/part-<k>``) or ``message:<id>`` (a message's text).
+
+        Returns:
+            The original text; for an image or document its data as sent (base64 for an image
+            or a PDF; ``retrieve_part`` gives the part whole).
 
         Raises:
             StoreError: when the store has no such artifact.
@@ -359,7 +355,14 @@ class ContextEngine:
         return self.commits.retrieve(artifact)
 
     def retrieve_part(self, artifact: str) -> Image | Document:
-        """The image or document kept whole as ``artifact`` (``Commits.retrieve_part``).
+        """The image or document kept whole as ``artifact``, for a harness to attach again.
+
+        Args:
+            artifact: the artifact id, ``tool-result/<call id>/part-<k>`` (a tool result's part)
+                or ``user-media/<message id>/part-<k>`` (a user message's).
+
+        Returns:
+            The ``Image`` or ``Document``.
 
         Raises:
             StoreError: when there is no such artifact.
@@ -368,8 +371,14 @@ class ContextEngine:
         return self.commits.retrieve_part(artifact)
 
     def latest_request_verbatim(self) -> bool | str:
-        """Whether the newest user-typed request is in the projection whole: True, "partial" or
-        False (``Commits.latest_request_verbatim``)."""
+        """Whether the newest user-typed request of the history is in the projection whole.
+
+        Set on every compaction event's quality figures.
+
+        Returns:
+            ``True`` when whole (or no user request yet), ``"partial"`` when only its quoted head
+            and tail are (``Compactor._quote_latest_request``), ``False`` when it is not there.
+        """
         return self.commits.latest_request_verbatim()
 
     def prepare_subagent_spawn(
@@ -382,15 +391,40 @@ class ContextEngine:
         workspace: Path | None = None,
         ttl_s: float | None = None,
     ) -> SubagentContext:
-        """Prepare a sub-agent of this session for ``prompt``
-        (``SubagentSpawner.prepare_subagent_spawn``, which documents the arguments and errors)."""
+        """Prepare a sub-agent of this session for ``prompt`` (OpenClaw's ``prepareSubagentSpawn``).
+
+        Args:
+            spec: the sub-agent's definition.
+            prompt: the task delegated to it.
+            mode: "isolated" or "fork" (None: ``spec.mode``).
+            call_id: the tool call it answers, if any.
+            workspace: where its skills and instruction files are read.
+            ttl_s: seconds after which a sub-agent never ended is swept (None: never).
+
+        Returns:
+            The prepared ``SubagentContext``: its engine, bootstrapped with the initial messages
+            ingested, and what its calls need.
+
+        Raises:
+            SubagentDepthError: past ``spec.max_depth`` (nothing is done).
+            SpawnError: when the prompt is empty or a step fails (everything rolled back).
+        """
         return self.subagents.prepare_subagent_spawn(
             spec, prompt, mode=mode, call_id=call_id, workspace=workspace, ttl_s=ttl_s
         )
 
     def on_subagent_ended(self, result: SubagentResult) -> list[LayerEvent]:
-        """Take back a sub-agent's final report and the files it read, then dispose of it
-        (``SubagentSpawner.on_subagent_ended``)."""
+        """Take back a sub-agent's final report and the files it read, then dispose of it.
+
+        Args:
+            result: what the sub-agent hands back.
+
+        Returns:
+            The events of ingesting the report into this session.
+
+        Raises:
+            SubagentError: for a sub-agent that is not live or not this session's.
+        """
         return self.subagents.on_subagent_ended(result)
 
     @property

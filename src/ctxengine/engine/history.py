@@ -2,7 +2,7 @@
 all of it with one function before every call (the ``identifiers-only`` baseline, the LangChain
 peers).
 
-It resolves the model, window and counter once (``engine.resolve_model``), keeps the history (the
+It resolves the model, window and counter once (``engine.resolve.resolve_model``), keeps the history (the
 recorded harness's own compaction messages left out), anchors a ``Ledger`` on the fixed prefix at
 ``bootstrap`` and on the provider's usage at ``after_turn``, and has no compaction or upkeep of its
 own. A subclass implements ``assemble`` and builds its result with ``projection``. Tokens.
@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.engine.core import RECORDED_ORIGINS, resolve_model
+from ctxengine.engine.ingest import RECORDED_ORIGINS
+from ctxengine.engine.resolve import resolve_model
 from ctxengine.engine.view import Projection
 from ctxengine.layers.base import LayerEvent
 from ctxengine.messages.model import Message, RecordedCompaction, Usage

@@ -45,24 +45,7 @@ class Ingest:
         self.history_tokens = 0
 
     def ingest(self, message: Message) -> list[LayerEvent]:
-        """Append a message to the session (and the store), running the tool-result budget on it.
-
-        Idempotent by message id (OpenClaw's ``ingest`` answers ``{ingested: false}`` for a
-        duplicate): a message whose id was already ingested with the same role and blocks (a
-        harness retrying a turn) changes nothing, returns no event and is counted in
-        ``reingested``; an empty id is never a duplicate.
-
-        Args:
-            message: the message, as it happened.
-
-        Returns:
-            The events of the decisions made (the tool-result budget's offload, a recorded
-            compaction); empty for none.
-
-        Raises:
-            ValueError: for an id already ingested with other content.
-            StoreError: when the store cannot take the message (nothing is changed then).
-        """
+        """``ContextEngine.ingest`` (documented there)."""
         if message.id:
             known = self._ingested.get(message.id)
             if known is not None:

@@ -36,27 +36,11 @@ class SubagentSpawner:
         workspace: Path | None = None,
         ttl_s: float | None = None,
     ) -> SubagentContext:
-        """Prepare a sub-agent of this session for ``prompt`` (OpenClaw's ``prepareSubagentSpawn``).
+        """``ContextEngine.prepare_subagent_spawn`` (documented there).
 
         The sub-agent gets its own engine, ``isolated`` (its system prompt, allow-listed
         instruction files, the prompt alone) or ``fork`` (this projection as a cache-sharing
         prefix, open calls closed).
-
-        Args:
-            spec: the sub-agent's definition.
-            prompt: the task delegated to it.
-            mode: "isolated" or "fork" (None: ``spec.mode``).
-            call_id: the tool call it answers, if any.
-            workspace: where its skills and instruction files are read.
-            ttl_s: seconds after which a sub-agent never ended is swept (None: never).
-
-        Returns:
-            The prepared ``SubagentContext``: its engine, bootstrapped with the initial messages
-            ingested, and what its calls need.
-
-        Raises:
-            SubagentDepthError: past ``spec.max_depth`` (nothing is done).
-            SpawnError: when the prompt is empty or a step fails (everything rolled back).
         """
         from ctxengine.subagents.spawn import prepare_spawn
 
@@ -72,19 +56,10 @@ class SubagentSpawner:
         )
 
     def on_subagent_ended(self, result: SubagentResult) -> list[LayerEvent]:
-        """Take back a sub-agent's final report and the files it read, then dispose of it.
+        """``ContextEngine.on_subagent_ended`` (documented there).
 
         Nothing else of its history comes back: the report (capped at ``report_max_tokens``) and
         the files read are ingested as the result of the call that spawned it (or a notice).
-
-        Args:
-            result: what the sub-agent hands back.
-
-        Returns:
-            The events of ingesting the report into this session.
-
-        Raises:
-            SubagentError: for a sub-agent that is not live or not this session's.
         """
         from ctxengine.subagents.spawn import end_subagent
 

@@ -88,18 +88,12 @@ class EngineView:
         return self._tok_total
 
     def set_block(self, text: str) -> bool:
-        """Show a managed block (e.g. the open-files working set) with the newest user turn.
+        """``ContextEngine.set_block`` (documented there).
 
         Unlike Letta's system-prompt blocks it rides with a turn, so the cached prefix before
         that turn stays valid; it moves to the newest user turn only when ``text`` changes (the
         previous copy disappears from the projection then: one cache miss per change, not per
         call).
-
-        Args:
-            text: the block's text (empty: remove it).
-
-        Returns:
-            True when the projection changed.
         """
         history, kept_from = self.state.history, self.state.kept_from
         anchor = next(
