@@ -3,8 +3,8 @@ wall time of ``ctxengine --version`` and ``ctxengine replay --help``.
 
 Run from the repository root, with the project's interpreter::
 
-    .venv/bin/python benchmarks/bench_import.py
-    .venv/bin/python benchmarks/bench_import.py --repeat 9
+    .venv/bin/python benchmarks/bench_startup.py
+    .venv/bin/python benchmarks/bench_startup.py --repeat 9
 
 Each figure is measured in a fresh process, ``--repeat`` times; the line gives the median and the
 best (a busy machine moves the median a lot, the best much less). Import figures are the cumulative
