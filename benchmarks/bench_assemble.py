@@ -45,12 +45,12 @@ import msgspec
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from ctxengine.engine import ContextEngine  # noqa: E402
+from ctxengine.engine.core import ContextEngine  # noqa: E402
 from ctxengine.formats import load  # noqa: E402
 from ctxengine.layers.pairing import repair  # noqa: E402
-from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult, Usage  # noqa: E402
-from ctxengine.models import Registry  # noqa: E402
-from ctxengine.policy import get_policy  # noqa: E402
+from ctxengine.messages.model import Message, Session, Text, ToolCall, ToolResult, Usage  # noqa: E402
+from ctxengine.models.registry import Registry  # noqa: E402
+from ctxengine.policy.registry import get_policy  # noqa: E402
 from ctxengine.replay import infer_fixed_prefix  # noqa: E402
 from ctxengine.tokens.counter import TokenCounter, counter_for  # noqa: E402
 

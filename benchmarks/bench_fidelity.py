@@ -16,9 +16,9 @@ import warnings
 from pathlib import Path
 
 from ctxengine import bench
-from ctxengine import cli_common as common
-from ctxengine.fidelity import PROBE_KINDS
-from ctxengine.models import Registry
+from ctxengine.cli import common
+from ctxengine.eval.fidelity import PROBE_KINDS
+from ctxengine.models.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PATH = ROOT.parent / "shared" / "data" / "transcripts"

@@ -114,7 +114,7 @@ async def clients(bases: list[str], work: list[Conversation], per: int, kill: An
 
 def _node(up: str, store: str, workers: int, log: Path) -> tuple[str, subprocess.Popen[bytes]]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "ctxengine.cli", "proxy", "--port", str(port), "--window", "200000",
+    cmd = [sys.executable, "-m", "ctxengine.cli.commands", "proxy", "--port", str(port), "--window", "200000",
            "--anthropic-upstream", up, "--store", store, "--redis", REDIS,
            "--workers", str(workers)]  # fmt: skip
     env = os.environ | {"PYTHONPATH": str(REPO / "src")}

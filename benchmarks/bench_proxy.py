@@ -8,7 +8,7 @@ Run from the repository root::
 
 Three processes: a loopback upstream (Starlette + uvicorn, this script with ``--serve-upstream``:
 it answers every Anthropic request at once with a short JSON message that echoes the request's
-``metadata.user_id``), the proxy (``python -m ctxengine.cli proxy --window 200000``, the code of
+``metadata.user_id``), the proxy (``python -m ctxengine.cli.commands proxy --window 200000``, the code of
 this tree) and the clients (this process: ``--sessions`` concurrent sessions over httpx, each
 sending its requests one after another, ``--requests`` in all). A session starts with
 ``--history`` tokens of tool rounds (2,500-token results of code-like text) and appends one small
@@ -256,7 +256,7 @@ def through_proxy(up_url: str, work: list[Conversation], per: int) -> Run:
         cmd = [
             sys.executable,
             "-m",
-            "ctxengine.cli",
+            "ctxengine.cli.commands",
             "proxy",
             "--port",
             str(port),

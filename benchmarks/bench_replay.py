@@ -28,12 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from ctxengine import CacheClear, CompactionSettings  # noqa: E402
-from ctxengine.cli import collect  # noqa: E402
-from ctxengine.engine import ContextEngine  # noqa: E402
+from ctxengine.cli.commands import collect  # noqa: E402
+from ctxengine.engine.core import ContextEngine  # noqa: E402
 from ctxengine.formats import load  # noqa: E402
-from ctxengine.messages import Message, Session  # noqa: E402
-from ctxengine.models import Registry  # noqa: E402
-from ctxengine.policy import Policy, get_policy  # noqa: E402
+from ctxengine.messages.model import Message, Session  # noqa: E402
+from ctxengine.models.registry import Registry  # noqa: E402
+from ctxengine.policy.registry import Policy, get_policy  # noqa: E402
 from ctxengine.replay import replay_session  # noqa: E402
 from ctxengine.tokens.counter import counter_for  # noqa: E402
 

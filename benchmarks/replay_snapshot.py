@@ -30,7 +30,7 @@ from compare_reports import SHOWN, differences  # type: ignore[import-not-found]
 POLICIES = ("default", "claude-code", "openclaw", "pi", "letta")
 WINDOWS = (64_000, 200_000)
 # The console script, run by this interpreter (so PYTHONPATH picks the tree to snapshot).
-LAUNCH = "import sys; sys.argv[0] = 'ctxengine'; from ctxengine.launch import main; main()"
+LAUNCH = "import sys; sys.argv[0] = 'ctxengine'; from ctxengine.cli.launch import main; main()"
 TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 
 

@@ -25,10 +25,10 @@ from typer.testing import CliRunner
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ctxengine.cli import app  # noqa: E402
+from ctxengine.cli.commands import app  # noqa: E402
 from ctxengine.formats import load  # noqa: E402
 from ctxengine.formats.anthropic_writer import to_anthropic  # noqa: E402
-from ctxengine.messages import Message  # noqa: E402
+from ctxengine.messages.model import Message  # noqa: E402
 from ctxengine.proxy import ProxyConfig, create_app  # noqa: E402
 from proxy_servers import Upstream, serve  # noqa: E402
 

@@ -18,8 +18,8 @@ from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_openai_chat
 from ctxengine.integrations.bridge import PAIRING_KINDS, PAIRING_RULES
 from ctxengine.layers.pairing import find_violations
-from ctxengine.messages import Block, Image, Message, ToolResult
-from ctxengine.models import Registry
+from ctxengine.messages.model import Block, Image, Message, ToolResult
+from ctxengine.models.registry import Registry
 from ctxengine.tokens.counter import counter_for
 
 # a few real sessions: Claude Code (thinking, redacted thinking, images) and Codex (reasoning items)

@@ -24,7 +24,7 @@ restore by content). Those tests exercise mechanisms; the default's own figures 
 
 from __future__ import annotations
 
-from ctxengine.policy import (
+from ctxengine.policy.registry import (
     DEFAULT,
     CacheClear,
     CompactionSettings,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ctxengine.formats import load
-from ctxengine.messages import Session, ToolCall, TranscriptError
+from ctxengine.messages.model import Session, ToolCall, TranscriptError
 
 Reader = Callable[[Path], list[Session]]
 

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from hypothesis import strategies as st
 
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     Block,
     Document,
     Image,

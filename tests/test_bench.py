@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from conftest import CLAUDE_CODE, CODEX, SWE_AGENT
 from ctxengine import bench, peers
 from ctxengine.bench import bench_command, compare, resolve, run_bench
-from ctxengine.cli import app as ctxengine_app
+from ctxengine.cli.commands import app as ctxengine_app
 from ctxengine.formats import load
-from ctxengine.policy import get_policy
+from ctxengine.policy.registry import get_policy
 
 OPUS = CLAUDE_CODE / "cc_opus-4.5_thinking_redacted_43391f62.jsonl"
 SIDECHAIN = CLAUDE_CODE / "cc_mimo-v2.5-pro_subagent-sidechain_of-4530697c_agent-aee292b61a7ab9367.jsonl"
@@ -167,7 +167,7 @@ def test_compare_states_whether_default_wins() -> None:
 def test_held_out_split_is_documented_and_balanced(transcripts: Path) -> None:
     from collections import Counter
 
-    from ctxengine.cli_common import collect_all
+    from ctxengine.cli.common import collect_all
 
     sessions, _ = collect_all([transcripts])
     halves = Counter((s.format, bench.held_out(s.source, s.name)) for s in sessions)
@@ -323,7 +323,8 @@ def test_the_bench_table_shows_every_figure_in_a_normal_terminal(columns: int) -
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "LINES"} | {"COLUMNS": str(columns)}
-    cmd = [sys.executable, "-m", "ctxengine.cli", "bench", str(SWE), "--policies", "default,claude-code"]
+    cmd = [sys.executable, "-m", "ctxengine.cli.commands", "bench", str(SWE)]
+    cmd += ["--policies", "default,claude-code"]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()

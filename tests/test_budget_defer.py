@@ -8,8 +8,8 @@ from pathlib import Path
 
 from conftest import CODEX
 from ctxengine.formats import load
-from ctxengine.layer_settings import ToolResultBudget
-from ctxengine.policy import DEFAULT
+from ctxengine.policy.layer_settings import ToolResultBudget
+from ctxengine.policy.registry import DEFAULT
 from ctxengine.replay import replay_session
 
 WINDOW = 64_000
@@ -42,7 +42,7 @@ def test_an_over_cap_result_reaches_the_model_whole_once_then_is_offloaded() -> 
 
 
 def test_defer_unseen_is_off_in_every_built_in_policy() -> None:
-    from ctxengine.policy import BUILTIN, presets
+    from ctxengine.policy.registry import BUILTIN, presets
 
     for policy in [*BUILTIN.values(), *presets().values()]:
         assert not ToolResultBudget.of(policy).defer_unseen, policy.name

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from conftest import CLAUDE_CODE, TRANSCRIPTS
-from ctxengine.cli import app
+from ctxengine.cli.commands import app
 from ctxengine.formats import load
 
 # the smallest real Claude Code session (19 calls, peak ~59K tokens): cheap to replay
@@ -481,7 +481,7 @@ def test_a_window_too_small_in_a_worker_process_is_the_same_one_line_error(tmp_p
     same ``error:`` line and exit 2 as in one process."""
     import pickle
 
-    from ctxengine.models import WindowTooSmallError
+    from ctxengine.models.registry import WindowTooSmallError
     from ctxengine.replay.records import PrefixTooLargeError
 
     for err in (WindowTooSmallError(9_000), PrefixTooLargeError("a.jsonl", 16_000, 24_530)):

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from conftest import SWE_AGENT
-from ctxengine.cli import app
+from ctxengine.cli.commands import app
 
 SWE_0X = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
 MODEL = "claude-sonnet-4-5-20250929"
@@ -106,8 +106,8 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("transcripts were loaded before the output path was checked")
 
-    monkeypatch.setattr("ctxengine.cli_common.load_transcripts", refuse)
-    monkeypatch.setattr("ctxengine.cli.load_transcripts", refuse)
+    monkeypatch.setattr("ctxengine.cli.common.load_transcripts", refuse)
+    monkeypatch.setattr("ctxengine.cli.commands.load_transcripts", refuse)
 
 
 @pytest.mark.parametrize("option", ["--json", "--plot"])
@@ -130,7 +130,7 @@ def test_output_path_under_a_file_fails_in_one_line(command: str, tmp_path: Path
 def test_output_path_in_a_folder_that_cannot_be_written_fails_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ctxengine.cli_outputs as common
+    import ctxengine.cli.outputs as common
 
     src = cc_session(tmp_path / "s.jsonl", 2)
     locked = tmp_path / "locked"
@@ -232,7 +232,7 @@ def test_policy_file_with_an_out_of_range_value_is_refused(body: str, field: str
 
 
 def test_every_built_in_policy_and_preset_is_in_range() -> None:
-    from ctxengine.policy import BUILTIN, presets, range_problems
+    from ctxengine.policy.registry import BUILTIN, presets, range_problems
 
     policies = {**BUILTIN, **presets()}
     assert len(policies) >= 7
@@ -311,7 +311,7 @@ def test_sessions_without_model_calls_are_left_out_of_a_folder_with_a_note(tmp_p
 
 
 def test_replay_help_lists_every_policy() -> None:
-    from ctxengine.policy import BUILTIN, presets
+    from ctxengine.policy.registry import BUILTIN, presets
 
     res = cli("replay", "--help")
     assert res.exit_code == 0
@@ -349,7 +349,7 @@ def failing_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("injected layer fault")
 
-    monkeypatch.setattr("ctxengine.engine_cascade.cache_clear", broken)
+    monkeypatch.setattr("ctxengine.engine.steps.clearing.cache_clear", broken)
 
 
 @pytest.mark.usefixtures("failing_layer")
@@ -360,7 +360,7 @@ def test_layer_failures_the_engine_swallows_are_reported_by_replay(tmp_path: Pat
     data = json.loads(out.read_text())
     assert data["summary"]["layer_failures"] == len(data["calls"]) == 3  # once per assemble
     assert "warning: 3 layer failure(s)" in " ".join(res.stderr.split())
-    from ctxengine.report import COLUMNS
+    from ctxengine.replay.report import COLUMNS
 
     assert COLUMNS["fail"].explain in " ".join(res.stdout.split())  # a table column when non-zero
 
@@ -390,7 +390,7 @@ def test_no_layer_failure_no_column_and_no_warning(tmp_path: Path) -> None:
 def _reports(tmp_path: Path) -> list[Any]:
     """Reports of a session with recorded usage, one without, and the SWE-agent 0.x file."""
     from ctxengine.formats import load
-    from ctxengine.policy import get_policy
+    from ctxengine.policy.registry import get_policy
     from ctxengine.replay import replay_session
 
     files = [
@@ -405,7 +405,7 @@ def _reports(tmp_path: Path) -> list[Any]:
 def test_the_table_fits_the_terminal_without_cutting_a_number(width: int, tmp_path: Path) -> None:
     from rich.console import Console
 
-    from ctxengine import report
+    from ctxengine.replay import report
 
     reports = _reports(tmp_path)
     console = Console(width=width, record=True)
@@ -429,7 +429,7 @@ def test_the_table_shows_content_recall_beside_reference_recall(tmp_path: Path) 
     import msgspec
     from rich.console import Console
 
-    from ctxengine import report
+    from ctxengine.replay import report
 
     [r] = _reports(tmp_path)[:1]
     fields = msgspec.structs.asdict(r.summary) | {"content_hits": 5, "content_grounded": 8}
@@ -444,7 +444,7 @@ def test_the_table_shows_content_recall_beside_reference_recall(tmp_path: Path) 
 def test_the_total_compares_costs_on_the_same_sessions(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from ctxengine import report
+    from ctxengine.replay import report
 
     reports = _reports(tmp_path)[:2]  # one with recorded usage, one without
     assert [r.summary.recorded_cost_usd is None for r in reports] == [False, True]
@@ -533,7 +533,7 @@ class _DeadServer:
 
     def complete(self, request: Any) -> Any:
         from ctxengine.llm import LLMConnectionError, LLMResponse
-        from ctxengine.messages import Usage
+        from ctxengine.messages.model import Usage
 
         self.attempts += 1
         if self.attempts <= self.answers:
@@ -562,7 +562,7 @@ def _llm_replay(tmp_path: Path, *extra: str) -> tuple[Result, dict[str, Any]]:
 
 
 def test_llm_unreachable_fails_fast_and_exits_non_zero(tmp_path: Path, dead_server: Any) -> None:
-    from ctxengine.cli_common import BREAKER_FAILURES
+    from ctxengine.cli.common import BREAKER_FAILURES
 
     server = dead_server()
     res, data = _llm_replay(tmp_path)
@@ -603,7 +603,7 @@ def test_a_window_above_the_models_own_is_one_warning_line(tmp_path: Path) -> No
     models = tmp_path / "m.toml"
     models.write_text(f'[models."{MODEL}"]\ncontext_window = 20000\n', encoding="utf-8")
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "ctxengine.cli", "replay", str(src), "--models", str(models)]
+    cmd = [sys.executable, "-m", "ctxengine.cli.commands", "replay", str(src), "--models", str(models)]
     cmd += ["--window", "64000"]
     res = subprocess.run([*cmd, "--json", str(out), "--quiet"], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
@@ -667,7 +667,7 @@ def test_the_readmes_models_example_is_accepted(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     res = cli("replay", str(src), "--models", str(models), "--model", "my-model", "--json", str(out))
     assert res.exit_code == 0, res.stderr
-    from ctxengine.models import Registry
+    from ctxengine.models.registry import Registry
 
     info = Registry.default().with_overrides(models).get("my-model")
     assert (info.context_window, info.input, info.output, info.price_known) == (128_000, 1.0, 4.0, True)
@@ -684,9 +684,9 @@ def test_a_bad_models_file_is_named_once(tmp_path: Path) -> None:
 def test_an_overflow_reserve_of_half_the_window_is_one_clear_error(tmp_path: Path) -> None:
     """``[overflow_guard] reserve = 1000000`` at ``--window 16000`` was accepted: 23
     compactions in 12 calls, the guard cutting every request to nothing."""
-    from ctxengine.engine import ContextEngine
-    from ctxengine.model_window import ReserveTooLargeError
-    from ctxengine.policy import OverflowGuard, get_policy
+    from ctxengine.engine.core import ContextEngine
+    from ctxengine.models.window import ReserveTooLargeError
+    from ctxengine.policy.registry import OverflowGuard, get_policy
 
     policy = tmp_path / "p.toml"
     policy.write_text("[overflow_guard]\nreserve = 1000000\n", encoding="utf-8")

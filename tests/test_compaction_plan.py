@@ -13,8 +13,8 @@ from ctxengine.compaction import Compaction, CompactionPlan, Compactor, plan_com
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerContext
 from ctxengine.layers.pairing import find_violations
-from ctxengine.messages import Message, Text
-from ctxengine.policy import Policy, SessionMemory, get_policy
+from ctxengine.messages.model import Message, Text
+from ctxengine.policy.registry import Policy, SessionMemory, get_policy
 from ctxengine.replay import replay_session
 from policies import off
 

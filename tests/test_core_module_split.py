@@ -8,11 +8,11 @@ import importlib
 import pytest
 
 MOVED = {
-    "ctxengine.engine": {"ctxengine.engine_view": ["Projection"]},
-    "ctxengine.models": {
-        "ctxengine.model_info": ["ModelInfo", "FALLBACK_PRICES", "cost_usd", "usage_cost_usd"],
-        "ctxengine.model_table": ["RegistryError", "fallback_info"],
-        "ctxengine.model_window": [
+    "ctxengine.engine.core": {"ctxengine.engine.view": ["Projection"]},
+    "ctxengine.models.registry": {
+        "ctxengine.models.info": ["ModelInfo", "FALLBACK_PRICES", "cost_usd", "usage_cost_usd"],
+        "ctxengine.models.table": ["RegistryError", "fallback_info"],
+        "ctxengine.models.window": [
             "MIN_WINDOW_TOKENS",
             "WARN_WINDOW_TOKENS",
             "DEFAULT_WINDOW_TOKENS",
@@ -77,6 +77,6 @@ def test_a_moved_name_is_the_same_object_at_its_old_path(old: str, new: str, nam
 
 
 def test_the_engine_keeps_its_public_names() -> None:
-    engine = importlib.import_module("ctxengine.engine")
+    engine = importlib.import_module("ctxengine.engine.core")
     for name in ("ContextEngine", "Projection", "CompactionError", "RECORDED_ORIGINS", "resolve_model"):
         assert hasattr(engine, name), name

@@ -10,8 +10,8 @@ import math
 import pypdf
 import pytest
 
-from ctxengine.messages import Document, Image, Message, Text, Thinking, ToolCall, ToolResult
-from ctxengine.models import Registry
+from ctxengine.messages.model import Document, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.models.registry import Registry
 from ctxengine.tokens import (
     CLAUDE_PROFILE,
     GENERIC_PROFILE,

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import CLAUDE_CODE, SWE_AGENT
-from ctxengine.cli import app
+from ctxengine.cli.commands import app
 from ctxengine.dashboard.assets import ASSETS, asset
 from ctxengine.dashboard.timeline import is_compaction
 from ctxengine.layers.base import LayerEvent

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import REPO
-from ctxengine.cli import app
+from ctxengine.cli.commands import app
 from test_dashboard import SIDECHAIN, SWE_GPT4, Rig, proxy_rig, replay_html
 
 CHROMIUM = Path("/usr/bin/chromium")

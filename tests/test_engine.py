@@ -17,16 +17,17 @@ from typing import Any
 import msgspec
 import pytest
 
-import ctxengine.engine as engine_module
-import ctxengine.engine_cascade as cascade_module
+import ctxengine.engine.ingest as ingest_module
+import ctxengine.engine.steps.clearing as clearing_module
+import ctxengine.engine.steps.overflow as overflow_module
 from conftest import CLAUDE_CODE
-from ctxengine.engine import CompactionError, ContextEngine, Projection
+from ctxengine.engine.core import CompactionError, ContextEngine, Projection
 from ctxengine.formats import load
 from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
-from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import WindowWarning
-from ctxengine.policy import (
+from ctxengine.messages.model import Message, Session, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import (
     NONE,
     RECORDED,
     CacheClear,
@@ -340,7 +341,7 @@ LAYERS = {
 
 def state(engine: ContextEngine) -> tuple[Any, ...]:
     return (
-        [m.id for m in engine._view],
+        [m.id for m in engine.view.messages],
         list(engine.history),
         dict(engine.replacements),
         engine.kept_from,
@@ -361,7 +362,8 @@ def test_a_failing_layer_leaves_the_engine_unchanged(layer: str, monkeypatch: py
     def boom(*_args: Any, **_kw: Any) -> None:
         raise RuntimeError(f"{layer} exploded")
 
-    monkeypatch.setattr(cascade_module, layer, boom)  # the cascade steps call the layers
+    steps = overflow_module if layer == "overflow_guard" else clearing_module
+    monkeypatch.setattr(steps, layer, boom)  # the cascade steps call the layers
     proj = engine.assemble(now=now)
     assert engine.failures == 1
     assert state(engine) == before
@@ -397,7 +399,7 @@ def test_a_failing_tool_result_budget_does_not_lose_the_message(monkeypatch: pyt
     def boom(*_args: Any, **_kw: Any) -> None:
         raise RuntimeError("budget exploded")
 
-    monkeypatch.setattr(engine_module, "budget_message", boom)
+    monkeypatch.setattr(ingest_module, "budget_message", boom)
     msg = Message("user", (Text("hello"),), "u0")
     with contextlib.suppress(RuntimeError):  # raising is acceptable; losing the message is not
         engine.ingest(msg)
@@ -628,7 +630,7 @@ def test_background_notes_compact_waits_for_the_running_update(monkeypatch: pyte
     import threading
 
     import ctxengine.compaction.notes as compaction_notes
-    from ctxengine.notes import DeterministicNotesUpdater, NotesState, NotesUpdate
+    from ctxengine.summary.notes import DeterministicNotesUpdater, NotesState, NotesUpdate
 
     started, gate = threading.Event(), threading.Event()
     workers: list[str] = []

@@ -20,13 +20,13 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from conftest import CLAUDE_CODE
-from ctxengine.cli import app
-from ctxengine.eval import PROBES, GradeError, Judge, evaluate_policy, parse_grade
+from ctxengine.cli.commands import app
+from ctxengine.eval.probes import PROBES, GradeError, Judge, evaluate_policy, parse_grade
 from ctxengine.formats import load
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.llm import AnthropicClient, OpenAIClient, ProviderClient
-from ctxengine.models import Registry
-from ctxengine.policy import get_policy
+from ctxengine.models.registry import Registry
+from ctxengine.policy.registry import get_policy
 from ctxengine.tokens.counter import counter_for
 from llm_server import Recorded, ScriptedLLMServer, server_error
 

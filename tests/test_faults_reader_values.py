@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import CODEX, SWE_AGENT
-from ctxengine.cli import app
+from ctxengine.cli.commands import app
 from ctxengine.formats import MAX_USAGE_TOKENS, UTF8_BOM, load
-from ctxengine.messages import Session
+from ctxengine.messages.model import Session
 from test_faults_readers import ROLLOUT, SIDECHAIN, cc, main_with_subagents, shape
 
 HUGE = 10**30  # past SQLite's integers (2**63): a replay wrote it to its store and crashed
@@ -236,7 +236,7 @@ def test_a_document_with_a_bad_line_inside_is_still_refused(tmp_path: Path) -> N
     lines.insert(1, b"\x00" * 10)
     path = tmp_path / src.name
     path.write_bytes(b"\n".join(lines))
-    from ctxengine.messages import TranscriptError
+    from ctxengine.messages.model import TranscriptError
 
     with pytest.raises(TranscriptError, match=rf"{path.name}"):
         _quiet_load(path)

@@ -15,11 +15,20 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import CLAUDE_CODE, CODEX
-from ctxengine.cli import app
-from ctxengine.engine import ContextEngine
+from ctxengine.cli.commands import app
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import detect, load
-from ctxengine.messages import Document, Image, Message, Session, Text, ToolCall, ToolResult, TranscriptError
-from ctxengine.policy import get_policy
+from ctxengine.messages.model import (
+    Document,
+    Image,
+    Message,
+    Session,
+    Text,
+    ToolCall,
+    ToolResult,
+    TranscriptError,
+)
+from ctxengine.policy.registry import get_policy
 from ctxengine.tools.base import ToolError
 from ctxengine.tools.retrieve import retrieve
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.llm.base import LLMRequest, LLMResponse
-from ctxengine.llm_summary import NINE_SECTIONS
-from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import WindowWarning
-from ctxengine.policy import SessionMemory, get_policy
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import SessionMemory, get_policy
+from ctxengine.summary.llm.summarizer import NINE_SECTIONS
 from policies import off
 
 MODEL = "claude-sonnet-4-5"
@@ -403,8 +403,8 @@ def test_no_harness_text_of_the_real_claude_code_sessions_is_a_request() -> None
     notifications and local command output (user messages the harness wrote) are never taken for
     the user's request, and the user's typed requests still are."""
     from conftest import CLAUDE_CODE
-    from ctxengine.audit import harness_text, user_request
     from ctxengine.formats import load
+    from ctxengine.summary.audit import harness_text, user_request
 
     messages = [m for f in sorted(CLAUDE_CODE.glob("*.jsonl")) for s in load(f) for m in s.messages]
     harness = [m for m in messages if m.role == "user" and m.text().strip() and harness_text(m.text())]
@@ -596,7 +596,7 @@ def test_a_request_shown_with_its_offloaded_attachment_is_kept_and_quoted_once(p
     """The line the tool-result budget shows for an offloaded document of the request's own message
     was read as part of the user's text: the request, whole in the kept tail, counted as not kept,
     so each compaction quoted it again (a second copy of ~1,800 tokens at 32,000)."""
-    from ctxengine.messages import Document
+    from ctxengine.messages.model import Document
 
     request = "REQ_BEGIN implement section 3 of the attached spec: " + words(1_200, 11) + " REQ_END"
     msgs = [Message("user", (Text("first task: profile the importer"),), "q0", timestamp=T0)]
@@ -650,8 +650,8 @@ def test_a_prompt_queued_while_tools_ran_is_the_latest_request(policy: str) -> N
 
 def test_the_queued_prompts_of_the_real_sessions_are_requests() -> None:
     from conftest import CLAUDE_CODE
-    from ctxengine.audit import user_request
     from ctxengine.formats import load
+    from ctxengine.summary.audit import user_request
 
     [session] = load(CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl")[:1]
     queued = [m for m in session.messages if m.meta.get("attachment_type") == "queued_command"]

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.validate import validate_anthropic
 from ctxengine.llm.base import LLMRequest, LLMResponse
 from ctxengine.llm.errors import BadRequestError
-from ctxengine.llm_summary import NINE_SECTIONS
-from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import Registry
-from ctxengine.notes import SECTIONS as NOTES_SECTIONS
-from ctxengine.policy import SessionMemory, Settings, SummarizerKind, SummarySettings, get_policy
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import Registry
+from ctxengine.policy.registry import SessionMemory, Settings, SummarizerKind, SummarySettings, get_policy
+from ctxengine.summary.llm.summarizer import NINE_SECTIONS
+from ctxengine.summary.notes import SECTIONS as NOTES_SECTIONS
 from ctxengine.tokens.counter import counter_for
 
 MODEL = "claude-sonnet-4-5"
@@ -269,7 +269,7 @@ def test_no_summarizer_request_asks_for_more_output_than_its_model_gives(
     """The output budget was capped at a quarter of the summarizer's window, never at its model's
     own maximum output: pi and letta asked claude-3-haiku (4,096) for 8,192 tokens, a 400 at
     Anthropic ("max_tokens > 4096"); claude-code's 20,000 would exceed claude-3.5-haiku's 8,192."""
-    from ctxengine.models import Registry
+    from ctxengine.models.registry import Registry
 
     most = Registry.default().get(summarizer_model).max_output
     llm = StrictLLM()

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import artifact_id
-from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import ModelWindowWarning, WindowWarning
-from ctxengine.policy import (
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import ModelWindowWarning, WindowWarning
+from ctxengine.policy.registry import (
     CacheClear,
     CompactionSettings,
     IdleClear,
@@ -37,7 +37,7 @@ MODEL = "claude-sonnet-4-5"
 POLICIES = ("default", "claude-code", "openclaw", "pi", "letta")
 REQUEST = "Read the modules under /home/dev/proj/app and tell me which one opens the database."
 
-pytestmark = pytest.mark.filterwarnings("ignore::ctxengine.models.WindowWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::ctxengine.models.registry.WindowWarning")
 
 
 def _content(kind: str, chars: int, seed: int) -> str:
@@ -473,7 +473,7 @@ def test_a_folder_replay_skips_only_the_sessions_its_window_cannot_take(tmp_path
     session is one ``warning:`` line and the others are replayed; when none fits it is one error."""
     from typer.testing import CliRunner
 
-    from ctxengine.cli import app
+    from ctxengine.cli.commands import app
 
     folder = tmp_path / "sessions"
     folder.mkdir()

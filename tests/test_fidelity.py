@@ -1,4 +1,4 @@
-"""Content recall, compaction probes and the re-fetch cost (``ctxengine.fidelity``), on built
+"""Content recall, compaction probes and the re-fetch cost (``ctxengine.eval.fidelity``), on built
 inputs where the right figure is known, and on real transcripts against the shared anchor script."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import CLAUDE_CODE, SHARED
-from ctxengine import fidelity
-from ctxengine.fidelity import FidelityTracker, error_text, file_changes, shingles
+from ctxengine.eval import fidelity
+from ctxengine.eval.fidelity import FidelityTracker, error_text, file_changes, shingles
 from ctxengine.formats import load as load_path
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.policy import get_policy
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.policy.registry import get_policy
 from ctxengine.replay import replay_session
 
 FILE = "the function parse_header reads the first line of the file and splits it on commas"
@@ -224,7 +224,7 @@ def test_none_sends_everything_and_scores_full_content_recall() -> None:
 
 def test_identifiers_only_is_high_on_reference_recall_and_low_on_content_recall() -> None:
     from ctxengine.bench import engine_registry, resolve, run_one
-    from ctxengine.models import Registry
+    from ctxengine.models.registry import Registry
 
     path = CLAUDE_CODE / "cc_opus-4.5_general-tool-calls_2-comment-header-lines.jsonl"
     (session,) = load_path(path)
@@ -336,8 +336,8 @@ def test_a_file_read_then_quoted_is_read_even_when_the_agent_also_wrote_it() -> 
 def test_read_recall_on_a_real_session_none_keeps_all_own_words_only_little(transcripts: Path) -> None:
     path = next(transcripts.glob("codex-rollout-jsonl/codex_gpt-5.2-codex_cli-0.98_*.jsonl"))
     session = load_path(path)[0]
-    from ctxengine.baselines import OwnWordsOnlyEngine, policy_for
-    from ctxengine.plugins import EngineRegistry
+    from ctxengine.engine.baselines import OwnWordsOnlyEngine, policy_for
+    from ctxengine.engine.plugins import EngineRegistry
 
     engines = EngineRegistry()
     none = replay_session(session, get_policy("none"), window=64_000).summary

@@ -24,7 +24,7 @@ from proxy_servers import Upstream, serve
 from test_proxy import KEY, _turns
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
-CLI = [sys.executable, "-m", "ctxengine.cli", "proxy"]
+CLI = [sys.executable, "-m", "ctxengine.cli.commands", "proxy"]
 
 
 def _refused(*args: str) -> str:
@@ -42,7 +42,7 @@ def test_the_options_refuse_what_they_cannot_do_safely(tmp_path: Path) -> None:
 
 def test_without_the_gateway_extra_the_proxy_says_what_to_install() -> None:
     hide = "import sys\nfor m in ('psycopg', 'psycopg_pool', 'redis'): sys.modules[m] = None\n"
-    run = "from ctxengine.cli import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
+    run = "from ctxengine.cli.commands import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
     r = subprocess.run(
         [sys.executable, "-c", hide + run, "proxy", "--store", "postgresql://127.0.0.1/x"],
         capture_output=True,

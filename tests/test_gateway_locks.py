@@ -136,7 +136,7 @@ def test_a_turn_counts_as_a_call_once_recorded_so_a_node_killed_after_answering_
     gateway check saw 49 of 50). The call is counted when the turn is recorded, before the
     upstream call; the answer takes it back when the upstream refused the request, and a retry
     of an unanswered turn (same messages) is not counted twice."""
-    from ctxengine.messages import Usage
+    from ctxengine.messages.model import Usage
 
     index, sid = ConversationIndex(pg), _sid()
     index.create(sid, "k", "anthropic", "m", 32_000, None, None)

@@ -9,14 +9,14 @@ import msgspec
 import pytest
 
 from conftest import OPENAI_CHAT
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.importance import W_RECENCY, W_RELEVANCE, W_ROLE, W_TOOL, eviction_order, score_units
 from ctxengine.layers.pairing import find_violations
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.policy import DEFAULT, CacheClear, EvictionSettings, ToolResultBudget, get_policy
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.policy.registry import DEFAULT, CacheClear, EvictionSettings, ToolResultBudget, get_policy
+from ctxengine.policy.session_keys import HistoryLimits, SessionKey, SessionKeyError, turns_to_keep
 from ctxengine.replay import replay_session
-from ctxengine.session_keys import HistoryLimits, SessionKey, SessionKeyError, turns_to_keep
 from policies import off
 
 TAU = OPENAI_CHAT / "tau-bench_gpt-4o_airline_200-trajectories_tool_calls.json"

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from ctxengine.integrations.bridge import EngineBridge, IntegrationWarning
-from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
 
 
 class Identity:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.integrations.bridge import IntegrationWarning
 from ctxengine.integrations.langchain_messages import from_message, to_message
 from integrations_common import canonical, example, pairing_problems, replayed_messages, tokens

@@ -12,12 +12,12 @@ import msgspec
 import pytest
 from agents.memory import Session
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats.validate import validate_openai_chat
 from ctxengine.integrations.bridge import IntegrationWarning
 from ctxengine.integrations.openai_agents import ITEMS_SESSION, EngineSession
 from ctxengine.integrations.openai_agents_items import from_message, to_message
-from ctxengine.messages import Block, Message, ToolResult
+from ctxengine.messages.model import Block, Message, ToolResult
 from integrations_common import canonical, example, replayed_messages, without_image_size
 
 sdk = example("openai_agents")

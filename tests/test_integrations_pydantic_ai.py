@@ -10,10 +10,10 @@ import msgspec
 import pytest
 from pydantic_ai.messages import ModelRequest, SystemPromptPart, ToolReturnPart
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.integrations.bridge import IntegrationWarning
 from ctxengine.integrations.pydantic_ai_messages import from_message, to_message
-from ctxengine.messages import Block, Document, Message
+from ctxengine.messages.model import Block, Document, Message
 from integrations_common import (
     canonical,
     example,

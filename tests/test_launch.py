@@ -1,5 +1,5 @@
 """The console script's fast start for ``tool grep`` / ``tool glob`` prints what the full command
-line prints (``ctxengine.launch``), and leaves every other command line to it."""
+line prints (``ctxengine.cli.launch``), and leaves every other command line to it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ctxengine.launch import fast_tool, parse_fast
+from ctxengine.cli.launch import fast_tool, parse_fast
 from ctxengine.tools.cli import tool_app
 
 app = typer.Typer()
@@ -98,9 +98,10 @@ def test_fast_start_leaves_heavy_modules_unimported(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("NEEDLE = 1\n")
     probe = (
         "import sys; sys.argv = ['ctxengine', 'tool', 'grep', '--workspace', sys.argv[1], 'NEEDLE']\n"
-        "from ctxengine.launch import fast_tool\n"
+        "from ctxengine.cli.launch import fast_tool\n"
         "code = fast_tool(sys.argv[1:])\n"
-        "heavy = ['typer', 'ctxengine.cli', 'ctxengine.engine', 'importlib.metadata', 'pathspec']\n"
+        "heavy = ['typer', 'ctxengine.cli.commands', 'ctxengine.engine.core', 'importlib.metadata',"
+        " 'pathspec']\n"
         "print(code, [m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run(
@@ -109,3 +110,30 @@ def test_fast_start_leaves_heavy_modules_unimported(tmp_path: Path) -> None:
     )
     assert out.stdout.strip().splitlines()[-1] == "0 []"
     assert "a.py:1: NEEDLE = 1" in out.stdout
+
+
+def test_version_starts_fast_and_prints_what_the_full_command_line_prints() -> None:
+    """``ctxengine --version`` alone is answered by the console script before typer, the commands
+    or the engine are imported, with the same line the typer command prints."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    from typer.testing import CliRunner
+
+    from ctxengine.cli.commands import app
+
+    probe = (
+        "import sys; sys.argv = ['ctxengine', '--version']\n"
+        "from ctxengine.cli.launch import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    heavy = ['typer', 'click', 'rich', 'ctxengine.cli.commands', 'ctxengine.engine.core']\n"
+        "    print(exc.code, [m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    lines = out.stdout.strip().splitlines()
+    assert lines == [f"ctxengine {version('ctxengine')}", "0 []"]
+    full = CliRunner().invoke(app, ["--version"])
+    assert full.exit_code == 0 and full.stdout.strip() == lines[0]

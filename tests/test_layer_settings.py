@@ -13,7 +13,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from ctxengine.policy import (
+from ctxengine.policy.fields import AT_LEAST_ONE, BY_TABLE, PLACE, SHARES, TOP_LEVEL
+from ctxengine.policy.registry import (
     BUILTIN,
     DEFAULT,
     NONE,
@@ -34,8 +35,7 @@ from ctxengine.policy import (
     presets,
     range_problems,
 )
-from ctxengine.policy_settings import AT_LEAST_ONE, BY_TABLE, PLACE, SHARES, TOP_LEVEL
-from ctxengine.session_keys import HistoryLimits
+from ctxengine.policy.session_keys import HistoryLimits
 
 PINS = Path(__file__).parent / "data" / "policies_before_settings.json"
 ALL = {**BUILTIN, **presets()}
@@ -357,8 +357,8 @@ def _result_shown(
 ) -> tuple[str, int]:
     """What the model is shown of a tool result ``text`` (of ``call``: tool, input key, value) at
     ``window`` tokens with a ``fixed``-token prefix under ``policy``, and its tokens."""
-    from ctxengine.engine import ContextEngine
-    from ctxengine.messages import Message, Text, ToolCall, ToolResult
+    from ctxengine.engine.core import ContextEngine
+    from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
 
     e = ContextEngine(policy, model="claude-sonnet-4-5", window=window)
     e.bootstrap(system="sys", fixed_prefix_tokens=fixed)

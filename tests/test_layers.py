@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine import identifiers
-from ctxengine.engine import RECORDED_ORIGINS, ContextEngine, Projection
+from ctxengine.engine.core import RECORDED_ORIGINS, ContextEngine, Projection
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
 from ctxengine.layers.tool_result_budget import density
-from ctxengine.messages import Image, Message, Session, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import WindowWarning
-from ctxengine.policy import (
+from ctxengine.messages import identifiers
+from ctxengine.messages.model import Image, Message, Session, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import (
     CacheClear,
     ClearedResults,
     CompactionSettings,
@@ -587,7 +587,7 @@ SMALL_WINDOW = 20_000
 
 
 def test_a_window_under_16k_is_refused() -> None:
-    from ctxengine.models import WindowTooSmallError
+    from ctxengine.models.registry import WindowTooSmallError
 
     with pytest.raises(WindowTooSmallError):
         ContextEngine(OVERFLOW_POLICY, model=MODEL, window=15_999)

@@ -23,15 +23,15 @@ import msgspec
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from ctxengine.engine import RECORDED_ORIGINS, ContextEngine, Projection
+from ctxengine.engine.core import RECORDED_ORIGINS, ContextEngine, Projection
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.layers.base import message_with_results
 from ctxengine.layers.pairing import find_violations
-from ctxengine.messages import Message, Usage
-from ctxengine.models import WindowWarning
-from ctxengine.policy import (
+from ctxengine.messages.model import Message, Usage
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import (
     NONE,
     CacheClear,
     CompactionSettings,

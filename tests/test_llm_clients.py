@@ -40,8 +40,8 @@ from ctxengine.llm import (
     parse_spec,
     redact,
 )
-from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import Registry, usage_cost_usd
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import Registry, usage_cost_usd
 from llm_server import (
     ScriptedLLMServer,
     anthropic_error,

@@ -23,15 +23,18 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine import identifiers
-from ctxengine.audit import latest_user_request, span_text
-from ctxengine.engine import CompactionError, ContextEngine
+from ctxengine.engine.core import CompactionError, ContextEngine
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.layers.base import LayerEvent
 from ctxengine.layers.pairing import find_violations, tool_groups
 from ctxengine.llm import AnthropicClient, OpenAIClient, ProviderClient, ToolDefinition
-from ctxengine.llm_summary import (
+from ctxengine.messages import identifiers
+from ctxengine.messages.model import Message
+from ctxengine.models.registry import Registry, WindowWarning
+from ctxengine.policy.registry import CacheClear, IdleClear, SessionMemory, ToolResultBudget, get_policy
+from ctxengine.summary.audit import latest_user_request, span_text
+from ctxengine.summary.llm.summarizer import (
     CHUNK_ATTEMPTS,
     CONTINUATION,
     MERGE_INSTRUCTIONS,
@@ -41,11 +44,8 @@ from ctxengine.llm_summary import (
     split_by_token_share,
     strip_analysis,
 )
-from ctxengine.messages import Message
-from ctxengine.models import Registry, WindowWarning
-from ctxengine.notes import serialize
-from ctxengine.policy import CacheClear, IdleClear, SessionMemory, ToolResultBudget, get_policy
-from ctxengine.summarize import STYLE_SECTIONS
+from ctxengine.summary.notes import serialize
+from ctxengine.summary.structured import STYLE_SECTIONS
 from ctxengine.tokens.counter import counter_for
 from llm_server import (
     Recorded,
@@ -205,7 +205,7 @@ def only_summary_event(events: list[LayerEvent]) -> LayerEvent:
 
 def snapshot(engine: ContextEngine) -> tuple[list[Message], list[Message], int, list[Message]]:
     """What a failure must not change: history, the projection, the cut, the prefix."""
-    return list(engine.history), list(engine._view), engine.kept_from, list(engine.prefix)
+    return list(engine.history), list(engine.view.messages), engine.kept_from, list(engine.prefix)
 
 
 def span_of(engine: ContextEngine, event: LayerEvent) -> list[Message]:

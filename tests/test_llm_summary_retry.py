@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ctxengine.llm_summary import LLMSummarizer
-from ctxengine.llm_summary_result import Spend, SummaryError
-from ctxengine.llm_summary_retry import CHUNK_ATTEMPTS, CHUNK_BACKOFF_S, CHUNK_JITTER, chunk_retrying
-from ctxengine.messages import Message
+from ctxengine.messages.model import Message
+from ctxengine.summary.llm.result import Spend, SummaryError
+from ctxengine.summary.llm.retry import CHUNK_ATTEMPTS, CHUNK_BACKOFF_S, CHUNK_JITTER, chunk_retrying
+from ctxengine.summary.llm.summarizer import LLMSummarizer
 
 
 def _summarizer(waits: list[float]) -> LLMSummarizer:

@@ -232,7 +232,7 @@ def test_mcp_semantic_without_the_extra_exits_2(
 ) -> None:
     from typer.testing import CliRunner
 
-    from ctxengine.cli import app as cli_app
+    from ctxengine.cli.commands import app as cli_app
     from ctxengine.tools import mcp_server
 
     monkeypatch.setattr(mcp_server, "SEMANTIC_MODULES", ("ctxengine_no_such_module",))

@@ -1,4 +1,4 @@
-"""ctxengine.media: image sizes (imagesize) and PDF page counts (pypdf) from base64 headers; and
+"""ctxengine.messages.media: image sizes (imagesize) and PDF page counts (pypdf) from base64 headers; and
 documents and images attached to a user message itself (no tool call): offloaded like a tool
 result's when over the budget, retrievable by the handle their line names, the user's text whole.
 
@@ -15,11 +15,11 @@ import struct
 import pypdf
 import pytest
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.layers.tool_result_budget import budget_message
-from ctxengine.media import image_size, image_size_bytes, pdf_page_count
-from ctxengine.messages import Document, Image, Message, Text, ToolCall, ToolResult
-from ctxengine.policy import get_policy
+from ctxengine.messages.media import image_size, image_size_bytes, pdf_page_count
+from ctxengine.messages.model import Document, Image, Message, Text, ToolCall, ToolResult
+from ctxengine.policy.registry import get_policy
 from ctxengine.tools.retrieve import retrieve
 from test_faults_readers import PRESETS, T0, make_pdf, screenshots
 
@@ -184,7 +184,7 @@ def test_an_offloaded_pdf_names_retrieve_only_where_the_agent_has_it() -> None:
     """Behind ``ctxengine proxy`` without ``--retrieve-tool`` the agent has no ``retrieve`` tool
     (``ClearedResults.name_retrieve`` off): the PDF's line names its artifact and no call the
     client cannot make (it offered ``retrieve(...)`` anyway)."""
-    from ctxengine.layer_settings import ClearedResults
+    from ctxengine.policy.layer_settings import ClearedResults
 
     default = get_policy("default")
     policy = default.with_(default.settings(ClearedResults).with_(name_retrieve=False))

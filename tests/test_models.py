@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine.messages import Usage
-from ctxengine.models import (
+from ctxengine.messages.model import Usage
+from ctxengine.models.registry import (
     DEFAULT_WINDOW_TOKENS,
     FALLBACK_PRICES,
     MIN_WINDOW_TOKENS,

@@ -24,15 +24,17 @@ from conftest import CLAUDE_CODE
 from ctxengine.compaction import NotesJob
 from ctxengine.compaction import chain as compaction_chain
 from ctxengine.compaction import notes as compaction_notes
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerEvent
 from ctxengine.layers.pairing import find_violations
 from ctxengine.layers.session_memory_compact import INTRO
 from ctxengine.llm import AnthropicClient
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.models import Registry, WindowWarning
-from ctxengine.notes import (
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.models.registry import Registry, WindowWarning
+from ctxengine.policy.registry import CompactionSettings, get_policy
+from ctxengine.replay import replay_session
+from ctxengine.summary.notes import (
     NOTES_MAX_TOKENS,
     NOTES_PLAN_CHARS,
     NOTES_SYSTEM,
@@ -46,8 +48,6 @@ from ctxengine.notes import (
     sections_of,
     serialize,
 )
-from ctxengine.policy import CompactionSettings, get_policy
-from ctxengine.replay import replay_session
 from ctxengine.tokens.counter import counter_for
 from llm_server import Recorded, ScriptedLLMServer
 from policies import ROUND2

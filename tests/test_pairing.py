@@ -21,7 +21,7 @@ from ctxengine.layers.pairing import (
     safe_cut_points,
     tool_groups,
 )
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
 from strategies import sessions
 
 PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

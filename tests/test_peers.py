@@ -18,12 +18,12 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from conftest import CLAUDE_CODE
 from ctxengine import peers
+from ctxengine.engine.plugins import EngineRegistry, GuardedEngine
 from ctxengine.formats import load
 from ctxengine.layers.pairing import find_violations
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.models import WindowWarning
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.models.registry import WindowWarning
 from ctxengine.peers.langchain import ClearToolUsesEngine, TrimMessagesEngine, _to_langchain
-from ctxengine.plugins import EngineRegistry, GuardedEngine
 from ctxengine.replay import replay_session
 
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"

@@ -16,13 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxengine import identifiers, notes
 from ctxengine.formats import anthropic_writer as aw
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import SystemMessages
 from ctxengine.layers.pairing import find_violations, repair
 from ctxengine.layers.pairing_cache import RepairCache
-from ctxengine.messages import CACHE_ANCHOR, Message, Text, ToolCall, ToolResult
+from ctxengine.messages import identifiers
+from ctxengine.messages.model import CACHE_ANCHOR, Message, Text, ToolCall, ToolResult
+from ctxengine.summary import notes
 from ctxengine.tokens.counter import CLAUDE_PROFILE, EstimateCounter, OpenAICounter, classify_text
 from ctxengine.tokens.memo import TextMemo
 from strategies import sessions

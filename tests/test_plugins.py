@@ -9,19 +9,19 @@ from typing import Any, ClassVar
 
 import pytest
 
-import ctxengine.plugins as plugins
-from ctxengine.engine import ContextEngine, Projection
-from ctxengine.layers.base import LayerEvent
-from ctxengine.llm import ToolDefinition
-from ctxengine.messages import Message, RecordedCompaction, Text, ToolCall, ToolResult, Usage
-from ctxengine.plugins import (
+import ctxengine.engine.plugins as plugins
+from ctxengine.engine.core import ContextEngine, Projection
+from ctxengine.engine.plugins import (
     CORE_OWNER,
     ENTRY_POINT_GROUP,
     EngineRegistry,
     GuardedEngine,
     RegistrationError,
 )
-from ctxengine.policy import DEFAULT
+from ctxengine.layers.base import LayerEvent
+from ctxengine.llm import ToolDefinition
+from ctxengine.messages.model import Message, RecordedCompaction, Text, ToolCall, ToolResult, Usage
+from ctxengine.policy.registry import DEFAULT
 
 MODEL = "claude-sonnet-4-5"
 KW: dict[str, Any] = {"policy": DEFAULT, "model": MODEL}
@@ -180,7 +180,7 @@ def test_a_raising_plugin_is_quarantined_and_core_takes_over_with_the_session(
     reg = EngineRegistry()
     reg.register("flaky", plugin_factory(fail_in, fail_after), owner="plugin:flaky")
     PluginEngine.instances.clear()
-    caplog.set_level(logging.WARNING, logger="ctxengine.plugins")
+    caplog.set_level(logging.WARNING, logger="ctxengine.engine.plugins")
     engine = reg.create("flaky", **KW)
     assert isinstance(engine, GuardedEngine)
     engine.bootstrap(system="You are a coding agent.", fixed_prefix_tokens=500)
@@ -278,7 +278,7 @@ def test_entry_points_register_plugins_and_refuse_core_ids(
         return points if group == ENTRY_POINT_GROUP else []
 
     monkeypatch.setattr(plugins, "entry_points", fake_entry_points)
-    caplog.set_level(logging.WARNING, logger="ctxengine.plugins")
+    caplog.set_level(logging.WARNING, logger="ctxengine.engine.plugins")
     reg = EngineRegistry()
     added = reg.load_entry_points()
 

@@ -11,13 +11,14 @@ import msgspec
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine import identifiers, summarize
-from ctxengine.cache import AUTO_MIN_PREFIX, AUTO_STEP, LOOKBACK_BLOCKS, CacheModel
 from ctxengine.formats import load
-from ctxengine.messages import Message, Session, Text, ToolCall
-from ctxengine.models import get_model
-from ctxengine.policy import BUILTIN, DEFAULT, NONE, IdleClear, Policy, get_policy
+from ctxengine.messages import identifiers
+from ctxengine.messages.model import Message, Session, Text, ToolCall
+from ctxengine.models.prompt_cache import AUTO_MIN_PREFIX, AUTO_STEP, LOOKBACK_BLOCKS, CacheModel
+from ctxengine.models.registry import get_model
+from ctxengine.policy.registry import BUILTIN, DEFAULT, NONE, IdleClear, Policy, get_policy
 from ctxengine.store import Entry, SQLiteStore, StoreError
+from ctxengine.summary import structured as summarize
 from ctxengine.tokens.counter import counter_for
 from ctxengine.tokens.ledger import Ledger
 

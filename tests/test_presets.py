@@ -17,18 +17,19 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE, CODEX
-from ctxengine import summarize
 from ctxengine.compaction import clamp_summary_input
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerContext
 from ctxengine.layers.cache_ttl_prune import PLACEHOLDER, cache_ttl_prune
 from ctxengine.layers.cut_plans import history_start, pi_plan, sliding_plan
 from ctxengine.layers.history_share import prune_history_for_context_share
 from ctxengine.layers.pairing import find_violations, safe_cut_points
-from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult
-from ctxengine.models import WindowWarning
-from ctxengine.policy import (
+from ctxengine.messages.model import Message, Session, Text, ToolCall, ToolResult
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.harnesses import CLAUDE_CODE as CC
+from ctxengine.policy.harnesses import LETTA, OPENCLAW, PI, PRESETS
+from ctxengine.policy.registry import (
     BUILTIN,
     DEFAULT,
     CompactionSettings,
@@ -38,9 +39,8 @@ from ctxengine.policy import (
     ToolResultBudget,
     get_policy,
 )
-from ctxengine.presets import CLAUDE_CODE as CC
-from ctxengine.presets import LETTA, OPENCLAW, PI, PRESETS
 from ctxengine.replay import SessionReport, replay_session
+from ctxengine.summary import structured as summarize
 
 MODEL = "claude-sonnet-4-5"  # window 200,000, max output 64,000
 MIMO = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
@@ -112,7 +112,7 @@ def first_context_over(session: Session, policy: Policy, window: int) -> tuple[C
     threshold = policy.compact_threshold(window, engine.model.max_output)
     for m in session.messages:
         if m.role == "assistant" and engine.assemble().tokens > threshold:
-            ctx = engine._context(window, None)
+            ctx = engine.view.context(window, None)
             ctx.policy = policy
             return engine, ctx
         engine.ingest(m)
@@ -251,9 +251,9 @@ def ttl_context(chat: Chat, policy: Policy, window: int, idle: float) -> LayerCo
     for m in chat.messages:
         engine.ingest(m)
     return LayerContext(
-        view=engine._view,
-        tokens=engine._tok,
-        src=engine._src,
+        view=engine.view.messages,
+        tokens=engine.view.tokens,
+        src=engine.view.src,
         predicted=engine.assemble().tokens,
         window=window,
         max_output=engine.model.max_output,
@@ -485,7 +485,7 @@ def test_letta_grows_the_share_until_the_rest_fits_70_percent() -> None:
     engine = engine_for(LETTA, window=20_000)
     for m in chat.messages:
         engine.ingest(m)
-    ctx = engine._context(20_000, None)
+    ctx = engine.view.context(20_000, None)
     plan = sliding_plan(ctx, 0)
     assert plan is not None and plan.mode == "sliding"
     fixed = ctx.predicted - sum(ctx.tokens)

@@ -441,8 +441,8 @@ def test_retrieve_beside_client_tools_is_taken_out(retrieve_rig: Rig) -> None:
 
 
 def test_least_recently_used_idle_session_evicted() -> None:
-    from ctxengine.engine import ContextEngine
-    from ctxengine.policy import get_policy
+    from ctxengine.engine.core import ContextEngine
+    from ctxengine.policy.registry import get_policy
     from ctxengine.proxy.sessions import ProxySession, SessionTable
     from ctxengine.proxy.wire_anthropic import AnthropicReader
 
@@ -557,7 +557,7 @@ def test_cli_serves_and_logs_one_line_per_request(tmp_path: Path) -> None:
         cmd = [
             sys.executable,
             "-m",
-            "ctxengine.cli",
+            "ctxengine.cli.commands",
             "proxy",
             "--port",
             str(port),
@@ -604,7 +604,7 @@ def test_cli_refuses_an_unknown_policy() -> None:
     import sys
 
     r = subprocess.run(
-        [sys.executable, "-m", "ctxengine.cli", "proxy", "--policy", "nope"],
+        [sys.executable, "-m", "ctxengine.cli.commands", "proxy", "--policy", "nope"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -617,7 +617,7 @@ def test_cli_without_the_proxy_extra() -> None:
     import sys
 
     hide = "import sys\nfor m in ('starlette', 'httpx', 'uvicorn'): sys.modules[m] = None\n"
-    run = "from ctxengine.cli import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
+    run = "from ctxengine.cli.commands import main\nsys.argv = ['ctxengine', *sys.argv[1:]]\nmain()\n"
     help_ = subprocess.run(
         [sys.executable, "-c", hide + run, "--help"], capture_output=True, text=True, timeout=60
     )
@@ -796,9 +796,9 @@ def test_the_clients_output_budget_is_left_free_of_the_prompt() -> None:
     """The engine kept its overflow reserve (4,000 tokens) free whatever the client asked for:
     with ``max_tokens`` 8,192 at a 32,000-token window letta sent a 27,441-token prompt (vLLM,
     llama.cpp and OpenAI refuse a prompt plus ``max_tokens`` over the context)."""
-    from ctxengine.engine import ContextEngine
-    from ctxengine.messages import Message, Text, ToolCall, ToolResult
-    from ctxengine.policy import get_policy
+    from ctxengine.engine.core import ContextEngine
+    from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+    from ctxengine.policy.registry import get_policy
     from ctxengine.proxy.apply import response_budget
 
     for name in ("default", "letta"):
@@ -882,8 +882,8 @@ def test_the_output_room_follows_what_the_model_writes_not_the_clients_maximum()
     29,000-token fixed prefix ~3,000 tokens of history at a 64,000-token window. The room is the
     ask or twice the longest response seen (at least 8,192), and the ask sent upstream is cut to
     what the window leaves after the prompt (never below a thinking budget)."""
-    from ctxengine.engine import ContextEngine
-    from ctxengine.policy import get_policy
+    from ctxengine.engine.core import ContextEngine
+    from ctxengine.policy.registry import get_policy
     from ctxengine.proxy.apply import OUTPUT_FLOOR, cap_output, response_budget
 
     engine = ContextEngine(get_policy("default"), model="claude-sonnet-4-6", window=64_000)

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ctxengine.messages import Message, Text
+from ctxengine.messages.model import Message, Text
 from ctxengine.proxy.reminders import split_reminders
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from test_proxy import KEY, Rig, _rig, _turns, log_lines

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from ctxengine.formats.validate_responses import validate_responses
-from ctxengine.messages import Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Text, Thinking, ToolCall, ToolResult
 from ctxengine.proxy.responses_items import read_item, write_items
 from test_proxy import KEY, Rig, _rig, log_lines
 

@@ -20,12 +20,12 @@ import httpx
 import pytest
 
 from conftest import CLAUDE_CODE, OPENAI_CHAT
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
-from ctxengine.messages import Message, Session, Usage
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Message, Session, Usage
+from ctxengine.policy.registry import Policy
 from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.wire_anthropic import AnthropicReader

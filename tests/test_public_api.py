@@ -3,6 +3,7 @@ the module that defines it, and ``import ctxengine`` alone stays light (the CLI 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def test_all_lists_the_public_names_and_each_resolves_to_its_module() -> None:
 
 
 def test_a_submodule_import_does_not_shadow_an_exported_name() -> None:
-    import ctxengine.presets  # the module ``ctxengine.presets`` becomes a package attribute
+    import ctxengine.policy.harnesses  # the module ``ctxengine.policy.harnesses`` becomes a package attribute
 
     assert ctxengine.get_policy("pi").name == "pi"
     assert "presets" not in ctxengine.__all__  # it names the module, not a function
@@ -49,7 +50,8 @@ def test_an_unknown_name_raises_attribute_error() -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, ctxengine; print(*(m in sys.modules for m in ('ctxengine.engine', 'ctxengine.replay')))"
+        "import sys, ctxengine; "
+        "print(*(m in sys.modules for m in ('ctxengine.engine.core', 'ctxengine.replay')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
@@ -71,11 +73,16 @@ def test_the_names_work_together_on_a_real_transcript() -> None:
 
 
 def test_the_replay_and_the_restore_do_not_load_the_tools() -> None:
-    # one-way imports: the tool-limit report, the read/grep limits and the bootstrap loader sit
-    # below both (``tool_limits``, ``tool_budgets``, ``bootstrap``)
+    # one-way imports: the tool-limit report, the read/grep limits, shell parsing and the bootstrap
+    # loader sit in ``ctxengine.tools`` below the agent tools themselves (``limits``, ``budgets``,
+    # ``shell``, ``instruction_files``): the replay and the restore load those, never a tool
+    below = ("limits", "budgets", "shell", "instruction_files")
     code = (
-        "import sys, ctxengine.replay, ctxengine.restore, ctxengine.compaction; "
+        "import sys, ctxengine.replay, ctxengine.summary.restore, ctxengine.compaction; "
         "print(sorted(m for m in sys.modules if m.startswith('ctxengine.tools')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    loaded = ast.literal_eval(out)
+    assert "ctxengine.tools.limits" in loaded  # the replay's tool-limit report, as before
+    tools = [m for m in loaded if m != "ctxengine.tools" and m.split(".")[2] not in below]
+    assert tools == []

@@ -117,7 +117,7 @@ def _check_callable(label: str, func: Callable[..., Any]) -> None:
 
 def _documented_flat_fields() -> set[str]:
     """The flat ``Policy`` fields whose settings-record field its record's docstring documents."""
-    from ctxengine.policy_settings import SETTINGS
+    from ctxengine.policy.fields import SETTINGS
 
     out = set()
     for record in SETTINGS:

@@ -19,8 +19,8 @@ import pytest
 from conftest import CLAUDE_CODE
 from ctxengine.formats import detect, load
 from ctxengine.formats.claude_code import MalformedRecordWarning, read
-from ctxengine.media import image_size
-from ctxengine.messages import Image, Message, Session, Text, Thinking, ToolCall, Usage
+from ctxengine.messages.media import image_size
+from ctxengine.messages.model import Image, Message, Session, Text, Thinking, ToolCall, Usage
 from readers_common import read_damaged, tool_calls
 
 MIMO_VSCODE = CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
@@ -441,7 +441,7 @@ def test_comment_and_blank_lines_are_silent(tmp_path: Path) -> None:
 
 
 def test_unreadable_path(tmp_path: Path) -> None:
-    from ctxengine.messages import TranscriptError
+    from ctxengine.messages.model import TranscriptError
 
     with pytest.raises(TranscriptError, match="cannot read"):
         read(tmp_path / "missing.jsonl")

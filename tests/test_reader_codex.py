@@ -9,7 +9,7 @@ import pytest
 
 from conftest import CODEX
 from ctxengine.formats import codex, detect, load
-from ctxengine.messages import Session, Thinking, Usage
+from ctxengine.messages.model import Session, Thinking, Usage
 from readers_common import assert_unreadable, pairing_problems, read_damaged, session_fixture, tool_calls
 
 GPT54 = CODEX / "codex_gpt-5.4_cli-0.104_rollout-2026-03-09T18-28-04-019cd524.jsonl"

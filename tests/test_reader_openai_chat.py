@@ -10,7 +10,7 @@ import pytest
 
 from conftest import OPENAI_CHAT
 from ctxengine.formats import detect, load, openai_chat
-from ctxengine.messages import Image, Session, Thinking, Usage
+from ctxengine.messages.model import Image, Session, Thinking, Usage
 from readers_common import assert_unreadable, pairing_problems, read_damaged, session_fixture, tool_calls
 
 MINI = OPENAI_CHAT / "mini-swe-agent-2.2.7_deepseek-chat_tool_calls_django__django-13265.traj.json"
@@ -97,7 +97,7 @@ def test_malformed_tau_trajectory(tmp_path: Path, transcripts: Path) -> None:
 
 
 def test_generic_message_list(tmp_path: Path) -> None:
-    # a whole IHDR chunk: imagesize (ctxengine.media) reads its bit depth and colour type too
+    # a whole IHDR chunk: imagesize (ctxengine.messages.media) reads its bit depth and colour type too
     png = base64.b64encode(
         b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
         + (640).to_bytes(4, "big")
@@ -192,7 +192,7 @@ def _mini_text_mode(tmp_path: Path, task: str, rounds: int = 3) -> Path:
 def test_mini_text_mode_actions_are_tool_calls_and_observations_their_results(tmp_path: Path) -> None:
     """mini-swe-agent's text mode: each fenced action is a tool call and the observation its result,
     so the newest command output is never taken for the user's request (it was, at every call)."""
-    from ctxengine.audit import latest_user_request
+    from ctxengine.summary.audit import latest_user_request
 
     task = "Fix the failing parser test in src/parse.py.\n"
     s = openai_chat.read(_mini_text_mode(tmp_path, task))[0]

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import SWE_AGENT
 from ctxengine.formats import detect, load, swe_agent
-from ctxengine.messages import Session, Text
+from ctxengine.messages.model import Session, Text
 from readers_common import assert_unreadable, pairing_problems, read_damaged, session_fixture, tool_calls
 
 V1 = SWE_AGENT / "sweagent-1.0_claude-4-sonnet_exit-context_sympy__sympy-13877.traj"

@@ -206,7 +206,7 @@ def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
     env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env['PATH']}"
     with serve(up.app()) as up_url:
         cmd = [
-            sys.executable, "-m", "ctxengine.cli", "wrap", "--store", str(tmp_path / "store"),
+            sys.executable, "-m", "ctxengine.cli.commands", "wrap", "--store", str(tmp_path / "store"),
             "--anthropic-upstream", up_url, "claude", "--", "-p", "Read the modules.",
             "--output-format", "json", "--allowedTools", "Bash Read",
         ]  # fmt: skip
@@ -229,7 +229,7 @@ def test_codex_through_ctxengine_wrap(tmp_path: Path) -> None:
     env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env['PATH']}"
     with serve(up.app()) as up_url:
         cmd = [
-            sys.executable, "-m", "ctxengine.cli", "wrap", "--store", str(tmp_path / "store"),
+            sys.executable, "-m", "ctxengine.cli.commands", "wrap", "--store", str(tmp_path / "store"),
             "--openai-upstream", up_url + "/v1", "codex", "--", "exec", "--skip-git-repo-check",
             "-m", "gpt-4o", "Read the modules.",
         ]  # fmt: skip

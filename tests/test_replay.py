@@ -21,13 +21,13 @@ import msgspec
 import pytest
 
 from conftest import CLAUDE_CODE, CODEX, TRANSCRIPTS
-from ctxengine.cli import collect
+from ctxengine.cli.commands import collect
 from ctxengine.formats import load
-from ctxengine.messages import Image, Message, Session, ToolResult
-from ctxengine.models import Registry
-from ctxengine.policy import get_policy
+from ctxengine.messages.model import Image, Message, Session, ToolResult
+from ctxengine.models.registry import Registry
+from ctxengine.policy.registry import get_policy
 from ctxengine.replay import COMPACTION_LAYERS, SessionReport, replay_session
-from ctxengine.report import write_json
+from ctxengine.replay.report import write_json
 from ctxengine.tokens.counter import counter_for
 
 WINDOW = 200_000
@@ -390,7 +390,7 @@ def test_replaying_twice_gives_identical_json(replays: Callable[[str], Replays])
 _HASH_SCRIPT = """
 import hashlib, sys, msgspec
 from ctxengine.formats import load
-from ctxengine.policy import get_policy
+from ctxengine.policy.registry import get_policy
 from ctxengine.replay import replay_session
 r = replay_session(load(sys.argv[1])[0], get_policy("default"), window=200000)
 print(hashlib.sha256(msgspec.json.encode(r)).hexdigest())

@@ -17,12 +17,12 @@ import msgspec
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine.engine import Projection
-from ctxengine.fidelity import CallFidelity
+from ctxengine.engine.core import Projection
+from ctxengine.eval.fidelity import CallFidelity
 from ctxengine.formats import load
-from ctxengine.messages import Message, Session, ToolResult, Usage
-from ctxengine.models import ModelInfo, Registry, resolve_window
-from ctxengine.policy import get_policy
+from ctxengine.messages.model import Message, Session, ToolResult, Usage
+from ctxengine.models.registry import ModelInfo, Registry, resolve_window
+from ctxengine.policy.registry import get_policy
 from ctxengine.replay import (
     CallPricer,
     FidelityMeter,

@@ -21,15 +21,16 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine import restore, summarize
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
 from ctxengine.layers.base import LayerEvent
 from ctxengine.llm import AnthropicClient
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.models import WindowWarning
-from ctxengine.policy import CompactionSettings, Policy, Restore, SessionMemory
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import CompactionSettings, Policy, Restore, SessionMemory
 from ctxengine.replay import replay_session
+from ctxengine.summary import restore
+from ctxengine.summary import structured as summarize
 from llm_server import ScriptedLLMServer
 from policies import PRE_SKELETON, off
 
@@ -531,9 +532,9 @@ def test_a_session_without_exit_plan_mode_has_no_plan() -> None:
 
 
 def test_last_changes_and_latest_error_are_restored_by_content() -> None:
-    from ctxengine.engine import ContextEngine
-    from ctxengine.messages import ToolCall, ToolResult
-    from ctxengine.policy import DEFAULT
+    from ctxengine.engine.core import ContextEngine
+    from ctxengine.messages.model import ToolCall, ToolResult
+    from ctxengine.policy.registry import DEFAULT
 
     new_text = "def parse(line):\n    return next(csv.reader([line]))  # quoted fields"
     msgs = [

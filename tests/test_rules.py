@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine.audit import user_request
 from ctxengine.compaction.pinned import PinnedFacts
-from ctxengine.engine import ContextEngine
-from ctxengine.file_ledger import FileLedger
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.models import WindowWarning
-from ctxengine.policy import get_policy
-from ctxengine.rules import RuleBook, is_rule, standing_rules
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import get_policy
 from ctxengine.store.sqlite import SQLiteStore
+from ctxengine.summary.audit import user_request
+from ctxengine.summary.file_ledger import FileLedger
+from ctxengine.summary.rules import RuleBook, is_rule, standing_rules
 from ctxengine.tools.registry import build_tools, default_executor
 
 HAND_CHECKED = Path(__file__).parent / "data" / "rules_hand_checked.json"

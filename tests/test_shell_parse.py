@@ -1,4 +1,4 @@
-"""The tool-limit report's shell parsing by ``bashlex`` (``ctxengine.shell_parse``): the same
+"""The tool-limit report's shell parsing by ``bashlex`` (``ctxengine.tools.shell.parse``): the same
 classification as the hand-written splitter on every recorded shell command, quoted
 here-documents read without falling back, the fallback counted when bashlex refuses a script, and
 compound commands judged by the parser (a compound piped or redirected as a whole)."""
@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from conftest import TRANSCRIPTS
-from ctxengine import tool_limits as limits
 from ctxengine.formats import load
-from ctxengine.messages import ToolCall
-from ctxengine.shell import first_commands, shell_command
-from ctxengine.shell_parse import FALLBACKS, fallback_count, parsed_first_commands
-from ctxengine.tool_limits import ToolUse, classify
+from ctxengine.messages.model import ToolCall
+from ctxengine.tools import limits
+from ctxengine.tools.limits import ToolUse, classify
+from ctxengine.tools.shell.commands import first_commands, shell_command
+from ctxengine.tools.shell.parse import FALLBACKS, fallback_count, parsed_first_commands
 
 
 def bash(command: str) -> ToolCall:

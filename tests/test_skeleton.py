@@ -1,6 +1,6 @@
 """The transcript skeleton restored after a compaction, and files read through the shell.
 
-The skeleton (``ctxengine.skeleton``) re-attaches the agent's own words from before the cut: user
+The skeleton (``ctxengine.summary.skeleton``) re-attaches the agent's own words from before the cut: user
 and assistant text and every string of its tool-call inputs, verbatim, newest first within a token
 budget, tool results left out. As append-only segments the earlier
 segments stay the same objects from one compaction to the next, so a prefix cache can keep serving
@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from conftest import CLAUDE_CODE, CODEX
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
-from ctxengine.messages import Message, Text, ToolCall, ToolResult, Usage
-from ctxengine.models import WindowWarning
-from ctxengine.policy import Restore, get_policy
-from ctxengine.shell import shell_read_paths
-from ctxengine.skeleton import extend_segments
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
+from ctxengine.models.registry import WindowWarning
+from ctxengine.policy.registry import Restore, get_policy
+from ctxengine.summary.skeleton import extend_segments
+from ctxengine.tools.shell.commands import shell_read_paths
 
 
 def count(text: str) -> int:
@@ -186,7 +186,7 @@ def test_real_codex_session_restores_shell_reads_and_keeps_skeleton_segments_cac
 def test_shell_reads_are_restored_only_when_the_policy_asks() -> None:
     """Claude Code restores only its Read tool's files (presets keep that); ``default`` also
     restores files printed by ``sed -n`` (``restore_shell_reads``)."""
-    from ctxengine import restore
+    from ctxengine.summary import restore
 
     msgs = convo()
     kept: list[Message] = []
@@ -198,7 +198,7 @@ def test_shell_reads_are_restored_only_when_the_policy_asks() -> None:
 
 
 def test_a_change_already_in_the_skeleton_is_not_restored_twice() -> None:
-    from ctxengine import restore
+    from ctxengine.summary import restore
 
     msgs = convo()
     [shown] = skeleton(msgs, max_tokens=2_000, block_tokens=500)

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
-from ctxengine.policy import get_policy
+from ctxengine.policy.registry import get_policy
 from ctxengine.store import SessionStore, SQLiteStore, StoreError, store_from_url
 from ctxengine.store.base import FencedOut
 from ctxengine.store.pg_schema import MIGRATIONS

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from conftest import CLAUDE_CODE
-from ctxengine.cli_common import collect
+from ctxengine.cli.common import collect
 from ctxengine.formats import link_sidechains, load
-from ctxengine.models import Registry
-from ctxengine.policy import get_policy
+from ctxengine.models.registry import Registry
+from ctxengine.policy.registry import get_policy
 from ctxengine.replay import replay_session
 from ctxengine.subagents.linking import subagent_summary
 from ctxengine.tokens.counter import counter_for
@@ -115,7 +115,7 @@ def test_the_table_and_the_bench_rows_show_the_subagent_figures() -> None:
     from rich.console import Console
 
     from ctxengine.bench import Runner, session_row, summarize_rows
-    from ctxengine.report import summary_table
+    from ctxengine.replay.report import summary_table
 
     sessions, _ = collect(CLAUDE_CODE)
     parent = next(s for s in sessions if s.source == str(PARENT))

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from ctxengine.engine import ContextEngine, Projection
+from ctxengine.engine.core import ContextEngine, Projection
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.layers.pairing import find_violations
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.policy import get_policy
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.policy.registry import get_policy
 from ctxengine.store.base import StoreError
 from ctxengine.subagents.runner import run_subagent
 from ctxengine.subagents.spawn import FORK_PLACEHOLDER, SUBAGENTS, SubagentContext, SubagentResult

@@ -357,7 +357,7 @@ def test_retrieve_and_search_refuse_a_store_that_is_not_one_and_leave_it_as_it_w
 
 
 def test_mcp_and_proxy_refuse_a_store_path_of_the_wrong_kind(tmp_path: Path) -> None:
-    from ctxengine.cli import app
+    from ctxengine.cli.commands import app
 
     transcript = tmp_path / "s.jsonl"
     transcript.write_text('{"type": "user"}\n', encoding="utf-8")

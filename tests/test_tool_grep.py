@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine.messages import ToolCall
+from ctxengine.messages.model import ToolCall
 from ctxengine.tools import grep as grep_module
 from ctxengine.tools.base import ToolError, ToolExecutor
 from ctxengine.tools.grep import expand_braces, glob, grep, grep_call, specs

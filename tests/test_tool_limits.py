@@ -1,4 +1,4 @@
-"""The replay's tool-limits report (``ctxengine.tool_limits``): which recorded calls count as a
+"""The replay's tool-limits report (``ctxengine.tools.limits``): which recorded calls count as a
 read or a grep, and what our read/grep limits would have kept out of their results.
 
 Unit tests of the quote-aware shell splitting (``split_commands``) and of the classification
@@ -18,11 +18,11 @@ import pytest
 
 from conftest import CLAUDE_CODE
 from ctxengine.formats import load
-from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult
-from ctxengine.models import Registry
+from ctxengine.messages.model import Message, Session, Text, ToolCall, ToolResult
+from ctxengine.models.registry import Registry
 from ctxengine.tokens.counter import counter_for
-from ctxengine.tool_budgets import READ_MAX_BYTES
-from ctxengine.tool_limits import (
+from ctxengine.tools.budgets import READ_MAX_BYTES
+from ctxengine.tools.limits import (
     REFUSAL_TOKENS,
     ToolUse,
     classify,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine.messages import ToolCall
+from ctxengine.messages.model import ToolCall
 from ctxengine.tokens.counter import counter_for
 from ctxengine.tools.base import ToolError, ToolExecutor
 from ctxengine.tools.read import (

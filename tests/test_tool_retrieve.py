@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ctxengine.layers.base import artifact_id
-from ctxengine.messages import ToolCall
+from ctxengine.messages.model import ToolCall
 from ctxengine.store import SQLiteStore
 from ctxengine.tools.base import ToolError, ToolExecutor
 from ctxengine.tools.retrieve import QUERY_MAX_CHARS, retrieve, specs, structure

@@ -17,7 +17,7 @@ from conftest import CLAUDE_CODE, CODEX, OPENAI_CHAT
 from ctxengine.formats import load
 from ctxengine.formats import validate_incremental as vi
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
-from ctxengine.policy import get_policy
+from ctxengine.policy.registry import get_policy
 from ctxengine.replay import replay_session
 
 FULL = {"anthropic": validate_anthropic, "openai": validate_openai_chat}

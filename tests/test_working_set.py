@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine.messages import Message, Text, ToolResult
+from ctxengine.messages.model import Message, Text, ToolResult
 from ctxengine.tools.base import ToolError, ToolExecutor
 from ctxengine.tools.working_set import (
     BLOCK_META_KEY,

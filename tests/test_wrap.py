@@ -30,7 +30,7 @@ sys.exit(3)
 
 def _wrap(tmp_path: Path, up_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [
-        sys.executable, "-m", "ctxengine.cli", "wrap", "--store", str(tmp_path / "store"),
+        sys.executable, "-m", "ctxengine.cli.commands", "wrap", "--store", str(tmp_path / "store"),
         "--window", "32000", "--anthropic-upstream", up_url, "--openai-upstream", up_url + "/v1", *args,
     ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)

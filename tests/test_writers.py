@@ -19,7 +19,16 @@ from ctxengine.formats.anthropic_writer import (
 )
 from ctxengine.formats.openai_writer import MEDIA_NOTE, to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
-from ctxengine.messages import CACHE_ANCHOR, Document, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages.model import (
+    CACHE_ANCHOR,
+    Document,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+)
 
 CC = {"type": "ephemeral"}
 

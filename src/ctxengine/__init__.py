@@ -8,7 +8,7 @@ The public API, importable from the package itself::
   ``compact``, ``after_turn``, ``retrieve``).
 - ``Policy`` and the built-in policies: ``DEFAULT`` (ours), ``NONE``, ``RECORDED``; the presets
   of other harnesses by name through ``get_policy`` (``"claude-code"``, ``"openclaw"``,
-  ``"pi"``, ``"letta"``); their definitions are in the module ``ctxengine.presets``.
+  ``"pi"``, ``"letta"``); their definitions are in the module ``ctxengine.policy.harnesses``.
 - The neutral message model: ``Message`` and its blocks ``Text``, ``Thinking``, ``ToolCall``,
   ``ToolResult``, ``Image``, ``Document``; ``Usage``; ``Session`` (what a reader returns).
 - ``load(path)``: read any transcript format the project knows (Claude Code, Codex,
@@ -38,41 +38,24 @@ Names are imported on first use (PEP 562), so ``import ctxengine`` (and the CLI)
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+# typing.TYPE_CHECKING without importing typing (which ``import ctxengine`` would otherwise pay
+# for, with the ``re`` and ``collections`` it imports); type checkers treat this name alike
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ctxengine.compaction_settings import (
-        CompactionSettings,
-        HistoryShare,
-        MemoryFlush,
-        MemoryWarning,
-        Restore,
-        SessionMemory,
-        SessionNotes,
-        SlidingWindow,
-        SummarySettings,
-    )
-    from ctxengine.engine import ContextEngine, Projection
+    from typing import Any
+
+    from ctxengine.engine.core import ContextEngine, Projection
     from ctxengine.formats import load
     from ctxengine.formats.anthropic_writer import to_anthropic
     from ctxengine.formats.openai_writer import to_openai_chat
     from ctxengine.integrations.langchain import ContextEngineMiddleware
     from ctxengine.integrations.openai_agents import EngineSession
     from ctxengine.integrations.pydantic_ai import ContextEngineProcessor
-    from ctxengine.layer_settings import (
-        CacheClear,
-        ClearedResults,
-        EvictionSettings,
-        IdleClear,
-        OverflowGuard,
-        PromptCache,
-        ToolResultBudget,
-        TtlPrune,
-    )
     from ctxengine.llm import ToolDefinition, make_client
     from ctxengine.llm.anthropic_client import anthropic_usage
     from ctxengine.llm.openai_client import normalise_usage
-    from ctxengine.messages import (
+    from ctxengine.messages.model import (
         Block,
         Document,
         Image,
@@ -84,10 +67,31 @@ if TYPE_CHECKING:
         ToolResult,
         Usage,
     )
-    from ctxengine.models import Registry, usage_cost_usd
-    from ctxengine.policy import DEFAULT, NONE, RECORDED, Policy, get_policy
+    from ctxengine.models.registry import Registry, usage_cost_usd
+    from ctxengine.policy.compaction_settings import (
+        CompactionSettings,
+        HistoryShare,
+        MemoryFlush,
+        MemoryWarning,
+        Restore,
+        SessionMemory,
+        SessionNotes,
+        SlidingWindow,
+        SummarySettings,
+    )
+    from ctxengine.policy.layer_settings import (
+        CacheClear,
+        ClearedResults,
+        EvictionSettings,
+        IdleClear,
+        OverflowGuard,
+        PromptCache,
+        ToolResultBudget,
+        TtlPrune,
+    )
+    from ctxengine.policy.registry import DEFAULT, NONE, RECORDED, Policy, get_policy
+    from ctxengine.policy.session_keys import HistoryLimits, SessionKey, SessionKeyError
     from ctxengine.replay import replay_session
-    from ctxengine.session_keys import HistoryLimits, SessionKey, SessionKeyError
     from ctxengine.store import SQLiteStore
     from ctxengine.subagents.runner import run_subagent, task_tool
     from ctxengine.subagents.spawn import SubagentResult
@@ -97,34 +101,34 @@ if TYPE_CHECKING:
     from ctxengine.tools.registry import build_tools
 
 _WHERE = {
-    "ContextEngine": "ctxengine.engine",
-    "Policy": "ctxengine.policy",
-    "DEFAULT": "ctxengine.policy",
-    "NONE": "ctxengine.policy",
-    "RECORDED": "ctxengine.policy",
-    "get_policy": "ctxengine.policy",
-    "Message": "ctxengine.messages",
-    "Text": "ctxengine.messages",
-    "Thinking": "ctxengine.messages",
-    "ToolCall": "ctxengine.messages",
-    "ToolResult": "ctxengine.messages",
-    "Image": "ctxengine.messages",
-    "Document": "ctxengine.messages",
-    "Usage": "ctxengine.messages",
-    "Session": "ctxengine.messages",
+    "ContextEngine": "ctxengine.engine.core",
+    "Policy": "ctxengine.policy.registry",
+    "DEFAULT": "ctxengine.policy.registry",
+    "NONE": "ctxengine.policy.registry",
+    "RECORDED": "ctxengine.policy.registry",
+    "get_policy": "ctxengine.policy.registry",
+    "Message": "ctxengine.messages.model",
+    "Text": "ctxengine.messages.model",
+    "Thinking": "ctxengine.messages.model",
+    "ToolCall": "ctxengine.messages.model",
+    "ToolResult": "ctxengine.messages.model",
+    "Image": "ctxengine.messages.model",
+    "Document": "ctxengine.messages.model",
+    "Usage": "ctxengine.messages.model",
+    "Session": "ctxengine.messages.model",
     "load": "ctxengine.formats",
     "replay_session": "ctxengine.replay",
     "to_anthropic": "ctxengine.formats.anthropic_writer",
     "to_openai_chat": "ctxengine.formats.openai_writer",
-    "Projection": "ctxengine.engine",
-    "Block": "ctxengine.messages",
-    "Registry": "ctxengine.models",
-    "usage_cost_usd": "ctxengine.models",
+    "Projection": "ctxengine.engine.core",
+    "Block": "ctxengine.messages.model",
+    "Registry": "ctxengine.models.registry",
+    "usage_cost_usd": "ctxengine.models.registry",
     "counter_for": "ctxengine.tokens.counter",
     "SQLiteStore": "ctxengine.store",
-    "HistoryLimits": "ctxengine.session_keys",
-    "SessionKey": "ctxengine.session_keys",
-    "SessionKeyError": "ctxengine.session_keys",
+    "HistoryLimits": "ctxengine.policy.session_keys",
+    "SessionKey": "ctxengine.policy.session_keys",
+    "SessionKeyError": "ctxengine.policy.session_keys",
     "ToolDefinition": "ctxengine.llm",
     "make_client": "ctxengine.llm",
     "anthropic_usage": "ctxengine.llm.anthropic_client",
@@ -141,23 +145,23 @@ _WHERE = {
     "ContextEngineMiddleware": "ctxengine.integrations.langchain",
     "EngineSession": "ctxengine.integrations.openai_agents",
     "ContextEngineProcessor": "ctxengine.integrations.pydantic_ai",
-    "ToolResultBudget": "ctxengine.layer_settings",
-    "ClearedResults": "ctxengine.layer_settings",
-    "IdleClear": "ctxengine.layer_settings",
-    "TtlPrune": "ctxengine.layer_settings",
-    "CacheClear": "ctxengine.layer_settings",
-    "EvictionSettings": "ctxengine.layer_settings",
-    "OverflowGuard": "ctxengine.layer_settings",
-    "PromptCache": "ctxengine.layer_settings",
-    "CompactionSettings": "ctxengine.compaction_settings",
-    "SummarySettings": "ctxengine.compaction_settings",
-    "SlidingWindow": "ctxengine.compaction_settings",
-    "HistoryShare": "ctxengine.compaction_settings",
-    "SessionNotes": "ctxengine.compaction_settings",
-    "SessionMemory": "ctxengine.compaction_settings",
-    "MemoryFlush": "ctxengine.compaction_settings",
-    "MemoryWarning": "ctxengine.compaction_settings",
-    "Restore": "ctxengine.compaction_settings",
+    "ToolResultBudget": "ctxengine.policy.layer_settings",
+    "ClearedResults": "ctxengine.policy.layer_settings",
+    "IdleClear": "ctxengine.policy.layer_settings",
+    "TtlPrune": "ctxengine.policy.layer_settings",
+    "CacheClear": "ctxengine.policy.layer_settings",
+    "EvictionSettings": "ctxengine.policy.layer_settings",
+    "OverflowGuard": "ctxengine.policy.layer_settings",
+    "PromptCache": "ctxengine.policy.layer_settings",
+    "CompactionSettings": "ctxengine.policy.compaction_settings",
+    "SummarySettings": "ctxengine.policy.compaction_settings",
+    "SlidingWindow": "ctxengine.policy.compaction_settings",
+    "HistoryShare": "ctxengine.policy.compaction_settings",
+    "SessionNotes": "ctxengine.policy.compaction_settings",
+    "SessionMemory": "ctxengine.policy.compaction_settings",
+    "MemoryFlush": "ctxengine.policy.compaction_settings",
+    "MemoryWarning": "ctxengine.policy.compaction_settings",
+    "Restore": "ctxengine.policy.compaction_settings",
 }
 
 __all__ = [

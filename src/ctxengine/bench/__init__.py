@@ -15,6 +15,8 @@ A peer that cannot run (LangChain not installed) is reported as unavailable with
 The parts: ``bench.records`` (the rows, the comparison, the split), ``bench.figures`` (a replay's
 row, a policy's rows summed, the comparison), ``bench.run`` (resolving names, running the replays,
 here or in processes), ``bench.present`` (table, lines, plot), ``bench.command`` (the command).
+
+May import: ``messages``, ``models``, ``policy``, ``llm``, ``engine``, ``replay``, ``eval``, ``cli``.
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ from typing import Annotated
 import msgspec
 import typer
 
-from ctxengine import cli_common as common
 from ctxengine.bench.present import CAPTION, bench_tables, comparison_line, plot, subagent_line
 from ctxengine.bench.records import DEFAULT_POLICIES, BenchResult, Runner
 from ctxengine.bench.run import resolve, run_bench
+from ctxengine.cli import common
 from ctxengine.dashboard.cli_html import HTML_HELP, write_bench
-from ctxengine.models import WindowTooSmallError
+from ctxengine.models.registry import WindowTooSmallError
 
 
 def _runners(

@@ -17,7 +17,7 @@ from ctxengine.bench.records import (
     SessionRow,
     held_out,
 )
-from ctxengine.fidelity import pooled, probe_score
+from ctxengine.eval.fidelity import pooled, probe_score
 from ctxengine.replay import SessionReport
 
 

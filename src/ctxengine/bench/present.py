@@ -9,9 +9,10 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ctxengine import baselines, peers
+from ctxengine import peers
 from ctxengine.bench.records import PRESETS, BenchResult, Comparison, PolicyRow
-from ctxengine.fidelity import PROBE_KINDS
+from ctxengine.engine import baselines
+from ctxengine.eval.fidelity import PROBE_KINDS
 
 
 def _num(x: float) -> str:

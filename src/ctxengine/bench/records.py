@@ -11,9 +11,10 @@ from pathlib import Path
 
 import msgspec
 
-from ctxengine import baselines, peers
-from ctxengine.fidelity import ProbeStat
-from ctxengine.policy import Policy
+from ctxengine import peers
+from ctxengine.engine import baselines
+from ctxengine.eval.fidelity import ProbeStat
+from ctxengine.policy.registry import Policy
 from ctxengine.replay import COMPACTION_LAYERS
 
 PRESETS = ("claude-code", "openclaw", "pi", "letta")

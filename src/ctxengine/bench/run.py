@@ -17,18 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from rich.progress import Progress
 
-from ctxengine import baselines, peers
-from ctxengine import cli_common as common
+from ctxengine import peers
 from ctxengine.bench.figures import compare, session_row, summarize_rows
 from ctxengine.bench.records import BenchResult, PolicyRow, Runner, SessionRow
-from ctxengine.messages import Session
-from ctxengine.models import Registry, WindowTooSmallError, WindowWarning
-from ctxengine.policy import get_policy, presets
+from ctxengine.cli import common
+from ctxengine.engine import baselines
+from ctxengine.messages.model import Session
+from ctxengine.models.registry import Registry, WindowTooSmallError, WindowWarning
+from ctxengine.policy.registry import get_policy, presets
 from ctxengine.replay import replay_session
 
 if TYPE_CHECKING:
+    from ctxengine.engine.plugins import EngineRegistry
     from ctxengine.llm import LLMClient
-    from ctxengine.plugins import EngineRegistry
 
 Outcome = tuple[int, SessionRow | str]  # a session's index and its row, or the error it raised
 
@@ -54,7 +55,7 @@ def resolve(names: list[str]) -> list[Runner]:
 
 def engine_registry() -> EngineRegistry:
     """The engines: core, entry-point plugins, and the peers when LangChain is installed."""
-    from ctxengine.plugins import EngineRegistry
+    from ctxengine.engine.plugins import EngineRegistry
 
     engines = EngineRegistry()
     engines.load_entry_points()

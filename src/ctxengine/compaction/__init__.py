@@ -14,6 +14,8 @@ notes in line or in the background), ``session_memory`` (ours on the notes path:
 identifier index), ``summary`` (ours: the LLM summary, the $0 summary's focus, the latest request
 quoted), ``styled`` (the presets' cut and style), ``summary_input`` (Letta's input fallbacks),
 ``restore``, ``audit``, ``breaker``, ``records`` (what the steps pass along).
+
+May import: ``messages``, ``models``, ``policy``, ``layers``, ``summary``, ``llm``.
 """
 
 from ctxengine.compaction.breaker import Breaker
@@ -36,7 +38,7 @@ from ctxengine.compaction.summary_input import (
     FALLBACK_OVERHEAD_CHARS,
     clamp_summary_input,
 )
-from ctxengine.llm_summary import CONTINUATION
+from ctxengine.summary.llm.summarizer import CONTINUATION
 
 __all__ = [
     "CHARS_PER_TOKEN",

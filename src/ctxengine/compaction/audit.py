@@ -1,7 +1,7 @@
 """The audit step of a compaction: the summarizer's audit and the quality figures, as event
 details.
 
-The checks themselves are ``ctxengine.audit`` (the LLM summary's audit: required sections, exact
+The checks themselves are ``ctxengine.summary.audit`` (the LLM summary's audit: required sections, exact
 identifiers kept, the latest request reflected; the quality figures of seed 002: compression,
 identifier retention, the latest request verbatim). Here they are recorded on the compaction's
 event, after the restore step, so the figures describe what is sent.
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ctxengine.audit import Audit, quality
 from ctxengine.layers.base import Cut, LayerEvent
-from ctxengine.messages import Message
+from ctxengine.messages.model import Message
+from ctxengine.summary.audit import Audit, quality
 
 SKIPPED_LAYER = "compaction_skipped"  # the event of a compaction not made: it would grow the context
 SKIP_RETRY_SHARE = 0.02  # a skipped compaction is tried again once the context grew by this share
@@ -67,7 +67,7 @@ def audit_details(audit: Audit) -> dict[str, object]:
 
 def record_quality(cut: Cut, kept: Sequence[Message]) -> None:
     """Add the quality figures of ``cut`` (its prefix as the summary, ``kept`` the kept tail) to
-    its event's ``quality`` detail (tokens and shares, ``ctxengine.audit.quality``)."""
+    its event's ``quality`` detail (tokens and shares, ``ctxengine.summary.audit.quality``)."""
     summary_text = "\n".join(m.text() for m in cut.prefix)
     q = quality(
         tokens_before=cut.event.tokens_before,

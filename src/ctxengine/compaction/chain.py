@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ctxengine import summarize
-from ctxengine.audit import user_request
 from ctxengine.compaction.audit import SKIPPED_LAYER, grows, record_quality, retry
 from ctxengine.compaction.breaker import Breaker
 from ctxengine.compaction.notes import SessionNotes
@@ -34,15 +32,17 @@ from ctxengine.compaction.restore import fit, place, skeleton_lead, working_set
 from ctxengine.compaction.session_memory import sm_compaction, sm_policy_changes
 from ctxengine.compaction.styled import StyledSummarizer, make_summarizers, styled_cut
 from ctxengine.compaction.summary import llm_tail_summary, prepend_focus, quote_latest_request
-from ctxengine.compaction_settings import Restore, SessionMemory
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.session_memory_compact import session_memory_compact
 from ctxengine.layers.summary_compact import summary_compact
-from ctxengine.llm_summary import LLMSummarizer
-from ctxengine.messages import Message
-from ctxengine.models import ModelInfo
-from ctxengine.policy import Policy
-from ctxengine.skeleton import Segment
+from ctxengine.messages.model import Message
+from ctxengine.models.registry import ModelInfo
+from ctxengine.policy.compaction_settings import Restore, SessionMemory
+from ctxengine.policy.registry import Policy
+from ctxengine.summary import structured as summarize
+from ctxengine.summary.audit import user_request
+from ctxengine.summary.llm.summarizer import LLMSummarizer
+from ctxengine.summary.skeleton import Segment
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient, ToolDefinition
@@ -440,7 +440,7 @@ class Compactor(SessionNotes):
         cut.event.details["restored_tokens"] = restored_tokens
 
     def _skeleton_restore(self, p: Policy, history: Sequence[Message], upto: int) -> list[Segment]:
-        """The transcript skeleton of a compaction (``ctxengine.skeleton``) as append-only segments
+        """The transcript skeleton of a compaction (``ctxengine.summary.skeleton``) as append-only segments
         to lead the prefix (kept at ``commit``); none when ``restore_skeleton_tokens`` is 0."""
         if Restore.of(p).skeleton_tokens <= 0:
             return []

@@ -8,7 +8,7 @@ the outcome in ``settle_notes`` (the engine calls it at every lifecycle step; it
 ``notes_events``), and waits for it wherever the notes are needed (session-memory compaction, the
 pre-compaction flushes). One update at a time: while one runs, a due cadence is skipped
 (``notes_from`` and the cadence advance only when an update is applied, so the next cadence
-catches up). The notes themselves (Claude Code's session memory) are ``ctxengine.notes``.
+catches up). The notes themselves (Claude Code's session memory) are ``ctxengine.summary.notes``.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for
 from typing import TYPE_CHECKING
 
-from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import LayerContext, LayerEvent
-from ctxengine.messages import Message
-from ctxengine.models import ModelInfo
-from ctxengine.notes import (
+from ctxengine.messages.model import Message
+from ctxengine.models.registry import ModelInfo
+from ctxengine.policy.compaction_settings import SessionMemory
+from ctxengine.policy.registry import Policy
+from ctxengine.summary.notes import (
     SECTIONS,
     Cadence,
     DeterministicNotesUpdater,
@@ -42,7 +43,6 @@ from ctxengine.notes import (
     render_sections,
     sections_of,
 )
-from ctxengine.policy import Policy
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient

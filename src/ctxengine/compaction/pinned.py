@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ctxengine import restore
-from ctxengine.compaction_settings import Restore
-from ctxengine.file_ledger import FileLedger
-from ctxengine.messages import Message, Text
-from ctxengine.policy import Policy
-from ctxengine.rules import RuleBook
+from ctxengine.messages.model import Message, Text
+from ctxengine.policy.compaction_settings import Restore
+from ctxengine.policy.registry import Policy
+from ctxengine.summary import restore
+from ctxengine.summary.file_ledger import FileLedger
+from ctxengine.summary.rules import RuleBook
 
 
 class PinnedFacts:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import LayerContext
 from ctxengine.layers.cut_plans import CutPlan, all_plan, history_start, plan_cut
 from ctxengine.layers.history_share import prune_history_for_context_share
 from ctxengine.layers.request_fit import request_room
 from ctxengine.layers.session_memory_compact import session_memory_cut
 from ctxengine.layers.summary_compact import summary_cut
+from ctxengine.policy.compaction_settings import SessionMemory
 
 SKIP_UNDER_THRESHOLD = "under the threshold"
 SKIP_BREAKER_OPEN = "breaker open"

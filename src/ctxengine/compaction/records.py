@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ctxengine import summarize
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
-from ctxengine.llm_summary import LLMSummarizer, Spend, SummaryError, SummaryResult
-from ctxengine.messages import Message
-from ctxengine.models import ModelInfo
+from ctxengine.messages.model import Message
+from ctxengine.models.registry import ModelInfo
+from ctxengine.summary import structured as summarize
+from ctxengine.summary.llm.summarizer import LLMSummarizer, Spend, SummaryError, SummaryResult
 
 if TYPE_CHECKING:
     from ctxengine.llm import ToolDefinition

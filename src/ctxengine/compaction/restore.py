@@ -2,8 +2,8 @@
 
 After Claude Code's post-compaction restore: the recent file changes, the latest error, the files
 read most recently, the instruction files (CLAUDE.md, AGENTS.md) and the todo list follow the
-summary; the transcript skeleton (``ctxengine.skeleton``, append-only segments) leads it. The
-pieces are ``ctxengine.restore``; here they are chosen by the policy's ``restore_*`` settings and
+summary; the transcript skeleton (``ctxengine.summary.skeleton``, append-only segments) leads it. The
+pieces are ``ctxengine.summary.restore``; here they are chosen by the policy's ``restore_*`` settings and
 fitted: an automatic compaction never leaves the context larger than before it, so what is
 restored fits in what it freed (the oldest skeleton segments give way first, then a restore that
 does not fit is left out and named); a forced one (the user's ``/compact``) restores the working
@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ctxengine import restore, summarize
-from ctxengine.compaction_settings import Restore
 from ctxengine.layers.base import Cut
-from ctxengine.messages import Message
-from ctxengine.policy import Policy
-from ctxengine.skeleton import Segment, extend_segments
+from ctxengine.messages.model import Message
+from ctxengine.policy.compaction_settings import Restore
+from ctxengine.policy.registry import Policy
+from ctxengine.summary import restore
+from ctxengine.summary import structured as summarize
+from ctxengine.summary.skeleton import Segment, extend_segments
 
 
 def skeleton_lead(

@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ctxengine import summarize
-from ctxengine.audit import span_identifiers
 from ctxengine.compaction.records import Compaction, copy_summary_state
-from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import Cut, LayerEvent
-from ctxengine.messages import Message, Text
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Message, Text
+from ctxengine.policy.compaction_settings import SessionMemory
+from ctxengine.policy.registry import Policy
+from ctxengine.summary import structured as summarize
+from ctxengine.summary.audit import span_identifiers
 
 REWRITE_SHARE = 0.6  # a rewritten identifier index fills this share of its budget
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ctxengine import summarize
 from ctxengine.compaction.audit import audit_details
 from ctxengine.compaction.records import SummaryCall, add_spend, copy_summary_state, failed, priced_summary
 from ctxengine.compaction.summary import FOCUS_CHARS
@@ -27,10 +26,11 @@ from ctxengine.compaction.summary_input import (
 )
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.cut_plans import CutPlan
-from ctxengine.llm_summary import CONTINUATION, LLMSummarizer, Spend, SummaryError
-from ctxengine.messages import Message, Text
-from ctxengine.models import ModelInfo
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Message, Text
+from ctxengine.models.registry import ModelInfo
+from ctxengine.policy.registry import Policy
+from ctxengine.summary import structured as summarize
+from ctxengine.summary.llm.summarizer import CONTINUATION, LLMSummarizer, Spend, SummaryError
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient

@@ -1,8 +1,8 @@
 """The summary step of ours (``default``): the LLM summary of the span before the kept tail, the
 focus of a $0 structured summary, and the user's latest request quoted at the summary's end.
 
-The LLM summarizer is ``ctxengine.llm_summary`` (chunking, prompt-too-long retries, the audit);
-the structured summary ``layers.summary_compact`` (``ctxengine.summarize``, $0). A summary request
+The LLM summarizer is ``ctxengine.summary.llm.summarizer`` (chunking, prompt-too-long retries, the audit);
+the structured summary ``layers.summary_compact`` (``ctxengine.summary.structured``, $0). A summary request
 made on the session's own model reuses the conversation's prefix (Claude Code's forked agent), so
 the prompt cache serves it: when the provider does not report the cache read, the prefix is priced
 as one.
@@ -14,15 +14,15 @@ from collections.abc import Callable
 
 import msgspec
 
-from ctxengine import summarize
-from ctxengine.audit import REQUEST_QUOTE_LABEL, request_kept
 from ctxengine.compaction.audit import audit_details
 from ctxengine.compaction.plan import CompactionPlan
 from ctxengine.compaction.records import SummaryCall, copy_summary_state, failed, priced_summary
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.request_fit import partial_request, retrieval_handle
-from ctxengine.llm_summary import CONTINUATION, SummaryError, SummaryResult
-from ctxengine.messages import Message, Text
+from ctxengine.messages.model import Message, Text
+from ctxengine.summary import structured as summarize
+from ctxengine.summary.audit import REQUEST_QUOTE_LABEL, request_kept
+from ctxengine.summary.llm.summarizer import CONTINUATION, SummaryError, SummaryResult
 
 FOCUS_CHARS = 800  # the caller's focus kept in the summary and the event
 

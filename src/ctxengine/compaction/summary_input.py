@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ctxengine.messages import Block, Message, Text, ToolResult
+from ctxengine.messages.model import Block, Message, Text, ToolResult
 
 CHARS_PER_TOKEN = 4  # Letta's byte budget: tokens x 4
 FALLBACK_MIN_CHARS = 2_000  # fallback B's floor

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctxengine.cli_say import fail, say
+from ctxengine.cli.stderr import fail, say
 
 if TYPE_CHECKING:
     from ctxengine.bench.records import BenchResult
-    from ctxengine.models import Registry
-    from ctxengine.policy import Policy
+    from ctxengine.models.registry import Registry
+    from ctxengine.policy.registry import Policy
     from ctxengine.replay.records import SessionReport
 
 HTML_HELP = "Write a self-contained HTML page (charts per session; opens from disk, no network)."

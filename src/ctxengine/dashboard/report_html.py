@@ -23,8 +23,8 @@ from ctxengine.replay.records import COMPACTION_LAYERS, CallRecord, SessionRepor
 
 if TYPE_CHECKING:
     from ctxengine.bench.records import BenchResult
-    from ctxengine.models import Registry
-    from ctxengine.policy import Policy
+    from ctxengine.models.registry import Registry
+    from ctxengine.policy.registry import Policy
 
 SHOW_IDENTIFIERS = 12  # forgotten identifiers listed per call; the rest counted
 SKIP_EVENT_LAYERS = frozenset({"session_notes"})  # upkeep, not a change of what was sent

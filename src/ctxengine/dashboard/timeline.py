@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.engine import ContextEngine
+from ctxengine.engine.core import ContextEngine
 from ctxengine.layers.base import LayerEvent
-from ctxengine.messages import Usage
+from ctxengine.messages.model import Usage
 from ctxengine.replay.records import COMPACTION_LAYERS
 
 MAX_POINTS = 2_000  # per session: a longer session keeps its newest calls (``first_call`` says where)

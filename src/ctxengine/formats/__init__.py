@@ -4,6 +4,8 @@
 list of ``Session`` (one file may hold many: the tau-bench file holds 200). A file that cannot be
 read at all raises ``TranscriptError`` with one line naming the path; a malformed *record* is
 kept in ``Session.malformed`` (file and line) and the rest still loads.
+
+May import: ``messages``, ``subagents`` (the sidechain links).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from ctxengine.messages import Session, SessionFormat, TranscriptError, Usage
+from ctxengine.messages.model import Session, SessionFormat, TranscriptError, Usage
 
 SNIFF_BYTES = 64 * 1024  # bytes read to decide the format
 SNIFF_MAX_BYTES = 1024 * 1024  # read on (up to this) while the only line seen is unreadable

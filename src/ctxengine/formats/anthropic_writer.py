@@ -52,7 +52,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     CACHE_ANCHOR,
     Document,
     Image,
@@ -63,7 +63,7 @@ from ctxengine.messages import (
     ToolCall,
     ToolResult,
 )
-from ctxengine.tool_turns import aborted_unanswered, is_aborted
+from ctxengine.messages.tool_turns import aborted_unanswered, is_aborted
 
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4  # the API's limit on cache_control blocks per request

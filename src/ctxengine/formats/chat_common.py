@@ -3,7 +3,7 @@
 Loading a transcript file (``read_bytes``, ``load_json_document``: one-line ``TranscriptError``
 for a file that cannot be read), reporting a malformed record (``report_malformed``), and the
 pieces of the Chat Completions message shape: content parts (``content_blocks``, ``content_text``;
-images from ``data:`` URLs get their pixel size from ``ctxengine.media``), tool calls
+images from ``data:`` URLs get their pixel size from ``ctxengine.messages.media``), tool calls
 (``openai_tool_call``, ``parse_arguments``) and usage (``openai_usage``: OpenAI's
 ``prompt_tokens`` includes cached tokens, so ``input_tokens = prompt - cached - written``). A
 record of the wrong shape raises ``ShapeError``, which the readers turn into a ``Malformed`` entry.
@@ -22,8 +22,8 @@ from typing import Any
 import msgspec
 
 from ctxengine.formats import TOO_DEEP, UTF8_BOM, bad_tail, readable_text
-from ctxengine.media import image_size_bytes
-from ctxengine.messages import (
+from ctxengine.messages.media import image_size_bytes
+from ctxengine.messages.model import (
     Document,
     Image,
     Malformed,

@@ -71,7 +71,7 @@ from ctxengine.formats.chat_common import (
     read_bytes,
 )
 from ctxengine.formats.session_builder import SessionBuilder
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     Block,
     Message,
     RecordedCompaction,

@@ -23,7 +23,7 @@ import re
 
 import msgspec
 
-from ctxengine.messages import Block, Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages.model import Block, Message, Text, Thinking, ToolCall, ToolResult
 
 ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # mini-swe-agent 1.x's action regex
 SHELL_TOOL = "bash"

@@ -19,7 +19,7 @@ legacy ``function_call`` / ``role: "function"`` is accepted too). Three containe
   ``Session.model`` is None (the model is only in the file *name*).
 * a bare JSON list of messages: one session.
 
-Conventions (see ``ctxengine.messages``): ``system``/``developer`` messages are joined (blank line
+Conventions (see ``ctxengine.messages.model``): ``system``/``developer`` messages are joined (blank line
 between) into ``Session.system``; consecutive ``tool`` messages after one assistant message become
 one ``user`` message of ``ToolResult`` blocks; message ids are ``m{i}`` with ``i`` the 0-based
 index of the (first) source message. Usage is normalised to disjoint input fields: OpenAI's
@@ -66,7 +66,7 @@ from ctxengine.formats.chat_common import (
 )
 from ctxengine.formats.mini_text import text_action_calls
 from ctxengine.formats.session_builder import MAX_WARNINGS, SessionBuilder
-from ctxengine.messages import Block, Session, Thinking, ToolResult, TranscriptError
+from ctxengine.messages.model import Block, Session, Thinking, ToolResult, TranscriptError
 
 # the shared helpers stay importable from here (the SWE-agent and Codex readers, the proxy)
 __all__ = [

@@ -42,8 +42,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ctxengine.messages import Document, Image, Message, ResultPart, Text, ToolCall, ToolResult
-from ctxengine.tool_turns import aborted_unanswered, is_aborted
+from ctxengine.messages.model import Document, Image, Message, ResultPart, Text, ToolCall, ToolResult
+from ctxengine.messages.tool_turns import aborted_unanswered, is_aborted
 
 EMPTY_RESULT_TEXT = "(no output)"  # a tool result with no text and no media
 MEDIA_NOTE = "(the tool returned images or documents; they follow in the next user message)"

@@ -1,6 +1,6 @@
 """``SessionBuilder``: one ``Session`` under construction, for the OpenAI-style readers.
 
-It enforces the neutral conventions of ``ctxengine.messages`` whatever the source format:
+It enforces the neutral conventions of ``ctxengine.messages.model`` whatever the source format:
 consecutive tool results merge into one ``user`` message, message ids and tool call ids are made
 unique within the session (a reused id gets ``~2``, ``~3``...), a ``ToolResult`` without a name
 gets the name of its call, and malformed records are kept (and warned about, the first
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxengine.formats.chat_common import report_malformed
-from ctxengine.messages import Block, Malformed, Message, Origin, ToolCall, ToolResult, Usage
+from ctxengine.messages.model import Block, Malformed, Message, Origin, ToolCall, ToolResult, Usage
 
 MAX_WARNINGS = 20  # per session; every malformed record is still kept in Session.malformed
 

@@ -53,7 +53,7 @@ from ctxengine.formats.chat_common import (
     openai_tool_call,
 )
 from ctxengine.formats.session_builder import SessionBuilder
-from ctxengine.messages import Block, Session, Text, ToolCall, ToolResult, TranscriptError
+from ctxengine.messages.model import Block, Session, Text, ToolCall, ToolResult, TranscriptError
 
 SHELL_TOOL = "shell"
 EXIT_PREFIX = "Exit due to"

@@ -13,4 +13,6 @@ What they share (``bridge``): the framework hands over its whole history before 
 the new items are ingested into a ``ContextEngine`` as neutral messages, and the framework gets
 the projection back as its own items (the originals where the engine left a message as it was).
 Nothing here is imported by the rest of ctxengine.
+
+May import: ``messages``, ``formats``, ``policy``, ``layers``, ``llm``, ``engine``, ``store``, ``replay``.
 """

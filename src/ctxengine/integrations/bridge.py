@@ -36,13 +36,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from ctxengine.engine import ContextEngine, Projection
+from ctxengine.engine.core import ContextEngine, Projection
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_openai_chat
 from ctxengine.layers.pairing import find_violations
 from ctxengine.llm import LLMClient
-from ctxengine.messages import Message, Usage
-from ctxengine.policy import Policy, get_policy
+from ctxengine.messages.model import Message, Usage
+from ctxengine.policy.registry import Policy, get_policy
 from ctxengine.replay import COMPACTION_LAYERS
 from ctxengine.store import SessionStore, SQLiteStore
 

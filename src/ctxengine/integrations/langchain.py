@@ -31,7 +31,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxengine.integrations.bridge import EngineBridge
 from ctxengine.integrations.langchain_messages import LangChainConverter
 from ctxengine.llm import LLMClient
-from ctxengine.policy import Policy
+from ctxengine.policy.registry import Policy
 from ctxengine.store import SessionStore
 
 log = logging.getLogger(__name__)

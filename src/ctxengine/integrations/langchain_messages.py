@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxengine.integrations.media import parse_data_url
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     Block,
     Document,
     Image,

@@ -36,8 +36,8 @@ from agents.run_config import CallModelData, ModelInputData
 from ctxengine.integrations.bridge import EngineBridge
 from ctxengine.integrations.openai_agents_items import ResponsesConverter, as_item
 from ctxengine.llm import LLMClient
-from ctxengine.messages import Usage
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Usage
+from ctxengine.policy.registry import Policy
 from ctxengine.store import SessionStore, SQLiteStore
 
 ITEMS_SESSION = "agents-sdk:{}"  # store session holding a Session's items

@@ -33,7 +33,7 @@ import json
 from typing import Any
 
 from ctxengine.integrations.media import data_url, parse_data_url
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     Block,
     Document,
     Image,

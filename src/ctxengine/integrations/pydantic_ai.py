@@ -32,7 +32,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, S
 from ctxengine.integrations.bridge import EngineBridge
 from ctxengine.integrations.pydantic_ai_messages import PydanticAIConverter, system_prompt
 from ctxengine.llm import LLMClient
-from ctxengine.policy import Policy
+from ctxengine.policy.registry import Policy
 from ctxengine.store import SessionStore
 
 

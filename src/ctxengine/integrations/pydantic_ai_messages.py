@@ -51,7 +51,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import RequestUsage
 
 from ctxengine.integrations.media import data_url, parse_data_url
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     Block,
     Document,
     Image,

@@ -23,11 +23,11 @@ from typing import Any
 
 import msgspec
 
-from ctxengine import identifiers
-from ctxengine.audit import harness_text
-from ctxengine.layer_settings import ClearedResults
-from ctxengine.messages import Block, Document, Image, Message, Text, ToolCall, ToolResult
-from ctxengine.policy import Policy
+from ctxengine.messages import identifiers
+from ctxengine.messages.model import Block, Document, Image, Message, Text, ToolCall, ToolResult
+from ctxengine.policy.layer_settings import ClearedResults
+from ctxengine.policy.registry import Policy
+from ctxengine.summary.audit import harness_text
 
 
 class LayerEvent(msgspec.Struct, kw_only=True):

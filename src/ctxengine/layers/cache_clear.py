@@ -9,14 +9,14 @@ that cannot bring the context down to the target is not made either: the context
 by what clearing leaves (placeholders, calls, text), and compaction frees more for its one cache
 miss. Decisions are frozen per tool call id. Cost: $0 (one cache miss, bought with many tokens).
 
-Settings: ``CacheClear`` and ``ClearedResults`` (``ctxengine.layer_settings``).
+Settings: ``CacheClear`` and ``ClearedResults`` (``ctxengine.policy.layer_settings``).
 """
 
 from __future__ import annotations
 
-from ctxengine.layer_settings import CacheClear
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements
 from ctxengine.layers.clearing import clear_batch
+from ctxengine.policy.layer_settings import CacheClear
 
 LAYER = "cache_clear"
 

@@ -18,7 +18,7 @@ Results with images are skipped. Every tool is prunable (OpenClaw's empty allow 
 ``Replacements`` frozen per call id like every other layer's (the originals go to the artifact
 store); OpenClaw prunes only the request in flight. Cost: $0.
 
-Settings: ``TtlPrune`` (``ctxengine.layer_settings``).
+Settings: ``TtlPrune`` (``ctxengine.policy.layer_settings``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from collections.abc import Iterator
 
 import msgspec
 
-from ctxengine.layer_settings import TtlPrune
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements, result_key, result_text
-from ctxengine.messages import Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.policy.layer_settings import TtlPrune
 
 LAYER = "cache_ttl_prune"
 PLACEHOLDER = "[Old tool result content cleared]"

@@ -29,7 +29,7 @@ from ctxengine.layers.overflow_guard import (
     guard_limit,
     head_and_tail,
 )
-from ctxengine.messages import ToolCall
+from ctxengine.messages.model import ToolCall
 
 Path = tuple[str | int, ...]  # where a string sits in a tool call's input (() : the input itself)
 FLOOR_CHARS = 200  # the second pass cuts strings longer than this to their marker line alone

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ctxengine.compaction_settings import Restore
 from ctxengine.layers.base import LayerContext, cleared_result, result_key, result_text
-from ctxengine.messages import ToolResult
-from ctxengine.tool_failures import failed
+from ctxengine.messages.model import ToolResult
+from ctxengine.messages.tool_failures import failed
+from ctxengine.policy.compaction_settings import Restore
 
 AT_LEAST_MARGIN = 1.05  # the minimum is checked with a margin: per-message overhead is not in the estimate
 

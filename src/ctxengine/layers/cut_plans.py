@@ -21,7 +21,7 @@ turns, the prefix of the turn the cut lands in. Pure functions of a ``LayerConte
   group, so pairs stay whole); done when the system prompt + the rest fit
   ``sliding_goal_share`` of the window. When no cut works, summarize all.
 
-Settings: ``CompactionSettings`` and ``SlidingWindow`` (``ctxengine.compaction_settings``).
+Settings: ``CompactionSettings`` and ``SlidingWindow`` (``ctxengine.policy.compaction_settings``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from ctxengine.layers.base import LayerContext
 from ctxengine.layers.pairing import safe_cut_points
 from ctxengine.layers.summary_compact import choose_cut
-from ctxengine.messages import Message
+from ctxengine.messages.model import Message
 
 SHARE_EPSILON = 1e-9  # float slack when the sliding share reaches 1.0
 

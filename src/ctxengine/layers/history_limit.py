@@ -21,7 +21,7 @@ whole tool groups, so pairing is never broken, and an evicted message stays evic
 projection is stable between batches). Pure: returns an ``Eviction`` (view indices and the
 event); the engine applies it.
 
-Settings: ``EvictionSettings`` (``ctxengine.layer_settings``).
+Settings: ``EvictionSettings`` (``ctxengine.policy.layer_settings``).
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxengine.audit import latest_user_request, user_request
-from ctxengine.layer_settings import EvictionSettings
 from ctxengine.layers.base import LayerContext, LayerEvent
 from ctxengine.layers.importance import eviction_order
 from ctxengine.layers.pairing import tool_groups
-from ctxengine.messages import Message
-from ctxengine.session_keys import turns_to_keep
+from ctxengine.messages.model import Message
+from ctxengine.policy.layer_settings import EvictionSettings
+from ctxengine.policy.session_keys import turns_to_keep
+from ctxengine.summary.audit import latest_user_request, user_request
 
 LIMIT_LAYER = "history_limit"
 EVICT_LAYER = "evict"

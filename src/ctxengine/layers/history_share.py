@@ -9,7 +9,7 @@ together and the repair finds nothing to fix; it still runs, as a check. The dro
 returned in order: the caller summarizes them first (their summary becomes the previous summary of
 the main one), as the current safeguard does. Pure.
 
-Settings: ``HistoryShare`` (``ctxengine.compaction_settings``).
+Settings: ``HistoryShare`` (``ctxengine.policy.compaction_settings``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ctxengine.layers.pairing import find_violations, repair, tool_groups
-from ctxengine.messages import Message
+from ctxengine.messages.model import Message
 
 PARTS = 2  # DEFAULT_PARTS
 

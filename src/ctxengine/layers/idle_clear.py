@@ -5,14 +5,14 @@ results costs no extra cache miss: clear all but the newest ``idle_keep_recent``
 to a one-line placeholder. Claude Code: gap 60 min, keep 5, results of Read/Bash/Grep/Glob/Web*/
 Edit/Write; we clear any tool result. Cost: $0.
 
-Settings: ``IdleClear`` (``ctxengine.layer_settings``).
+Settings: ``IdleClear`` (``ctxengine.policy.layer_settings``).
 """
 
 from __future__ import annotations
 
-from ctxengine.layer_settings import CacheClear, IdleClear
 from ctxengine.layers.base import LayerContext, LayerEvent, Replacements
 from ctxengine.layers.clearing import clear_batch
+from ctxengine.policy.layer_settings import CacheClear, IdleClear
 
 LAYER = "idle_clear"
 

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ctxengine.audit import STOP_WORDS, span_text
-from ctxengine.messages import Message
+from ctxengine.messages.model import Message
+from ctxengine.summary.audit import STOP_WORDS, span_text
 
 W_RECENCY, W_RELEVANCE, W_ROLE, W_TOOL = 0.3, 0.4, 0.2, 0.1
 BM25_K1, BM25_B = 1.5, 0.75

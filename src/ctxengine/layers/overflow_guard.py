@@ -16,15 +16,13 @@ Three rules make it a guard rather than a loop (issue 9, item 5):
   still does not fit (a user message or a fixed prefix over the window) is said in an event
   (``unfit``), never silently sent.
 
-Settings: ``OverflowGuard`` (``ctxengine.layer_settings``).
+Settings: ``OverflowGuard`` (``ctxengine.policy.layer_settings``).
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from ctxengine.audit import latest_request_index, user_request
-from ctxengine.layer_settings import OverflowGuard
 from ctxengine.layers.base import (
     Cut,
     LayerContext,
@@ -36,7 +34,9 @@ from ctxengine.layers.base import (
 )
 from ctxengine.layers.pairing import safe_cut_points
 from ctxengine.layers.request_fit import partial_request, request_room, retrieval_handle
-from ctxengine.messages import Message, Text, ToolResult
+from ctxengine.messages.model import Message, Text, ToolResult
+from ctxengine.policy.layer_settings import OverflowGuard
+from ctxengine.summary.audit import latest_request_index, user_request
 
 LAYER = "overflow_guard"
 NOTICE = (

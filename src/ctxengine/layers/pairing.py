@@ -70,8 +70,8 @@ from ctxengine.layers.pairing_plan import (
     ViolationKind,
     plan_pairing,
 )
-from ctxengine.messages import Block, Message, ToolCall, ToolResult
-from ctxengine.tool_turns import aborted_unanswered
+from ctxengine.messages.model import Block, Message, ToolCall, ToolResult
+from ctxengine.messages.tool_turns import aborted_unanswered
 
 __all__ = [  # aborted_unanswered moved to tool_turns; the others to pairing_plan and pairing_cuts
     "INSERTED_ID_SUFFIX",

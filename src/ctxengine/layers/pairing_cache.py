@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxengine.layers.pairing import repair
-from ctxengine.messages import Message
+from ctxengine.messages.model import Message
 
 MadeKey = tuple[str, int]  # (message id, number of blocks) of a message repair made
 

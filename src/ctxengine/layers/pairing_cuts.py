@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ctxengine.messages import Message, ToolCall, ToolResult
-from ctxengine.tool_turns import Turn, turns_of
+from ctxengine.messages.model import Message, ToolCall, ToolResult
+from ctxengine.messages.tool_turns import Turn, turns_of
 
 
 def tool_groups(messages: Sequence[Message]) -> list[tuple[int, int]]:

@@ -16,8 +16,8 @@ from typing import Literal
 
 import msgspec
 
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
-from ctxengine.tool_turns import Turn, is_aborted, turns_of
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.tool_turns import Turn, is_aborted, turns_of
 
 # The text of the synthetic error result given to an interrupted call (the only content repair
 # ever adds).

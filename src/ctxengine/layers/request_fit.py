@@ -9,8 +9,8 @@ a request too large for the budget keeps head and tail and says so, every other 
 
 from __future__ import annotations
 
-from ctxengine.audit import user_request
 from ctxengine.layers.base import LayerContext
+from ctxengine.summary.audit import user_request
 
 
 def request_room(ctx: LayerContext) -> int:

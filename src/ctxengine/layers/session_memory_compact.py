@@ -1,23 +1,23 @@
 """Session-memory compaction (Claude Code's SM-compact): the session notes are the summary.
 
-$0 at compaction time: the notes were kept up to date in the background (``ctxengine.notes``);
+$0 at compaction time: the notes were kept up to date in the background (``ctxengine.summary.notes``);
 a pre-compaction flush gives them a last update first (the engine does it). Keeps the most
 recent ``sm_keep_min_tokens`` (10,000) tokens and at least ``keep_recent_min_messages`` (5) text
 messages, at most ``sm_keep_max_tokens`` (40,000) where a safe cut allows; the cut never splits a
 tool call from its result. Runs before summary compaction in the cascade; when there are no notes
 yet, or the cut would free too little, it passes and summary compaction takes over.
 
-Settings: ``SessionMemory`` (``ctxengine.compaction_settings``).
+Settings: ``SessionMemory`` (``ctxengine.policy.compaction_settings``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxengine.compaction_settings import SessionMemory
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.summary_compact import choose_cut, within_room
-from ctxengine.messages import Message, Text
+from ctxengine.messages.model import Message, Text
+from ctxengine.policy.compaction_settings import SessionMemory
 
 LAYER = "session_memory_compact"
 INTRO = (

@@ -3,12 +3,12 @@
 Trigger: Claude Code's auto-compact threshold, window - min(max_output, 20,000) - 13,000 (167K of
 200K). The newest ``keep_recent_tokens`` (and at least ``keep_recent_min_messages`` messages with
 text) stay verbatim; the cut moves back to a safe point so no tool call loses its result. The
-summary is the deterministic structured summary (``ctxengine.summarize``, $0), bounded by
+summary is the deterministic structured summary (``ctxengine.summary.structured``, $0), bounded by
 ``summary_max_tokens``, and goes in as a user message saying the session continues from a
 compacted one. A cut that would summarize nothing is not made (no compaction loops, cf.
 claude-code #2283).
 
-Settings: ``CompactionSettings`` and ``SummarySettings`` (``ctxengine.compaction_settings``).
+Settings: ``CompactionSettings`` and ``SummarySettings`` (``ctxengine.policy.compaction_settings``).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterator
 
 import msgspec
 
-from ctxengine import summarize
-from ctxengine.audit import latest_request_index
 from ctxengine.layers.base import Cut, LayerContext, LayerEvent
 from ctxengine.layers.overflow_guard import guard_limit
 from ctxengine.layers.pairing import safe_cut_points
 from ctxengine.layers.request_fit import request_room, too_large_request
-from ctxengine.messages import Message, Text
+from ctxengine.messages.model import Message, Text
+from ctxengine.summary import structured as summarize
+from ctxengine.summary.audit import latest_request_index
 
 LAYER = "summary_compact"
 

@@ -30,7 +30,7 @@ and shown as its ``media_line`` after the message's own blocks; the user's text 
 touched.
 Cost: $0. Runs on every ingested message.
 
-Settings: ``ToolResultBudget`` and ``ClearedResults`` (``ctxengine.layer_settings``).
+Settings: ``ToolResultBudget`` and ``ClearedResults`` (``ctxengine.policy.layer_settings``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ctxengine.layer_settings import ClearedResults, OverflowGuard, ToolResultBudget
 from ctxengine.layers.base import (
     LayerEvent,
     Replacements,
@@ -51,8 +50,9 @@ from ctxengine.layers.base import (
     user_part_key,
     user_parts,
 )
-from ctxengine.messages import Document, Image, Message, Text, ToolResult
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Document, Image, Message, Text, ToolResult
+from ctxengine.policy.layer_settings import ClearedResults, OverflowGuard, ToolResultBudget
+from ctxengine.policy.registry import Policy
 from ctxengine.tokens.counter import pdf_pages
 
 MediaCounter = Callable[[Image | Document], int]

@@ -2,6 +2,8 @@
 
 The SDKs are optional extras (``pip install 'ctxengine[anthropic]'`` / ``'ctxengine[openai]'``)
 and are imported only when a client is constructed, so importing this package is cheap.
+
+May import: ``messages``, ``models``, ``formats`` (the writers).
 """
 
 from ctxengine.llm.anthropic_client import AnthropicClient

@@ -22,7 +22,7 @@ from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.llm.calls import LLMRequest
 from ctxengine.llm.errors import AuthError
 from ctxengine.llm.provider import NO_KEY_PLACEHOLDER, ProviderClient, Reply, SDKErrors
-from ctxengine.messages import Usage
+from ctxengine.messages.model import Usage
 
 if TYPE_CHECKING:
     import anthropic

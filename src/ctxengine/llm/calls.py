@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from ctxengine.llm.errors import Outcome
-from ctxengine.messages import Message, Usage
+from ctxengine.messages.model import Message, Usage
 
 
 class ToolDefinition(msgspec.Struct, frozen=True):

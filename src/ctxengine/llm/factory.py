@@ -8,7 +8,7 @@ Ollama tags work: ``openai:llama3.1:8b``.
 from __future__ import annotations
 
 from ctxengine.llm.provider import ProviderClient
-from ctxengine.models import Registry
+from ctxengine.models.registry import Registry
 
 PROVIDERS = ("anthropic", "openai")
 

@@ -32,7 +32,7 @@ from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.llm.calls import LLMRequest
 from ctxengine.llm.errors import AuthError, BadRequestError
 from ctxengine.llm.provider import NO_KEY_PLACEHOLDER, ClientOptions, ProviderClient, Reply, SDKErrors, log
-from ctxengine.messages import Usage
+from ctxengine.messages.model import Usage
 
 if TYPE_CHECKING:
     import openai

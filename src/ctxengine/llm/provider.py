@@ -29,8 +29,8 @@ from ctxengine.llm.errors import (
     retry_after_seconds,
     status_error,
 )
-from ctxengine.messages import Usage
-from ctxengine.models import ModelInfo, Registry, usage_cost_usd
+from ctxengine.messages.model import Usage
+from ctxengine.models.registry import ModelInfo, Registry, usage_cost_usd
 
 log = logging.getLogger("ctxengine.llm")
 

@@ -5,16 +5,18 @@ They are an optional extra (``pip install 'ctxengine[peers]'``), never a core de
 LangChain installed, ``available()`` says why and ``register`` adds nothing, and the bench reports
 the peers as unavailable with the install hint. The peers are measured as they are: their output
 is sent as it comes (pairing breaks are counted by the replay's request validation, not repaired).
+
+May import: ``messages``, ``policy``, ``layers``, ``engine``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctxengine.policy import NONE, Policy
+from ctxengine.policy.registry import NONE, Policy
 
 if TYPE_CHECKING:
-    from ctxengine.plugins import EngineRegistry
+    from ctxengine.engine.plugins import EngineRegistry
 
 OWNER = "plugin:langchain"
 INSTALL_HINT = "pip install 'ctxengine[peers]'"

@@ -40,11 +40,11 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from ctxengine.engine import Projection
-from ctxengine.history_engine import HistoryEngine
+from ctxengine.engine.core import Projection
+from ctxengine.engine.history import HistoryEngine
 from ctxengine.layers.base import LayerEvent
-from ctxengine.messages import Block, Message, Text, Thinking, ToolCall, ToolResult
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Block, Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.policy.registry import Policy
 
 OUTPUT_RESERVE = 20_000  # tokens kept for the response (min with the model's max output)
 CLEAR_DEFAULT_TRIGGER = 100_000  # ClearToolUsesEdit's default trigger

@@ -11,6 +11,9 @@ engine's projection) and passes everything else through. Modules: ``app`` (route
 
 The names below are imported on first use: the ``ctxengine`` command loads this package to
 register ``proxy``, and must work without the ``proxy`` extra (Starlette, uvicorn, httpx).
+
+May import: ``messages``, ``formats``, ``models``, ``policy``, ``engine``, ``store``, ``tools``, ``replay``,
+``integrations``, ``cli``.
 """
 
 from __future__ import annotations

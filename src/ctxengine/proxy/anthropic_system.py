@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxengine.messages import Message, Text
+from ctxengine.messages.model import Message, Text
 from ctxengine.proxy.pinned import client_index
 
 MARKER = "\x00ctxengine-client-system-message:{index}\x00"

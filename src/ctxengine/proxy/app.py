@@ -43,9 +43,9 @@ import ctxengine.proxy.admin as admin
 import ctxengine.proxy.upstream as upstream
 from ctxengine.dashboard.routes import dashboard_routes
 from ctxengine.dashboard.timeline import agent_name
-from ctxengine.engine import ContextEngine
-from ctxengine.models import ModelWindowWarning
-from ctxengine.policy import ClearedResults
+from ctxengine.engine.core import ContextEngine
+from ctxengine.models.registry import ModelWindowWarning
+from ctxengine.policy.registry import ClearedResults
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals

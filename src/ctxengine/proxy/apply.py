@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxengine.dashboard.timeline import CallPoint, call_point
-from ctxengine.engine import ContextEngine, Projection
-from ctxengine.messages import Message, Usage
+from ctxengine.engine.core import ContextEngine, Projection
+from ctxengine.messages.model import Message, Usage
 from ctxengine.proxy.index import TurnRecord
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.sessions import ProxySession

@@ -1,4 +1,4 @@
-"""``ctxengine proxy``: the command line of the proxy (mounted by ``ctxengine.cli``)."""
+"""``ctxengine proxy``: the command line of the proxy (mounted by ``ctxengine.cli.commands``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ctxengine.cli_common import check_window_option, fail
+from ctxengine.cli.common import check_window_option, fail
 from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
 
 NEEDS = ("starlette", "uvicorn", "httpx")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxengine.models import Registry
-from ctxengine.policy import Policy, get_policy
-from ctxengine.proxy import upstream
+import ctxengine.proxy.upstream as upstream
+from ctxengine.models.registry import Registry
+from ctxengine.policy.registry import Policy, get_policy
 
 
 @dataclass

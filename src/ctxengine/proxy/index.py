@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from ctxengine.messages import Usage
+from ctxengine.messages.model import Usage
 from ctxengine.proxy.sessions import SessionStats
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind, SessionStore
 

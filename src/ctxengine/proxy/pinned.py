@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from ctxengine.messages import Message
+from ctxengine.messages.model import Message
 
 _ID = re.compile(r"m(\d+)")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import msgspec
 
-from ctxengine.engine import ContextEngine
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.engine.core import ContextEngine
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
 
 COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("file_path", "path", "filename")

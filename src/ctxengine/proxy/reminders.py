@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ctxengine.messages import Message, Text
+from ctxengine.messages.model import Message, Text
 
 TAG = "<system-reminder>"
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxengine.integrations.openai_agents_items import from_message, to_message
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
 from ctxengine.proxy.pinned import client_index, message_id
 
 Item = dict[str, Any]

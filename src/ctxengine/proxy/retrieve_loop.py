@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ctxengine.engine import ContextEngine
-from ctxengine.messages import ToolCall
+from ctxengine.engine.core import ContextEngine
+from ctxengine.messages.model import ToolCall
 from ctxengine.tools import retrieve as retrieve_tool
 from ctxengine.tools.base import ToolExecutor
 

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 import ctxengine.proxy.retrieve_loop as retrieve_loop
 import ctxengine.proxy.upstream as upstream
-from ctxengine.messages import Usage
+from ctxengine.messages.model import Usage
 from ctxengine.proxy.turn import Turn
 
 

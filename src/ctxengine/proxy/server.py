@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from ctxengine.cli_common import load_policy
+from ctxengine.cli.common import load_policy
 from ctxengine.proxy.app import create_app
 from ctxengine.proxy.config import ProxyConfig
 from ctxengine.store.url import is_postgres_url

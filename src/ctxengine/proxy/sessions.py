@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxengine.dashboard.timeline import CallPoint, new_timeline
-from ctxengine.engine import ContextEngine
-from ctxengine.messages import Message
+from ctxengine.engine.core import ContextEngine
+from ctxengine.messages.model import Message
 from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 

@@ -32,8 +32,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ctxengine.engine import ContextEngine
-from ctxengine.messages import Usage
+from ctxengine.engine.core import ContextEngine
+from ctxengine.messages.model import Usage
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord

@@ -20,7 +20,7 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from ctxengine.messages import Usage
+from ctxengine.messages.model import Usage
 from ctxengine.proxy.apply import Prepared, finish
 from ctxengine.proxy.sessions import ProxySession
 from ctxengine.proxy.wire import StreamTap, Wire

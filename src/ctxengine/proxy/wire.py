@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxengine.messages import Message, Usage
+from ctxengine.messages.model import Message, Usage
 
 
 class BadRequest(ValueError):

@@ -26,7 +26,7 @@ from ctxengine.formats.anthropic_writer import CACHE_CONTROL, MAX_BREAKPOINTS, t
 from ctxengine.formats.claude_code.blocks import to_block
 from ctxengine.formats.claude_code.usage import anthropic_usage
 from ctxengine.formats.validate import validate_anthropic
-from ctxengine.messages import Block, Message, Text, Usage
+from ctxengine.messages.model import Block, Message, Text, Usage
 from ctxengine.proxy.anthropic_system import mark, preamble, unmark, without_system
 from ctxengine.proxy.pinned import message_id, with_pinned
 from ctxengine.proxy.reminders import split_reminders

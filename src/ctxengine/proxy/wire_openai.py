@@ -27,7 +27,7 @@ from ctxengine.formats.openai_chat import (
 )
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_openai_chat
-from ctxengine.messages import Message, Text, Usage
+from ctxengine.messages.model import Message, Text, Usage
 from ctxengine.proxy.sse import SSEReader
 from ctxengine.proxy.wire import BadRequest, ClientRequest, Unsupported, client_request, require_object
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from ctxengine.formats.chat_common import openai_usage
 from ctxengine.formats.validate_responses import validate_responses
-from ctxengine.messages import Message, Usage
+from ctxengine.messages.model import Message, Usage
 from ctxengine.proxy.pinned import with_pinned
 from ctxengine.proxy.responses_items import (
     SYSTEM_ROLES,

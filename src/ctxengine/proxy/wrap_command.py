@@ -1,4 +1,4 @@
-"""``ctxengine wrap``: the command line of ``proxy.wrap`` (mounted by ``ctxengine.cli``)."""
+"""``ctxengine wrap``: the command line of ``proxy.wrap`` (mounted by ``ctxengine.cli.commands``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ctxengine.cli_common import check_window_option, fail, load_policy
+from ctxengine.cli.common import check_window_option, fail, load_policy
 from ctxengine.proxy.command import missing_extra
 from ctxengine.proxy.upstream import ANTHROPIC_API, OPENAI_API
 

@@ -27,6 +27,9 @@ The stages, one module each (every one usable alone):
 - ``replay.measures``: reference recall, fidelity, the request's validity;
 - ``replay.summary``: the session's figures from its call records;
 - ``replay.driver``: ``replay_session``, the short driver over them.
+
+May import: ``messages``, ``formats``, ``tokens``, ``models``, ``policy``, ``llm``, ``engine``, ``subagents``,
+``tools``, ``eval``.
 """
 
 from __future__ import annotations

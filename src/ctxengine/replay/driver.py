@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctxengine.messages import Message, Session, Usage
-from ctxengine.models import ModelInfo, Registry
-from ctxengine.plugins import Engine, EngineRegistry
-from ctxengine.policy import Policy
+from ctxengine.engine.plugins import Engine, EngineRegistry
+from ctxengine.messages.model import Message, Session, Usage
+from ctxengine.models.registry import ModelInfo, Registry
+from ctxengine.policy.registry import Policy
 from ctxengine.replay.measures import FidelityMeter, RecallTracker, RequestMeter, _provider
 from ctxengine.replay.pricing import CallPricer, RecordedTrack, cache_ttl
 from ctxengine.replay.records import CallRecord, SessionInfo, SessionReport, _event_dict

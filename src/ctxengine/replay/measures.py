@@ -3,7 +3,7 @@
 - ``RecallTracker``: the identifiers a call's output uses that the session showed earlier, and
   which of them were absent from what the policy sent (``forgotten``);
 - ``FidelityMeter``: content recall, the probes after a compaction and the re-fetch charges
-  (``ctxengine.fidelity``), with the count of compactions that kept the latest request whole;
+  (``ctxengine.eval.fidelity``), with the count of compactions that kept the latest request whole;
 - ``request_violations`` (``RequestMeter`` call after call): the real request body (Anthropic
   Messages or OpenAI Chat, by provider) checked against the provider's rules (``formats.validate``).
 
@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from ctxengine import identifiers
-from ctxengine.fidelity import CallFidelity, FidelityTracker
+from ctxengine.eval.fidelity import CallFidelity, FidelityTracker
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.formats.validate_incremental import RequestChecker
-from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult
-from ctxengine.models import ModelInfo
+from ctxengine.messages import identifiers
+from ctxengine.messages.model import Message, Session, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages.view_counts import ViewCounts
+from ctxengine.models.registry import ModelInfo
 from ctxengine.replay.records import COMPACTION_LAYERS
-from ctxengine.view_counts import ViewCounts
 
 if TYPE_CHECKING:
-    from ctxengine.engine import Projection
+    from ctxengine.engine.core import Projection
 
 
 class _Ids:

@@ -19,14 +19,14 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
-from ctxengine.model_window import WindowTooSmallError
+from ctxengine.models.window import WindowTooSmallError
 from ctxengine.replay.driver import replay_session
 
 if TYPE_CHECKING:
-    from ctxengine.messages import Session
-    from ctxengine.models import Registry
-    from ctxengine.plugins import EngineRegistry
-    from ctxengine.policy import Policy
+    from ctxengine.engine.plugins import EngineRegistry
+    from ctxengine.messages.model import Session
+    from ctxengine.models.registry import Registry
+    from ctxengine.policy.registry import Policy
     from ctxengine.replay.records import SessionReport
 
 MAX_AUTO_JOBS = 8  # more workers than this cost more memory than the replay gains
@@ -73,7 +73,7 @@ def _replay_one(
 @functools.lru_cache(maxsize=1)
 def _engines() -> EngineRegistry:
     """The engines (core and entry-point plugins), loaded once per worker process."""
-    from ctxengine.plugins import EngineRegistry
+    from ctxengine.engine.plugins import EngineRegistry
 
     engines = EngineRegistry()
     engines.load_entry_points()

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ctxengine.cache import CacheModel, CacheOutcome
 from ctxengine.formats.anthropic_writer import breakpoint_indices
-from ctxengine.messages import Message, Session, Usage
-from ctxengine.models import ModelInfo
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Message, Session, Usage
+from ctxengine.models.prompt_cache import CacheModel, CacheOutcome
+from ctxengine.models.registry import ModelInfo
+from ctxengine.policy.registry import Policy
 from ctxengine.replay.records import (
     CACHE_BREAK_SHARE,
     COMPACTION_LAYERS,
@@ -31,7 +31,7 @@ from ctxengine.replay.records import (
 from ctxengine.tokens.ledger import Ledger
 
 if TYPE_CHECKING:
-    from ctxengine.engine import Projection
+    from ctxengine.engine.core import Projection
 
 
 def cache_ttl(session: Session, policy: Policy) -> float:

@@ -12,10 +12,10 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.fidelity import ProbeStat
-from ctxengine.models import MIN_WINDOW_TOKENS, WindowTooSmallError
+from ctxengine.eval.fidelity import ProbeStat
+from ctxengine.models.registry import MIN_WINDOW_TOKENS, WindowTooSmallError
 from ctxengine.subagents.linking import SubagentSummary
-from ctxengine.tool_limits import ToolLimitReport
+from ctxengine.tools.limits import ToolLimitReport
 
 SCHEMA_VERSION = 1
 COMPACTION_LAYERS = frozenset(

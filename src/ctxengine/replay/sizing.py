@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from ctxengine.messages import Message, Session
-from ctxengine.models import ModelInfo, Registry, resolve_window, window_above_model
+from ctxengine.messages.model import Message, Session
+from ctxengine.models.registry import ModelInfo, Registry, resolve_window, window_above_model
 from ctxengine.replay.records import ANCHOR_TOLERANCE, RESPONSE_ROOM_TOKENS, PrefixTooLargeError
 from ctxengine.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
-    from ctxengine.engine import Projection
+    from ctxengine.engine.core import Projection
 
 
 class _Counts:

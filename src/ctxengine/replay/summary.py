@@ -14,15 +14,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ctxengine.fidelity import PROBE_KINDS, ProbeStat, probe_score
-from ctxengine.messages import Session
-from ctxengine.models import ModelInfo
+from ctxengine.eval.fidelity import PROBE_KINDS, ProbeStat, probe_score
+from ctxengine.messages.model import Session
+from ctxengine.models.registry import ModelInfo
 from ctxengine.replay.measures import FidelityMeter
 from ctxengine.replay.pricing import RecordedTrack
 from ctxengine.replay.records import COMPACTION_LAYERS, CallRecord, ErrorStats, SessionSummary
 from ctxengine.subagents.linking import subagent_summary
 from ctxengine.tokens.counter import TokenCounter
-from ctxengine.tool_limits import tool_limit_report
+from ctxengine.tools.limits import tool_limit_report
 
 
 def _pct(errors: Sequence[float]) -> ErrorStats:

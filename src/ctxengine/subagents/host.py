@@ -1,6 +1,6 @@
 """What the sub-agent code needs of an engine, as protocols (``ContextEngine`` has all of it).
 
-The sub-agent modules depend on these, not on ``ctxengine.engine``, which calls into them
+The sub-agent modules depend on these, not on ``ctxengine.engine.core``, which calls into them
 (``prepare_subagent_spawn``, ``on_subagent_ended``, ``dispose``): the dependency points one way.
 """
 
@@ -11,9 +11,9 @@ from typing import Any, Protocol
 
 from ctxengine.compaction import Compactor
 from ctxengine.layers.base import LayerEvent
-from ctxengine.messages import Message, Usage
-from ctxengine.models import ModelInfo, Registry
-from ctxengine.policy import Policy
+from ctxengine.messages.model import Message, Usage
+from ctxengine.models.registry import ModelInfo, Registry
+from ctxengine.policy.registry import Policy
 from ctxengine.store import SessionStore
 from ctxengine.tokens.counter import TokenCounter
 from ctxengine.tokens.ledger import Ledger

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ctxengine.messages import Message, Session, Text, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Session, Text, ToolCall, ToolResult
 
 TASK_TOOLS = frozenset({"Task", "Agent", "task"})  # Claude Code (old / new name), ctxengine's example
 RUNS_KEY = "subagent_runs"

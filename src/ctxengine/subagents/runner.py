@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
 from ctxengine.subagents.host import ProjectionView
 from ctxengine.subagents.spawn import SubagentContext, SubagentResult
 from ctxengine.subagents.spec import AgentSpec

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ctxengine.layers.pairing import find_violations
-from ctxengine.messages import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.tool_turns import aborted_unanswered
 from ctxengine.store.borrowed import BorrowedStore
 from ctxengine.subagents.host import Engine
 from ctxengine.subagents.registry import SubagentRegistry, close_subagent
@@ -51,7 +52,6 @@ from ctxengine.subagents.spec import (
     SubagentDepthError,
     SubagentError,
 )
-from ctxengine.tool_turns import aborted_unanswered
 from ctxengine.tools.bootstrap import load_bootstrap_files
 
 if TYPE_CHECKING:

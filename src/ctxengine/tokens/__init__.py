@@ -4,6 +4,8 @@
 and others), over ``encoders`` (the exact encodings), ``estimate`` (the estimate profiles) and
 ``media`` (the image/document rules); ``ledger`` predicts the next call's input from the last
 provider-reported usage. Encoders load lazily, so importing this package is cheap.
+
+May import: ``messages``, ``models``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     Block,
     Document,
     Image,
@@ -66,7 +66,7 @@ from ctxengine.tokens.media import (
 from ctxengine.tokens.memo import TextMemo
 
 if TYPE_CHECKING:
-    from ctxengine.models import ModelInfo
+    from ctxengine.models.registry import ModelInfo
 
 __all__ = [  # the names moved to encoders, estimate and media stay importable here
     "ANTHROPIC_IMAGE_MAX_EDGE",

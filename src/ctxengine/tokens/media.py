@@ -21,7 +21,7 @@ import math
 import re
 from typing import Literal
 
-from ctxengine.media import pdf_page_count
+from ctxengine.messages.media import pdf_page_count
 
 # --- Anthropic images (docs.anthropic.com/en/docs/build-with-claude/vision) -------------------
 ANTHROPIC_PIXELS_PER_TOKEN = 750  # tokens = ceil(width * height / 750)
@@ -97,7 +97,7 @@ _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 @functools.lru_cache(maxsize=64)
 def pdf_pages(data: str) -> int:
-    """Page count of a base64 PDF, at least 1: read by ``pypdf`` (``ctxengine.media.pdf_page_count``:
+    """Page count of a base64 PDF, at least 1: read by ``pypdf`` (``ctxengine.messages.media.pdf_page_count``:
     the page tree, compressed object streams included); for a file ``pypdf`` cannot read (no
     cross-reference table: a cut or hand-made PDF) its ``/Type /Page`` objects; failing both, a
     size-based guess (``PDF_BYTES_PER_PAGE``). The last 64 PDFs counted are remembered (the same

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctxengine.messages import ToolCall, ToolResult
+    from ctxengine.messages.model import ToolCall, ToolResult
 
 
 class ToolError(Exception):
@@ -69,7 +69,7 @@ class ToolExecutor:
 
     def execute(self, call: ToolCall) -> ToolResult:
         """Run a model's tool call and wrap the outcome (or the refusal) as a ``ToolResult``."""
-        from ctxengine.messages import Text, ToolResult  # here: a one-shot tool never needs them
+        from ctxengine.messages.model import Text, ToolResult  # here: a one-shot tool never needs them
 
         args = call.input if isinstance(call.input, dict) else {"input": call.input}
         try:

@@ -1,6 +1,6 @@
 """The ``instructions`` agent tool: the workspace's instruction files through the bootstrap loader
-(``ctxengine.bootstrap``, which holds the loader, its caps and reference behaviour; its names are
-re-exported here).
+(``ctxengine.tools.instruction_files``, which holds the loader, its caps and reference behaviour; its
+names are re-exported here).
 
 ``instructions`` is the agent tool over both (``specs(workspace)``, registered by ``build_tools``
 and so served by ``ctxengine mcp`` and ``ctxengine tool instructions``): without ``files`` the
@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxengine.bootstrap import (
+from ctxengine.tools.base import ToolError, ToolSpec
+from ctxengine.tools.instruction_files import (
     DEFAULT_NAMES,
     HEAD_RATIO,
     MAX_READ_BYTES,
@@ -28,7 +29,6 @@ from ctxengine.bootstrap import (
     load_bootstrap_files,
     truncation_marker,
 )
-from ctxengine.tools.base import ToolError, ToolSpec
 from ctxengine.tools.workspace import Workspace
 
 __all__ = [

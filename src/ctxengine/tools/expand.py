@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ctxengine.messages import Message, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages.model import Message, Text, Thinking, ToolCall, ToolResult
 from ctxengine.store.base import SessionStore, StoreError
 from ctxengine.tools.base import ToolError, ToolSpec
 

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from ctxengine.tool_budgets import GREP_MAX_LINE_CHARS, GREP_PAGE_MATCHES
+from ctxengine.tools.budgets import GREP_MAX_LINE_CHARS, GREP_PAGE_MATCHES
 from ctxengine.tools.file_screen import BLOCK_BYTES, Large, Loaded
 from ctxengine.tools.workspace import ENCODING_SAMPLE_BYTES, Sniff, decode, sniff, sniff_decode
 

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ctxengine.tokens.counter import OpenAICounter, TokenCounter
-from ctxengine.tool_budgets import READ_DEFAULT_LINES, READ_MAX_BYTES, READ_MAX_LINE_CHARS, READ_MAX_TOKENS
 from ctxengine.tools.base import ToolError, ToolSpec
+from ctxengine.tools.budgets import READ_DEFAULT_LINES, READ_MAX_BYTES, READ_MAX_LINE_CHARS, READ_MAX_TOKENS
 from ctxengine.tools.workspace import (
     ENCODING_SAMPLE_BYTES,
     Sniff,

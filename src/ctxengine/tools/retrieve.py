@@ -44,8 +44,8 @@ import jmespath.exceptions
 from ctxengine.layers.base import artifact_id
 from ctxengine.store.base import SessionStore, StoreError
 from ctxengine.tokens.counter import TokenCounter
-from ctxengine.tool_budgets import READ_MAX_TOKENS
 from ctxengine.tools.base import ToolError, ToolSpec
+from ctxengine.tools.budgets import READ_MAX_TOKENS
 from ctxengine.tools.read import (
     DEFAULT_COUNTER,
     cap_tokens,

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import msgspec
 
-from ctxengine.messages import Message, Text
+from ctxengine.messages.model import Message, Text
 from ctxengine.tools.base import ToolError, ToolSpec
 from ctxengine.tools.working_set_render import LINE_CHARS, TRUNCATED, _check_file, _render_range, _Rendered
 from ctxengine.tools.workspace import Workspace

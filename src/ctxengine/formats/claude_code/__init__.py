@@ -55,7 +55,7 @@ Edges
   ``formats.bad_line_reason``), wherever it is in the file, is one bad record. A line that is
   not JSON or not an object, or a user/assistant record without a usable ``message``, is a
   ``Malformed`` entry plus a ``MalformedRecordWarning``; the rest loads.
-* Image sizes are read from the header of the base64 data by ``ctxengine.media.image_size``
+* Image sizes are read from the header of the base64 data by ``ctxengine.messages.media.image_size``
   (``imagesize``; decoded progressively, so a large JPEG is not decoded whole unless its SOF
   marker is late).
 * Redacted thinking becomes ``Thinking(thinking=<data>, redacted=True)``: the opaque ``data`` is
@@ -99,8 +99,8 @@ from ctxengine.formats.claude_code.builder import SYNTHETIC_MODEL as SYNTHETIC_M
 from ctxengine.formats.claude_code.builder import MalformedRecordWarning as MalformedRecordWarning
 from ctxengine.formats.claude_code.records import Builder
 from ctxengine.formats.claude_code.tree import is_main_file, mark_sidechain, sidechain_key
-from ctxengine.media import image_size as image_size
-from ctxengine.messages import Session, TranscriptError
+from ctxengine.messages.media import image_size as image_size
+from ctxengine.messages.model import Session, TranscriptError
 
 __all__ = ["MalformedRecordWarning", "image_size", "read"]
 

@@ -20,8 +20,8 @@ from ctxengine.formats.claude_code.blocks import (
     content_blocks,
     int_or_none,
 )
-from ctxengine.media import image_size
-from ctxengine.messages import Block, Image, Text
+from ctxengine.messages.media import image_size
+from ctxengine.messages.model import Block, Image, Text
 
 BULKY_CHARS = 2000  # strings at least this long that look like base64 are elided in JSON dumps
 

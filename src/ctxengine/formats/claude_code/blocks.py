@@ -1,9 +1,9 @@
 """Claude Code records' content -> neutral blocks (the Anthropic Messages block shapes).
 
 ``content_blocks`` converts a ``message.content`` (a string or a list of blocks: text, thinking,
-redacted thinking, tool_use, tool_result, image, document) into ``ctxengine.messages`` blocks;
+redacted thinking, tool_use, tool_result, image, document) into ``ctxengine.messages.model`` blocks;
 block types it does not model become JSON ``Text`` and are noted in the message's
-``meta["unknown_blocks"]``. Image sizes come from ``ctxengine.media`` (the header of the base64
+``meta["unknown_blocks"]``. Image sizes come from ``ctxengine.messages.media`` (the header of the base64
 data). ``Draft`` is a message under construction; ``block_key`` is the content key the reader
 dedupes blocks by. The scalar helpers (``as_str``, ``as_int``, ``timestamp``...) read the loosely
 typed JSON fields of a record.
@@ -15,8 +15,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from ctxengine.media import image_size
-from ctxengine.messages import (
+from ctxengine.messages.media import image_size
+from ctxengine.messages.model import (
     Block,
     Document,
     Image,

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from ctxengine.formats.claude_code.blocks import Draft
-from ctxengine.messages import (
+from ctxengine.messages.model import (
     Block,
     Malformed,
     Message,

@@ -19,7 +19,7 @@ from ctxengine.formats.claude_code.blocks import Draft, block_key, content_block
 from ctxengine.formats.claude_code.builder import SYNTHETIC_MODEL, BuilderBase
 from ctxengine.formats.claude_code.tree import boundary, link, open_compaction, record_id
 from ctxengine.formats.claude_code.usage import anthropic_usage
-from ctxengine.messages import Block, ToolCall, ToolResult
+from ctxengine.messages.model import Block, ToolCall, ToolResult
 
 
 class Builder(BuilderBase):

@@ -15,7 +15,7 @@ from typing import Any
 
 from ctxengine.formats.claude_code.blocks import Draft, int_or_none, timestamp
 from ctxengine.formats.claude_code.builder import BuilderBase
-from ctxengine.messages import RecordedCompaction, Session
+from ctxengine.messages.model import RecordedCompaction, Session
 
 TURNS = ("user", "assistant")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxengine.formats.claude_code.blocks import as_int
-from ctxengine.messages import Usage
+from ctxengine.messages.model import Usage
 
 
 def anthropic_usage(raw: Any) -> Usage | None:

@@ -1,0 +1,43 @@
+"""How many messages of the current view hold each key, kept from one view to the next.
+
+The replay's measures ask, at every call, whether a key (a content shingle, an identifier) is in
+what the policy sent. A view mostly repeats the previous one, so the counts follow the messages
+that came or went (by object identity: messages are treated as immutable); both directions are
+tallied in C (``Counter.update``), and a key is held while it came more often than it went.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Generic, TypeVar
+
+from ctxengine.messages.model import Message
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ViewCounts(Generic[K]):
+    """The keys of the messages in view; ``keys_of(message)`` gives one message's keys (each
+    once; it should be cached by the caller when it is costly)."""
+
+    def __init__(self, keys_of: Callable[[Message], Iterable[K]]) -> None:
+        self._keys_of = keys_of
+        self._came: Counter[K] = Counter()
+        self._went: Counter[K] = Counter()
+        self._view: dict[int, Message] = {}
+
+    def move_to(self, messages: Sequence[Message]) -> None:
+        """The view is now ``messages``."""
+        cur = {id(m): m for m in messages}
+        for k, m in self._view.items():
+            if cur.get(k) is not m:
+                self._went.update(self._keys_of(m))
+        for k, m in cur.items():
+            if self._view.get(k) is not m:
+                self._came.update(self._keys_of(m))
+        self._view = cur
+
+    def holds(self, key: K) -> bool:
+        """Whether a message of the view holds ``key``."""
+        return self._came[key] > self._went[key]
