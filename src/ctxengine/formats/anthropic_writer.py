@@ -89,6 +89,7 @@ def to_anthropic(
     tools: list[dict[str, Any]] | None = None,
     cache_breakpoints: bool = True,
     system_messages: SystemMessages = "hoist",
+    memo: BlockMemo | None = None,
 ) -> dict[str, Any]:
     """Build an Anthropic Messages API request body from neutral messages.
 
@@ -110,7 +111,7 @@ def to_anthropic(
     Returns:
         The body, ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
     """
-    encoded, _, system_texts, anchor = _encode(messages, system, system_messages)
+    encoded, _, system_texts, anchor = _encode(messages, system, system_messages, memo)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": encoded}
     system_blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_texts]
     if system_blocks:
@@ -124,15 +125,52 @@ def to_anthropic(
         if cache_breakpoints and not (anchor is not None and system_blocks):
             body["tools"][-1] = {**tools[-1], "cache_control": dict(CACHE_CONTROL)}
     if cache_breakpoints:
+        # a marked block is copied (blocks may be shared with a memo), the anchor's first
+        if anchor is not None:
+            _mark(encoded, anchor)
         for k in _message_breakpoints(encoded):
             content = encoded[k]["content"]
-            for block in reversed(content):
-                if block["type"] not in _NO_CACHE_TYPES:
-                    block["cache_control"] = dict(CACHE_CONTROL)
+            for j in range(len(content) - 1, -1, -1):
+                if content[j]["type"] not in _NO_CACHE_TYPES:
+                    content[j] = {**content[j], "cache_control": dict(CACHE_CONTROL)}
                     break
-        if anchor is not None:
-            anchor["cache_control"] = dict(CACHE_CONTROL)
     return body
+
+
+def _mark(encoded: list[dict[str, Any]], block: dict[str, Any]) -> None:
+    """Replace the last occurrence of ``block`` (by identity) with a copy carrying a breakpoint."""
+    for msg in reversed(encoded):
+        content = msg["content"]
+        for j in range(len(content) - 1, -1, -1):
+            if content[j] is block:
+                content[j] = {**block, "cache_control": dict(CACHE_CONTROL)}
+                return
+
+
+class BlockMemo:
+    """The encoded blocks of the messages of the last body, by message identity (messages are
+    treated as immutable; an aborted message, whose encoding depends on the rest of the
+    projection, is encoded again every time). Holds the last body's messages only."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+        self._next: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+
+    def blocks(self, m: Message, skip: set[str]) -> list[dict[str, Any]]:
+        """``_blocks(m, skip)`` as a new list; its blocks those of the last body when ``m`` was in it."""
+        hit = self._last.get(id(m))
+        if hit is not None and hit[0] is m:
+            blocks = hit[1]
+        else:
+            blocks = _blocks(m, skip)
+            if is_aborted(m):
+                return blocks
+        self._next[id(m)] = (m, blocks)
+        return list(blocks)
+
+    def turn(self) -> None:
+        """The body is done: remember its messages only."""
+        self._last, self._next = self._next, {}
 
 
 def breakpoint_indices(
@@ -222,7 +260,7 @@ def _breakpoints_by_role(roles: list[str]) -> list[int]:
 
 
 def _encode(
-    messages: Sequence[Message], system: str, system_messages: SystemMessages
+    messages: Sequence[Message], system: str, system_messages: SystemMessages, memo: BlockMemo | None = None
 ) -> tuple[list[dict[str, Any]], list[int], list[str], dict[str, Any] | None]:
     """Encoded messages, for each the index of the last neutral message merged into it (-1 for
     the placeholder), the system texts, and the block that ends the last user message marked
@@ -244,7 +282,7 @@ def _encode(
             role = "user"
             content = [{"type": "text", "text": SYSTEM_REMINDER.format(text=text)}]
         else:
-            content = _blocks(m, skip)
+            content = _blocks(m, skip) if memo is None else memo.blocks(m, skip)
             if role == "user" and m.meta.get(CACHE_ANCHOR):
                 last = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
                 anchor_block = last or anchor_block
@@ -266,6 +304,8 @@ def _encode(
         text = LEADING_PLACEHOLDER if encoded else EMPTY_CONVERSATION
         encoded.insert(0, {"role": "user", "content": [{"type": "text", "text": text}]})
         last_src.insert(0, -1)
+    if memo is not None:
+        memo.turn()
     return encoded, last_src, system_texts, anchor_block
 
 
