@@ -127,7 +127,7 @@ def to_anthropic(
     if cache_breakpoints:
         # a marked block is copied (blocks may be shared with a memo), the anchor's first
         if anchor is not None:
-            _mark(encoded, anchor)
+            _mark(encoded[anchor[0]]["content"], anchor[1])
         for k in _message_breakpoints(encoded):
             content = encoded[k]["content"]
             for j in range(len(content) - 1, -1, -1):
@@ -137,14 +137,13 @@ def to_anthropic(
     return body
 
 
-def _mark(encoded: list[dict[str, Any]], block: dict[str, Any]) -> None:
-    """Replace the last occurrence of ``block`` (by identity) with a copy carrying a breakpoint."""
-    for msg in reversed(encoded):
-        content = msg["content"]
-        for j in range(len(content) - 1, -1, -1):
-            if content[j] is block:
-                content[j] = {**block, "cache_control": dict(CACHE_CONTROL)}
-                return
+def _mark(content: list[dict[str, Any]], block: dict[str, Any]) -> None:
+    """Replace the last occurrence of ``block`` (by identity) in ``content`` with a copy carrying
+    a breakpoint."""
+    for j in range(len(content) - 1, -1, -1):
+        if content[j] is block:
+            content[j] = {**block, "cache_control": dict(CACHE_CONTROL)}
+            return
 
 
 class BlockMemo:
@@ -261,11 +260,13 @@ def _breakpoints_by_role(roles: list[str]) -> list[int]:
 
 def _encode(
     messages: Sequence[Message], system: str, system_messages: SystemMessages, memo: BlockMemo | None = None
-) -> tuple[list[dict[str, Any]], list[int], list[str], dict[str, Any] | None]:
+) -> tuple[list[dict[str, Any]], list[int], list[str], tuple[int, dict[str, Any]] | None]:
     """Encoded messages, for each the index of the last neutral message merged into it (-1 for
     the placeholder), the system texts, and the block that ends the last user message marked
-    ``CACHE_ANCHOR`` (its last block able to carry a breakpoint; None when there is none)."""
+    ``CACHE_ANCHOR`` (its last block able to carry a breakpoint; None when there is none), with
+    the index of the encoded message holding it."""
     anchor_block: dict[str, Any] | None = None
+    anchor_at = -1
     skip = aborted_unanswered(messages)
     system_texts = [system] if system.strip() else []
     encoded: list[dict[str, Any]] = []
@@ -285,7 +286,8 @@ def _encode(
             content = _blocks(m, skip) if memo is None else memo.blocks(m, skip)
             if role == "user" and m.meta.get(CACHE_ANCHOR):
                 last = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
-                anchor_block = last or anchor_block
+                if last is not None:
+                    anchor_block, anchor_at = last, -2  # its index once it is placed
         if not content:
             continue
         if encoded and encoded[-1]["role"] == role:
@@ -294,6 +296,8 @@ def _encode(
         else:
             encoded.append({"role": role, "content": content})
             last_src.append(i)
+        if anchor_at == -2:
+            anchor_at = len(encoded) - 1
     for msg in encoded:
         if msg["role"] == "user":
             blocks = msg["content"]
@@ -304,9 +308,10 @@ def _encode(
         text = LEADING_PLACEHOLDER if encoded else EMPTY_CONVERSATION
         encoded.insert(0, {"role": "user", "content": [{"type": "text", "text": text}]})
         last_src.insert(0, -1)
+        anchor_at += 1
     if memo is not None:
         memo.turn()
-    return encoded, last_src, system_texts, anchor_block
+    return encoded, last_src, system_texts, None if anchor_block is None else (anchor_at, anchor_block)
 
 
 def _blocks(m: Message, skip: set[str]) -> list[dict[str, Any]]:
