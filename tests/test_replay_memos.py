@@ -1,6 +1,7 @@
 """The replay's per-call memos give what computing from scratch gives, on a real session that the
 default policy compacts (the MiMo sub-agent session at a 64,000-token window): the request body
-encoded with ``anthropic_writer.BlockMemo`` equals the body encoded without it, and
+encoded with ``anthropic_writer.BlockMemo`` (``openai_writer.RunMemo``) equals the body encoded
+without it, and
 ``view_counts.ViewCounts`` (which looks only at the added messages when a view extends the
 previous one) holds exactly the keys of the messages in view."""
 
@@ -13,6 +14,7 @@ import pytest
 
 from conftest import CLAUDE_CODE
 from ctxengine.formats.anthropic_writer import BlockMemo, to_anthropic
+from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
 from ctxengine.messages import Message
 from ctxengine.view_counts import ViewCounts
 from test_replay_stages import Setup, _setup, calls
@@ -41,6 +43,17 @@ def test_block_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setu
         for _, p, _ in calls(mimo, "default")
     ]
     assert again == bodies
+
+
+def test_run_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setup) -> None:
+    memo = RunMemo()
+    shared = 0
+    for _, proj, _ in calls(mimo, "default"):
+        with_memo = to_openai_chat(proj.messages, system=proj.system, model="m", memo=memo)
+        fresh = to_openai_chat(proj.messages, system=proj.system, model="m")
+        assert json.dumps(with_memo) == json.dumps(fresh)
+        shared += len(memo._last) > 0
+    assert shared == 19  # every body remembered its runs for the next
 
 
 def _words(m: Message) -> set[str]:

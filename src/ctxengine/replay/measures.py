@@ -20,7 +20,7 @@ import msgspec
 from ctxengine import identifiers
 from ctxengine.fidelity import CallFidelity, FidelityTracker
 from ctxengine.formats.anthropic_writer import BlockMemo, to_anthropic
-from ctxengine.formats.openai_writer import to_openai_chat
+from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.formats.validate_incremental import RequestChecker
 from ctxengine.messages import Message, Session, Text, Thinking, ToolCall, ToolResult
@@ -155,11 +155,12 @@ class RequestMeter:
         self.model = model
         self.checker = RequestChecker("anthropic" if provider == "anthropic" else "openai")
         self.memo = BlockMemo()  # the blocks of messages already encoded, reused as they are
+        self.runs = RunMemo()  # the same for OpenAI's runs of messages
 
     def violations(self, proj: Projection) -> int:
         """The rule violations of the request the policy would send for ``proj``."""
         if self.provider == "anthropic":
             body = to_anthropic(proj.messages, system=proj.system, model=self.model, memo=self.memo)
         else:
-            body = to_openai_chat(proj.messages, system=proj.system, model=self.model)
+            body = to_openai_chat(proj.messages, system=proj.system, model=self.model, memo=self.runs)
         return len(self.checker.validate(body))
