@@ -107,6 +107,9 @@ def to_anthropic(
         cache_breakpoints: whether to place prompt-cache breakpoints where Claude Code puts them.
         system_messages: "hoist" appends ``system``-role messages (our notices) to the top-level
             system; "inline" keeps them in place as user text in ``<system-reminder>`` tags.
+        memo: the previous body's encoded blocks (``BlockMemo``), for a caller that encodes
+            projection after projection of one conversation and never changes a body: the
+            blocks of a message already encoded are the same dict objects (the same body).
 
     Returns:
         The body, ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
