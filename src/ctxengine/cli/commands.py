@@ -258,7 +258,7 @@ def _check_replay_options(
     if quiet and not (json_out or plot_out or html):
         raise fail("--quiet leaves the table out and nothing else is written: add --json, --plot or --html")
     engines = EngineRegistry()
-    engines.load_entry_points()
+    engines.load_for(engine)
     if engine not in engines.ids():
         raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
     return engines

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxengine.engine.core import ContextEngine, Projection
@@ -20,6 +19,14 @@ from ctxengine.layers.base import LayerEvent
 from ctxengine.messages.model import Message, RecordedCompaction, Usage
 
 log = logging.getLogger(__name__)
+
+
+def entry_points(*, group: str) -> Any:
+    """``importlib.metadata.entry_points(group=group)``, imported on first use (~20 ms)."""
+    from importlib import metadata
+
+    return metadata.entry_points(group=group)
+
 
 ENTRY_POINT_GROUP = "ctxengine.engines"
 CORE_OWNER = "core"
@@ -100,6 +107,13 @@ class EngineRegistry:
             except Exception as exc:
                 log.warning("engine plugin %s (%s) not registered: %s", ep.name, owner, exc)
         return added
+
+    def load_for(self, engine_id: str) -> None:
+        """Register the entry-point plugins when ``engine_id`` is not registered yet. A core id
+        needs none (no plugin can take it), so a run of a core engine skips the scan of every
+        installed distribution's metadata; a broken plugin is then not reported either."""
+        if engine_id not in self._factories:
+            self.load_entry_points()
 
     def create(self, engine_id: str, **kwargs: Any) -> Engine:
         """Build engine ``engine_id``; plugin engines come wrapped in a ``GuardedEngine``.

@@ -89,6 +89,7 @@ def to_anthropic(
     tools: list[dict[str, Any]] | None = None,
     cache_breakpoints: bool = True,
     system_messages: SystemMessages = "hoist",
+    memo: BlockMemo | None = None,
 ) -> dict[str, Any]:
     """Build an Anthropic Messages API request body from neutral messages.
 
@@ -106,11 +107,14 @@ def to_anthropic(
         cache_breakpoints: whether to place prompt-cache breakpoints where Claude Code puts them.
         system_messages: "hoist" appends ``system``-role messages (our notices) to the top-level
             system; "inline" keeps them in place as user text in ``<system-reminder>`` tags.
+        memo: the previous body's encoded blocks (``BlockMemo``), for a caller that encodes
+            projection after projection of one conversation and never changes a body: the
+            blocks of a message already encoded are the same dict objects (the same body).
 
     Returns:
         The body, ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
     """
-    encoded, _, system_texts, anchor = _encode(messages, system, system_messages)
+    encoded, _, system_texts, anchor = _encode(messages, system, system_messages, memo)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": encoded}
     system_blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_texts]
     if system_blocks:
@@ -124,15 +128,51 @@ def to_anthropic(
         if cache_breakpoints and not (anchor is not None and system_blocks):
             body["tools"][-1] = {**tools[-1], "cache_control": dict(CACHE_CONTROL)}
     if cache_breakpoints:
+        # a marked block is copied (blocks may be shared with a memo), the anchor's first
+        if anchor is not None:
+            _mark(encoded[anchor[0]]["content"], anchor[1])
         for k in _message_breakpoints(encoded):
             content = encoded[k]["content"]
-            for block in reversed(content):
-                if block["type"] not in _NO_CACHE_TYPES:
-                    block["cache_control"] = dict(CACHE_CONTROL)
+            for j in range(len(content) - 1, -1, -1):
+                if content[j]["type"] not in _NO_CACHE_TYPES:
+                    content[j] = {**content[j], "cache_control": dict(CACHE_CONTROL)}
                     break
-        if anchor is not None:
-            anchor["cache_control"] = dict(CACHE_CONTROL)
     return body
+
+
+def _mark(content: list[dict[str, Any]], block: dict[str, Any]) -> None:
+    """Replace the last occurrence of ``block`` (by identity) in ``content`` with a copy carrying
+    a breakpoint."""
+    for j in range(len(content) - 1, -1, -1):
+        if content[j] is block:
+            content[j] = {**block, "cache_control": dict(CACHE_CONTROL)}
+            return
+
+
+class BlockMemo:
+    """The encoded blocks of the messages of the last body, by message identity (messages are
+    treated as immutable; an aborted message, whose encoding depends on the rest of the
+    projection, is encoded again every time). Holds the last body's messages only."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+        self._next: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
+
+    def blocks(self, m: Message, skip: set[str]) -> list[dict[str, Any]]:
+        """``_blocks(m, skip)`` as a new list; its blocks those of the last body when ``m`` was in it."""
+        hit = self._last.get(id(m))
+        if hit is not None and hit[0] is m:
+            blocks = hit[1]
+        else:
+            blocks = _blocks(m, skip)
+            if is_aborted(m):
+                return blocks
+        self._next[id(m)] = (m, blocks)
+        return list(blocks)
+
+    def turn(self) -> None:
+        """The body is done: remember its messages only."""
+        self._last, self._next = self._next, {}
 
 
 def breakpoint_indices(
@@ -222,12 +262,14 @@ def _breakpoints_by_role(roles: list[str]) -> list[int]:
 
 
 def _encode(
-    messages: Sequence[Message], system: str, system_messages: SystemMessages
-) -> tuple[list[dict[str, Any]], list[int], list[str], dict[str, Any] | None]:
+    messages: Sequence[Message], system: str, system_messages: SystemMessages, memo: BlockMemo | None = None
+) -> tuple[list[dict[str, Any]], list[int], list[str], tuple[int, dict[str, Any]] | None]:
     """Encoded messages, for each the index of the last neutral message merged into it (-1 for
     the placeholder), the system texts, and the block that ends the last user message marked
-    ``CACHE_ANCHOR`` (its last block able to carry a breakpoint; None when there is none)."""
+    ``CACHE_ANCHOR`` (its last block able to carry a breakpoint; None when there is none), with
+    the index of the encoded message holding it."""
     anchor_block: dict[str, Any] | None = None
+    anchor_at = -1
     skip = aborted_unanswered(messages)
     system_texts = [system] if system.strip() else []
     encoded: list[dict[str, Any]] = []
@@ -244,10 +286,11 @@ def _encode(
             role = "user"
             content = [{"type": "text", "text": SYSTEM_REMINDER.format(text=text)}]
         else:
-            content = _blocks(m, skip)
+            content = _blocks(m, skip) if memo is None else memo.blocks(m, skip)
             if role == "user" and m.meta.get(CACHE_ANCHOR):
                 last = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
-                anchor_block = last or anchor_block
+                if last is not None:
+                    anchor_block, anchor_at = last, -2  # its index once it is placed
         if not content:
             continue
         if encoded and encoded[-1]["role"] == role:
@@ -256,6 +299,8 @@ def _encode(
         else:
             encoded.append({"role": role, "content": content})
             last_src.append(i)
+        if anchor_at == -2:
+            anchor_at = len(encoded) - 1
     for msg in encoded:
         if msg["role"] == "user":
             blocks = msg["content"]
@@ -266,7 +311,10 @@ def _encode(
         text = LEADING_PLACEHOLDER if encoded else EMPTY_CONVERSATION
         encoded.insert(0, {"role": "user", "content": [{"type": "text", "text": text}]})
         last_src.insert(0, -1)
-    return encoded, last_src, system_texts, anchor_block
+        anchor_at += 1
+    if memo is not None:
+        memo.turn()
+    return encoded, last_src, system_texts, None if anchor_block is None else (anchor_at, anchor_block)
 
 
 def _blocks(m: Message, skip: set[str]) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ Like the Anthropic writer it encodes what it is given (a result without a call s
 from __future__ import annotations
 
 import json
+import operator
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -59,6 +60,7 @@ def to_openai_chat(
     model: str,
     tools: list[dict[str, Any]] | None = None,
     system_messages: SystemMessages = "hoist",
+    memo: RunMemo | None = None,
 ) -> dict[str, Any]:
     """Build a Chat Completions request body from neutral messages.
 
@@ -73,6 +75,9 @@ def to_openai_chat(
             passed through.
         system_messages: "hoist" joins ``system``-role messages (our notices) into the system
             prompt; "inline" keeps them in place as ``system`` messages.
+        memo: the previous body's encoded runs (``RunMemo``), for a caller that encodes
+            projection after projection of one conversation and never changes a body: a run of
+            messages already encoded gives the same dict objects (the same body).
 
     Returns:
         The body, ``{"model", "messages", "tools"?}``.
@@ -104,14 +109,47 @@ def to_openai_chat(
     for role, run in items:
         if role == "system":
             out.append({"role": "system", "content": run[0].text()})
-        elif role == "assistant":
-            out.append(_assistant(run, skip))
         else:
-            out.extend(_user(run))
+            out.extend(_encode_run(role, run, skip) if memo is None else memo.encoded(role, run, skip))
+    if memo is not None:
+        memo.turn()
     body: dict[str, Any] = {"model": model, "messages": out}
     if tools:
         body["tools"] = list(tools)
     return body
+
+
+class RunMemo:
+    """The encoded messages of each run of same-role messages of the last body, by the run's
+    messages' identities (messages are treated as immutable; a run holding an aborted message,
+    whose encoding depends on the rest of the projection, is encoded again every time). Holds
+    the last body's runs only."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[int, ...], tuple[list[Message], list[dict[str, Any]]]] = {}
+        self._next: dict[tuple[int, ...], tuple[list[Message], list[dict[str, Any]]]] = {}
+
+    def encoded(self, role: str, run: list[Message], skip: set[str]) -> list[dict[str, Any]]:
+        """``_encode_run(role, run, skip)``, or what it gave for the same run of the last body."""
+        key = tuple(map(id, run))
+        hit = self._last.get(key)
+        if hit is not None and all(map(operator.is_, hit[0], run)):
+            out = hit[1]
+        else:
+            out = _encode_run(role, run, skip)
+            if any(is_aborted(m) for m in run):
+                return out
+        self._next[key] = (run, out)
+        return out
+
+    def turn(self) -> None:
+        """The body is done: remember its runs only."""
+        self._last, self._next = self._next, {}
+
+
+def _encode_run(role: str, run: list[Message], skip: set[str]) -> list[dict[str, Any]]:
+    """The messages a run of ``role`` messages (assistant or user) encodes to."""
+    return [_assistant(run, skip)] if role == "assistant" else _user(run)
 
 
 def tool_arguments(call: ToolCall) -> str:

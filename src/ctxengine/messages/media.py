@@ -18,8 +18,6 @@ import base64
 import binascii
 import io
 
-import imagesize
-
 __all__ = ["PREFIX_CHARS", "image_size", "image_size_bytes", "pdf_page_count"]
 
 PREFIX_CHARS = (512, 8192, 131072)  # base64 chars decoded before giving up and decoding it all
@@ -44,6 +42,8 @@ class _Prefix(io.BytesIO):
 
 def _sniff(raw: bytes) -> tuple[Size | None, bool]:
     """(size or None, whether more bytes might help) of ``raw``, the start of an image file."""
+    import imagesize  # here, not at import: it imports urllib, http, email and xml (~25 ms)
+
     handle = _Prefix(raw)
     width, height = imagesize.get(handle, exif_rotation=False)
     if width >= 0 and height >= 0:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import msgspec
 
 from ctxengine.eval.fidelity import CallFidelity, FidelityTracker
-from ctxengine.formats.anthropic_writer import to_anthropic
-from ctxengine.formats.openai_writer import to_openai_chat
+from ctxengine.formats.anthropic_writer import BlockMemo, to_anthropic
+from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.formats.validate_incremental import RequestChecker
 from ctxengine.messages import identifiers
@@ -154,11 +154,13 @@ class RequestMeter:
         self.provider = provider
         self.model = model
         self.checker = RequestChecker("anthropic" if provider == "anthropic" else "openai")
+        self.memo = BlockMemo()  # the blocks of messages already encoded, reused as they are
+        self.runs = RunMemo()  # the same for OpenAI's runs of messages
 
     def violations(self, proj: Projection) -> int:
         """The rule violations of the request the policy would send for ``proj``."""
         if self.provider == "anthropic":
-            body = to_anthropic(proj.messages, system=proj.system, model=self.model)
+            body = to_anthropic(proj.messages, system=proj.system, model=self.model, memo=self.memo)
         else:
-            body = to_openai_chat(proj.messages, system=proj.system, model=self.model)
+            body = to_openai_chat(proj.messages, system=proj.system, model=self.model, memo=self.runs)
         return len(self.checker.validate(body))

@@ -107,7 +107,8 @@ class RecordedTrack:
         self.cache = CacheModel(self.style, ttl)
         self.ledger = Ledger(fixed_prefix=fixed)
         self.messages: list[Message] = []
-        self.estimate = 0  # tokens of ``messages`` (our counter)
+        self.tokens: list[int] = []  # tokens of each of ``messages`` (our counter) ...
+        self.estimate = 0  # ... and their sum
         self.prev_total: int | None = None
         self.compacted_since_prev = False
         self.first_call_seen = False
@@ -119,15 +120,17 @@ class RecordedTrack:
 
     def restart(self) -> None:
         """A recorded compaction starts here: the recorded context starts over."""
-        self.messages, self.estimate = [], 0
+        self.messages, self.tokens, self.estimate = [], [], 0
         self.ledger.reset()
         self.cache.reset()
         self.compacted_since_prev = True
 
     def add(self, msg: Message) -> None:
         """``msg`` joins the recorded context."""
+        n = self.count(msg)
         self.messages.append(msg)
-        self.estimate += self.count(msg)
+        self.tokens.append(n)
+        self.estimate += n
 
     def predict(self, recorded: int | None) -> int | None:
         """The ledger's prediction of a call that recorded ``recorded`` input tokens (None for
@@ -153,10 +156,9 @@ class RecordedTrack:
     def price(self, usage: Usage | None, recorded: int | None, now: float | None) -> None:
         """Run the recorded request through the cache model and keep its error on cache reads;
         price the recorded usage."""
-        r_tok = [self.count(m) for m in self.messages]
         r_out = self.cache.request(
             self.messages,
-            r_tok,
+            self.tokens,
             fixed_prefix=self.fixed,
             total=recorded if recorded is not None else self.fixed + self.estimate,
             now=now,
