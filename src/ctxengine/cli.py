@@ -42,6 +42,7 @@ from ctxengine.cli_common import (
 from ctxengine.cli_common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
+from ctxengine.cli_errors import OneLineErrors
 from ctxengine.messages import Session
 from ctxengine.models import WindowTooSmallError
 from ctxengine.policy import BUILTIN, Policy, get_policy, presets
@@ -52,7 +53,9 @@ if TYPE_CHECKING:
     from ctxengine.plugins import EngineRegistry
     from ctxengine.replay import SessionReport
 
-app = typer.Typer(add_completion=False, help="Context-window management for LLM agents.")
+app = typer.Typer(
+    cls=OneLineErrors, add_completion=False, help="Context-window management for LLM agents."
+)
 
 USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
@@ -157,9 +160,10 @@ def newest_user_session() -> Path | None:
 
 
 POLICY_HELP = (
-    f"Policy: ours ({', '.join(BUILTIN)}), a harness preset ({', '.join(presets())}) or a baseline "
+    f"Policy: ours ({', '.join(BUILTIN)}), a harness preset ({', '.join(presets())}), a baseline "
     "(identifiers-only: the latest request and every identifier seen; own-words-only: the latest "
-    "request and the agent's own earlier words); --policy-file for your own."
+    "request and the agent's own earlier words) or a Python peer (langchain-trim, langchain-clear; "
+    "extra 'peers'); --policy-file for your own."
 )
 
 
@@ -190,12 +194,24 @@ def replay(
         int | None,
         typer.Option(help="Processes for a folder's sessions (default: one per core; 1 with --llm)."),
     ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Replay the two real sessions shipped with ctxengine (a Claude Code session and a "
+            "SWE-agent run; sources and licences in ctxengine/data/demo/SOURCES.md).",
+        ),
+    ] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
     baseline = _baseline(policy, policy_file, engine)
     pol, engine = baseline if baseline is not None else (load_policy(policy, policy_file), engine)
     engines = _check_replay_options(window, json_out, plot_out, quiet, engine)
+    if jobs is not None and jobs < 1:  # before the folder is scanned
+        raise fail(f"--jobs must be at least 1, not {jobs}")
     client = make_llm(llm, llm_base_url, llm_timeout)
+    if demo:
+        path = _demo_path(path)
     if path is None:
         path = newest_user_session()
         if path is None:
@@ -224,19 +240,38 @@ def replay(
     finish_llm(client)
 
 
+def _demo_path(path: Path | None) -> Path:
+    """The folder of the shipped demo sessions, for ``--demo`` (refused beside a transcript)."""
+    if path is not None:
+        raise fail(f"--demo replays the shipped sessions: leave out {path}, or leave out --demo")
+    from ctxengine.demo import demo_dir
+
+    try:
+        folder = demo_dir()
+    except FileNotFoundError as exc:
+        raise fail(str(exc)) from None
+    say("demo:", "2 real sessions shipped with ctxengine (sources: data/demo/SOURCES.md)")
+    return folder
+
+
 def _baseline(policy: str, policy_file: Path | None, engine: str) -> tuple[Policy, str] | None:
-    """``(its policy, its engine)`` when ``--policy`` names a baseline (``baselines.BASELINES``:
-    an engine of its own, as ``bench`` runs it); None for any other name (a policy, for
-    ``engine``; ``load_policy`` says when it is unknown)."""
+    """``(its policy, its engine)`` when ``--policy`` names a baseline (``baselines.BASELINES``)
+    or a Python peer (``peers.PEERS``): an engine of its own, as ``bench`` runs it; None for any
+    other name (a policy, for ``engine``; ``load_policy`` says when it is unknown)."""
     if policy_file is not None or policy in BUILTIN or policy in presets():
         return None
-    from ctxengine.baselines import BASELINES, policy_for
+    from ctxengine import baselines, peers
 
-    if policy not in BASELINES:
+    if policy not in baselines.BASELINES and policy not in peers.PEERS:
         return None
     if engine != "ctxengine":
         raise fail(f"--policy {policy} is an engine of its own: leave out --engine {engine}")
-    return policy_for(policy), policy
+    if policy in peers.PEERS:
+        missing = peers.available()
+        if missing:
+            raise fail(f"--policy {policy}: {missing}")
+        return peers.policy_for(policy), policy
+    return baselines.policy_for(policy), policy
 
 
 def _check_replay_options(
@@ -245,6 +280,7 @@ def _check_replay_options(
     """The engines (core and entry-point plugins), after checking ``replay``'s options: one
     ``error:`` line and exit 2 for a bad window, an output path that cannot be written, --quiet
     with nothing to write, or an unknown engine id."""
+    from ctxengine import peers
     from ctxengine.plugins import EngineRegistry
 
     check_window_option(window)
@@ -255,6 +291,8 @@ def _check_replay_options(
         raise fail("--quiet leaves the table out and nothing else is written: add --json FILE or --plot FILE")
     engines = EngineRegistry()
     engines.load_entry_points()
+    if engine in peers.PEERS:
+        peers.register(engines)
     if engine not in engines.ids():
         raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
     return engines
