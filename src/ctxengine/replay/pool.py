@@ -53,7 +53,7 @@ def _replay_one(
 ) -> Outcome | WindowTooSmallError:
     """One session under ``policy`` and, when given, ``recorded`` (for the plot), in a worker; a
     window too small for it is returned, not raised (the caller raises it in order)."""
-    engines = _engines()
+    engines = _engines(engine)
     try:
         report = replay_session(
             session, policy, window=window, registry=registry, engine_id=engine, engines=engines
@@ -71,12 +71,16 @@ def _replay_one(
 
 
 @functools.lru_cache(maxsize=1)
-def _engines() -> EngineRegistry:
-    """The engines (core and entry-point plugins), loaded once per worker process."""
+def _engines(engine: str) -> EngineRegistry:
+    """The engines (core, entry-point plugins, and the peers when ``engine`` is one), loaded
+    once per worker process."""
+    from ctxengine import peers
     from ctxengine.plugins import EngineRegistry
 
     engines = EngineRegistry()
     engines.load_entry_points()
+    if engine in peers.PEERS:
+        peers.register(engines)
     return engines
 
 
