@@ -77,10 +77,32 @@ COLUMNS: dict[str, Column] = {
         Column("fail", "layer\nfailures", "layer: layer exceptions the engine caught"),
     )
 }
-WIDE = ("sessions", "peak", "ovf", "compact", "llm", "cost", "refetch", "hit", "read", "files")
+WIDE: tuple[str, ...] = (
+    "sessions",
+    "peak",
+    "ovf",
+    "compact",
+    "llm",
+    "cost",
+    "refetch",
+    "hit",
+    "read",
+    "files",
+)
 WIDE += ("content", "probe", "probes", "req", "refs", "pair", "wall", "fail")
 """The figures in order, one per column: a wide terminal or a log."""
-STACKED = ("read", "content", "files", "refs", "probe", "req", "cost", "refetch", "hit", "pair")
+STACKED: tuple[str, ...] = (
+    "read",
+    "content",
+    "files",
+    "refs",
+    "probe",
+    "req",
+    "cost",
+    "refetch",
+    "hit",
+    "pair",
+)
 STACKED += ("peak", "ovf", "compact", "llm", "sessions", "wall", "fail")
 """The figures in order, two per column (two lines per row): 80 columns."""
 DROP_ORDER = ("probes", "llm", "wall", "files", "hit", "sessions", "req", "ovf")
