@@ -281,6 +281,7 @@ def plot(reports: Sequence[SessionReport], recorded: Sequence[SessionReport] | N
         _panel(ax, reports[i], recorded[i] if recorded is not None and i < len(recorded) else None)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
+    fig.suptitle(f"{table_title(reports[0].policy, reports)}: input tokens per model call", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -322,9 +323,9 @@ def _panel(ax: Any, r: SessionReport, rc: SessionReport | None) -> None:
                     )
                     marked.add(label)
     ax.axhline(r.window_tokens, color="black", ls="--", lw=0.8, label="window")
+    name = os.path.basename(r.session.source) + (f" {r.session.name}" if r.session.name else "")
     ax.set_title(
-        os.path.basename(r.session.source)[:60] + (f" {r.session.name}" if r.session.name else ""),
-        fontsize=8,
+        f"{short_names([name], 60)[0]}\npolicy {r.policy}, window {r.window_tokens:,} tokens", fontsize=8
     )
     ax.set_xlabel("model call")
     ax.set_ylabel("input tokens")

@@ -4,11 +4,10 @@ sub-agent and comparison lines, and the plot of content recall against cost.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.table import Table
 
-from ctxengine.bench.records import PRESETS, BenchResult, Comparison, PolicyRow
+from ctxengine.bench.records import BenchResult, Comparison, PolicyRow
+from ctxengine.bench.scatter import plot as plot
 from ctxengine.bench.table import fitted_bench_table
 
 WIDE_TABLE_COLUMNS = 200  # the table's width in a log or pipe without COLUMNS
@@ -73,32 +72,3 @@ def comparison_line(c: Comparison | None) -> str:
         f"({word(c.default_cost_with_refetch_lowest, 'lowest')}; cheapest preset "
         f"${c.cheapest_preset_cost_with_refetch_usd:,.2f})"
     )
-
-
-def plot(result: BenchResult, path: Path) -> None:
-    """Read recall against the cost with re-fetches, one point per policy. Raises
-    ``RuntimeError`` without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise RuntimeError("--plot needs matplotlib: pip install 'ctxengine[plot]'") from exc
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    for name, r in result.policies.items():
-        if r.read_recall is None or not r.sessions:
-            continue
-        color = "tab:green" if name == "default" else "tab:blue" if name in PRESETS else "tab:gray"
-        x, y = r.cost_with_refetch_usd, r.read_recall
-        ax.scatter([x], [y], s=60, color=color, zorder=3)
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    window = f"{result.window_tokens:,}-token window" if result.window_tokens else "model windows"
-    ax.set_title(f"read recall vs cost with re-fetch, {window}", fontsize=10)
-    ax.set_xlabel("cost with re-fetch (USD, prompt-cache pricing, all sessions)")
-    ax.set_ylabel("read recall (pooled)")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
