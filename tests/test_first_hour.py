@@ -152,4 +152,5 @@ def test_session_names_are_cut_in_the_middle_and_stay_distinct() -> None:
         short = short_names(names, limit)
         assert len(set(short)) == len(names) and all(len(s) <= limit for s in short), short
         assert all(s[:3] == "cc_" for s in short)
+        assert not any(re.search(r"\d[.,]?…", s) for s in short), short  # never read as a cut figure
     assert two_lines("abcdefgh", 4) == "abcd\nefgh" and two_lines("abc", 4) == "abc"

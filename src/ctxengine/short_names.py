@@ -15,12 +15,21 @@ ELLIPSIS = "…"
 
 def cut_middle(name: str, limit: int, head: int | None = None) -> str:
     """``name`` within ``limit`` characters: its first ``head`` (default two thirds of the
-    room) and its last characters around one ellipsis."""
+    room; fewer where the cut would follow a digit) and its last characters around one
+    ellipsis."""
     if len(name) <= limit:
         return name
     keep = max(limit - 1, 1)
     first = keep * 2 // 3 if head is None else max(0, min(head, keep))
+    while first and _ends_in_a_figure(name[:first]):  # "v2…" would read as a number cut short
+        first -= 1
     return name[:first] + ELLIPSIS + name[len(name) - (keep - first) :]
+
+
+def _ends_in_a_figure(text: str) -> bool:
+    """Whether ``text`` ends in a digit, or a digit and a ``.`` or ``,``: an ellipsis after it
+    would look like a figure cut by the table."""
+    return text[-1:].isdigit() or (text[-1:] in (".", ",") and text[-2:-1].isdigit())
 
 
 def short_names(names: Sequence[str], limit: int) -> list[str]:
