@@ -163,7 +163,7 @@ the window or two fifths of it:
   and clearing again every few turns, a cache miss each, kept compaction from ever running: the
   L23 fault's kind), and the overflow guard.
 
-Measured with ``ctxengine bench`` (read recall, probe score, cost with re-fetch; the README has the
+Measured with ``ctxengine bench`` (read recall, probe score, cost with re-fetch; docs/bench.md has the
 tables, each half and what was looked at while choosing).
 """
 
