@@ -43,9 +43,10 @@ from ctxengine.cli_common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
 from ctxengine.cli_errors import OneLineErrors
+from ctxengine.cli_policies import POLICY_HELP, baseline_engine, demo_path
 from ctxengine.messages import Session
 from ctxengine.models import WindowTooSmallError
-from ctxengine.policy import BUILTIN, Policy, get_policy, presets
+from ctxengine.policy import Policy, get_policy
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient
@@ -159,14 +160,6 @@ def newest_user_session() -> Path | None:
     return best[1] if best else None
 
 
-POLICY_HELP = (
-    f"Policy: ours ({', '.join(BUILTIN)}), a harness preset ({', '.join(presets())}), a baseline "
-    "(identifiers-only: the latest request and every identifier seen; own-words-only: the latest "
-    "request and the agent's own earlier words) or a Python peer (langchain-trim, langchain-clear; "
-    "extra 'peers'); --policy-file for your own."
-)
-
-
 @app.command()
 def replay(
     path: Annotated[
@@ -204,14 +197,14 @@ def replay(
     ] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
-    baseline = _baseline(policy, policy_file, engine)
+    baseline = baseline_engine(policy, policy_file, engine)
     pol, engine = baseline if baseline is not None else (load_policy(policy, policy_file), engine)
     engines = _check_replay_options(window, json_out, plot_out, quiet, engine)
     if jobs is not None and jobs < 1:  # before the folder is scanned
         raise fail(f"--jobs must be at least 1, not {jobs}")
     client = make_llm(llm, llm_base_url, llm_timeout)
     if demo:
-        path = _demo_path(path)
+        path = demo_path(path)
     if path is None:
         path = newest_user_session()
         if path is None:
@@ -238,40 +231,6 @@ def replay(
         reports, recorded_reports, pol.name, path, quiet=quiet, json_out=json_out, plot_out=plot_out
     )
     finish_llm(client)
-
-
-def _demo_path(path: Path | None) -> Path:
-    """The folder of the shipped demo sessions, for ``--demo`` (refused beside a transcript)."""
-    if path is not None:
-        raise fail(f"--demo replays the shipped sessions: leave out {path}, or leave out --demo")
-    from ctxengine.demo import demo_dir
-
-    try:
-        folder = demo_dir()
-    except FileNotFoundError as exc:
-        raise fail(str(exc)) from None
-    say("demo:", "2 real sessions shipped with ctxengine (sources: data/demo/SOURCES.md)")
-    return folder
-
-
-def _baseline(policy: str, policy_file: Path | None, engine: str) -> tuple[Policy, str] | None:
-    """``(its policy, its engine)`` when ``--policy`` names a baseline (``baselines.BASELINES``)
-    or a Python peer (``peers.PEERS``): an engine of its own, as ``bench`` runs it; None for any
-    other name (a policy, for ``engine``; ``load_policy`` says when it is unknown)."""
-    if policy_file is not None or policy in BUILTIN or policy in presets():
-        return None
-    from ctxengine import baselines, peers
-
-    if policy not in baselines.BASELINES and policy not in peers.PEERS:
-        return None
-    if engine != "ctxengine":
-        raise fail(f"--policy {policy} is an engine of its own: leave out --engine {engine}")
-    if policy in peers.PEERS:
-        missing = peers.available()
-        if missing:
-            raise fail(f"--policy {policy}: {missing}")
-        return peers.policy_for(policy), policy
-    return baselines.policy_for(policy), policy
 
 
 def _check_replay_options(
