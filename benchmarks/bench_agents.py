@@ -1,4 +1,4 @@
-"""Real agents through ``ctxengine proxy``: the figures of README's "Real agents" table.
+"""Real agents through ``ctxengine proxy``: the figures of the "Real agents" table in docs/proxy.md.
 
 Runs Claude Code CLI, Codex CLI and aider (found like the tests find them: ``CTXENGINE_AGENT_BIN``
 or ``PATH``) on the reading task of ``tests/agent_task.py`` through the proxy, in front of the

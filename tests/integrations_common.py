@@ -38,10 +38,14 @@ def example(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def replayed_messages() -> list[tuple[str, list[Message]]]:
-    """(file name, messages) of each session of the replayed transcripts."""
-    out: list[tuple[str, list[Message]]] = []
+def replayed_messages() -> list[tuple[str, list[Message] | Path]]:
+    """(file name, messages) of each session of the replayed transcripts; without the shared
+    corpus (file name, its missing path), which conftest skips (fails under CI) as such."""
+    out: list[tuple[str, list[Message] | Path]] = []
     for path in REPLAYED:
+        if not Path(path).exists():
+            out.append((Path(path).name, Path(path)))
+            continue
         for session in load(Path(path)):
             out.append((Path(path).name, session.messages))
     return out

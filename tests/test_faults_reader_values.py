@@ -109,7 +109,7 @@ def _bom_copy(src: Path, dest: Path) -> Path:
 
 @pytest.mark.parametrize(
     "src",
-    [SIDECHAIN, ROLLOUT, sorted(SWE_AGENT.glob("*.traj"))[0]],
+    [SIDECHAIN, ROLLOUT, next(iter(sorted(SWE_AGENT.glob("*.traj"))), SWE_AGENT)],
     ids=["claude-code", "codex", "swe-agent"],
 )
 def test_a_byte_order_mark_is_not_a_bad_first_record(tmp_path: Path, src: Path) -> None:

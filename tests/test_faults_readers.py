@@ -99,7 +99,10 @@ def _random_bytes(n: int, seed: int = 7) -> bytes:
 
 BINARIES = {
     "png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + _random_bytes(3000),
-    "gzip-of-a-transcript": gzip.compress(SIDECHAIN.read_bytes()),
+    # a real transcript gzipped (a synthetic one without the shared corpus: the gzip is the point)
+    "gzip-of-a-transcript": gzip.compress(
+        SIDECHAIN.read_bytes() if SIDECHAIN.exists() else b'{"type": "user", "message": {}}\n' * 200
+    ),
     "elf": b"\x7fELF\x02\x01\x01" + _random_bytes(5000),
     "random": _random_bytes(200_000),
     "utf-16": "\n".join(['{"type": "user"}'] * 50).encode("utf-16"),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED
 from ctxengine.llm import (
     AnthropicClient,
     AuthError,
@@ -56,7 +57,7 @@ from llm_server import (
 KEY = "sk-test-SECRET-123"
 PROVIDERS = ["anthropic", "openai"]
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o"}
-STUB = Path(__file__).resolve().parents[1].parent / "shared" / "acceptance" / "llm_stub.py"
+STUB = SHARED / "acceptance" / "llm_stub.py"
 
 # no real credentials, base URLs or profiles leak into the tests
 pytestmark = pytest.mark.usefixtures("clean_llm_env")

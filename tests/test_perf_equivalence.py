@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import TRANSCRIPTS
 from ctxengine.formats import anthropic_writer as aw
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import SystemMessages
@@ -28,7 +29,6 @@ from ctxengine.tokens.counter import CLAUDE_PROFILE, EstimateCounter, OpenAICoun
 from ctxengine.tokens.memo import TextMemo
 from strategies import sessions
 
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BIG = TRANSCRIPTS / "claude-code-jsonl" / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl"
 

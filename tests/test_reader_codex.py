@@ -25,7 +25,13 @@ s52 = session_fixture(codex.read, GPT52)
     [("s54", 56, 73, 142_517, "gpt-5.4"), ("s52", 57, 60, 80_306, "gpt-5.2-codex")],
 )
 def test_real_rollouts(
-    request: pytest.FixtureRequest, name: str, n_calls: int, n_tool_calls: int, peak: int, model: str
+    request: pytest.FixtureRequest,
+    transcripts: Path,  # the shared corpus: the fixture named by ``name`` reads it
+    name: str,
+    n_calls: int,
+    n_tool_calls: int,
+    peak: int,
+    model: str,
 ) -> None:
     s: Session = request.getfixturevalue(name)
     assert s.format == "codex"

@@ -43,8 +43,8 @@ class _Both(vi.RequestChecker):
         (CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl", 64_000, "default"),
         (CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl", 48_000, "claude-code"),
         (CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl", 64_000, "evict-oldest"),
-        (next(iter(sorted(CODEX.glob("*.jsonl")))), 32_000, "openclaw"),
-        (next(iter(sorted(OPENAI_CHAT.rglob("*.json")))), 32_000, "pi"),
+        (next(iter(sorted(CODEX.glob("*.jsonl"))), CODEX), 32_000, "openclaw"),  # the folder: absent
+        (next(iter(sorted(OPENAI_CHAT.rglob("*.json"))), OPENAI_CHAT), 32_000, "pi"),
     ],
 )
 def test_the_checker_finds_what_the_whole_check_finds_on_real_replays(

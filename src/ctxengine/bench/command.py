@@ -16,6 +16,7 @@ from ctxengine.bench.present import CAPTION, bench_tables, comparison_line, plot
 from ctxengine.bench.records import DEFAULT_POLICIES, BenchResult, Runner
 from ctxengine.bench.run import resolve, run_bench
 from ctxengine.cli import common
+from ctxengine.cli.policy_names import policy_groups
 from ctxengine.dashboard.cli_html import HTML_HELP, write_bench
 from ctxengine.models.registry import WindowTooSmallError
 
@@ -46,33 +47,52 @@ def _runners(
     return runners
 
 
-def _print_result(result: BenchResult, sessions: int, window: int | None, elapsed: float) -> None:
-    """The table over every session, the comparison line, the tables of the two halves, the
-    caption (with the wall time, seconds), the sub-agent line and the first errors."""
+SPLIT_MIN_SESSIONS = 2
+"""``--split`` shows the halves only when each holds at least this many sessions."""
+
+
+def _print_result(
+    result: BenchResult, sessions: int, window: int | None, elapsed: float, split: bool
+) -> None:
+    """The table over every session (its caption with the wall time, seconds), the comparison
+    line, with ``split`` the tables of the two halves (when each is large enough), the
+    sub-agent line and the first errors."""
     out = common.stdout_console()
     where = f"window {window:,} tokens" if window else "each model's window"
     title = f"ctxengine bench — {sessions} sessions, {where}"
-    for table in bench_tables(result, title, width=out.width):
+    notes = (CAPTION, f"{elapsed:,.1f} s elapsed in all")
+    for table in bench_tables(result, title, width=out.width, notes=notes):
         out.print(table)
     out.print(comparison_line(result.comparison), markup=False, highlight=False)
-    for half, label in (("tuning", "tuning half"), ("held_out", "held-out half")):
-        part = result.halves.get(half) or {}
-        n = max((r.sessions for r in part.values()), default=0)
-        if n:
-            title = f"{label} — {n} sessions (split: bench.held_out)"
-            for table in bench_tables(result, title, part, width=out.width):
-                out.print(table)
-    out.print(
-        CAPTION + f" Wall time is replay time per policy ({elapsed:,.1f} s in all).",
-        markup=False,
-        highlight=False,
-    )
+    if split:
+        _print_halves(result, out.width)
     sub = next((r for r in result.policies.values() if r.subagents_spawned), None)
     if sub is not None:  # recorded figures: the same under every policy
         out.print(subagent_line(sub), markup=False, highlight=False)
     for row in result.policies.values():
         for e in row.errors[:5]:
             common.say("error:", f"{row.policy}: {e}")
+
+
+def _print_halves(result: BenchResult, width: int) -> None:
+    """The tables of the tuning and the held-out half (``bench.held_out``), or one note when a
+    half holds fewer than ``SPLIT_MIN_SESSIONS`` sessions."""
+    out = common.stdout_console()
+    counts = {
+        half: max((r.sessions for r in (result.halves.get(half) or {}).values()), default=0)
+        for half in ("tuning", "held_out")
+    }
+    if min(counts.values()) < SPLIT_MIN_SESSIONS:
+        common.say(
+            "note:",
+            f"--split: {counts['tuning']} + {counts['held_out']} sessions are too few to split (each half "
+            f"needs {SPLIT_MIN_SESSIONS}); the table above is every session",
+        )
+        return
+    for half, label in (("tuning", "tuning half"), ("held_out", "held-out half")):
+        title = f"{label} — {counts[half]} sessions (split: bench.held_out)"
+        for table in bench_tables(result, title, result.halves[half], width=width):
+            out.print(table)
 
 
 def _write(result: BenchResult, json_out: Path | None, plot_out: Path | None) -> None:
@@ -99,8 +119,10 @@ def bench_command(
     policies: Annotated[
         str,
         typer.Option(
-            help="Comma-separated policies: default, none, recorded, the presets claude-code, openclaw, "
-            "pi, letta, and the peers langchain-trim, langchain-clear (extra 'peers')."
+            help="Comma-separated policies, of: "
+            + "; ".join(f"{kind} {', '.join(names)}" for kind, names in policy_groups().items())
+            + f" (the peers need the extra 'peers'). Default: {', '.join(DEFAULT_POLICIES)}.",
+            show_default=False,
         ),
     ] = ",".join(DEFAULT_POLICIES),
     window: Annotated[
@@ -120,6 +142,14 @@ def bench_command(
         int | None,
         typer.Option(help="Processes to replay in (default: one per core; 1: this one; ignored with --llm)."),
     ] = None,
+    split: Annotated[
+        bool,
+        typer.Option(
+            "--split",
+            help="Also show the tuning and held-out halves of the sessions (bench.held_out), each "
+            f"in a table of its own; needs {SPLIT_MIN_SESSIONS} sessions in each half.",
+        ),
+    ] = False,
 ) -> None:
     """Replay every session under every policy and compare them in one table."""
     runners = _runners(policies, window, json_out, plot_out, 1 if jobs is None else jobs, html_out)
@@ -154,7 +184,7 @@ def bench_command(
             )
     except WindowTooSmallError as exc:
         raise common.window_error(exc) from None
-    _print_result(result, len(sessions), window, time.perf_counter() - started)
+    _print_result(result, len(sessions), window, time.perf_counter() - started, split)
     common.report_layer_failures(
         sum(r.layer_failures for r in result.policies.values()), "the JSON's layer_failures per policy"
     )

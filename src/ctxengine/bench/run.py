@@ -21,10 +21,11 @@ from ctxengine import peers
 from ctxengine.bench.figures import compare, session_row, summarize_rows
 from ctxengine.bench.records import BenchResult, PolicyRow, Runner, SessionRow
 from ctxengine.cli import common
+from ctxengine.cli.policy_names import known_policies, unknown_policy_message
 from ctxengine.engine import baselines
 from ctxengine.messages.model import Session
 from ctxengine.models.registry import Registry, WindowTooSmallError, WindowWarning
-from ctxengine.policy.registry import get_policy, presets
+from ctxengine.policy.registry import get_policy
 from ctxengine.replay import replay_session
 
 if TYPE_CHECKING:
@@ -35,21 +36,20 @@ Outcome = tuple[int, SessionRow | str]  # a session's index and its row, or the 
 
 
 def resolve(names: list[str]) -> list[Runner]:
-    """Runners for policy/peer names. Raises ``KeyError`` naming the known ones."""
+    """Runners for policy/peer names. Raises ``KeyError`` naming the known ones, at the first
+    unknown name before any runner is made (LangChain is imported only when a peer is asked)."""
+    for name in names:
+        if name not in known_policies():
+            raise KeyError(unknown_policy_message(name))
     out = []
-    missing = peers.available()
+    missing = peers.available() if any(n in peers.PEERS for n in names) else None
     for name in names:
         if name in peers.PEERS:
             out.append(Runner(name=name, policy=peers.policy_for(name), engine=name, unavailable=missing))
-            continue
-        if name in baselines.BASELINES:
+        elif name in baselines.BASELINES:
             out.append(Runner(name=name, policy=baselines.policy_for(name), engine=name))
-            continue
-        try:
+        else:
             out.append(Runner(name=name, policy=get_policy(name)))
-        except KeyError:
-            known = sorted({"default", "none", "recorded", *presets(), *baselines.BASELINES, *peers.PEERS})
-            raise KeyError(f"unknown policy {name!r}; known: {', '.join(known)}") from None
     return out
 
 

@@ -42,10 +42,12 @@ from ctxengine.cli.common import (
 from ctxengine.cli.common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
+from ctxengine.cli.errors import OneLineErrors
+from ctxengine.cli.policies import POLICY_HELP, baseline_engine, demo_path
 from ctxengine.dashboard.cli_html import HTML_HELP, write_replay
 from ctxengine.messages.model import Session
 from ctxengine.models.registry import WindowTooSmallError
-from ctxengine.policy.registry import BUILTIN, Policy, get_policy, presets
+from ctxengine.policy.registry import Policy, get_policy
 
 if TYPE_CHECKING:
     from ctxengine.engine.plugins import EngineRegistry
@@ -53,7 +55,9 @@ if TYPE_CHECKING:
     from ctxengine.models.registry import Registry
     from ctxengine.replay import SessionReport
 
-app = typer.Typer(add_completion=False, help="Context-window management for LLM agents.")
+app = typer.Typer(
+    cls=OneLineErrors, add_completion=False, help="Context-window management for LLM agents."
+)
 
 USER_SESSION_DIRS = ("~/.claude/projects", "~/.codex/sessions")
 
@@ -154,13 +158,6 @@ def newest_user_session() -> Path | None:
     return best[1] if best else None
 
 
-POLICY_HELP = (
-    f"Policy: ours ({', '.join(BUILTIN)}), a harness preset ({', '.join(presets())}) or a baseline "
-    "(identifiers-only: the latest request and every identifier seen; own-words-only: the latest "
-    "request and the agent's own earlier words); --policy-file for your own."
-)
-
-
 @app.command()
 def replay(
     path: Annotated[
@@ -189,12 +186,24 @@ def replay(
         int | None,
         typer.Option(help="Processes for a folder's sessions (default: one per core; 1 with --llm)."),
     ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Replay the two real sessions shipped with ctxengine (a Claude Code session and a "
+            "SWE-agent run; sources and licences in ctxengine/data/demo/SOURCES.md).",
+        ),
+    ] = False,
 ) -> None:
     """Replay recorded agent sessions through the engine and report tokens, cost and recall."""
-    baseline = _baseline(policy, policy_file, engine)
+    baseline = baseline_engine(policy, policy_file, engine)
     pol, engine = baseline if baseline is not None else (load_policy(policy, policy_file), engine)
     engines = _check_replay_options(window, [json_out, plot_out, html_out], quiet, engine)
+    if jobs is not None and jobs < 1:  # before the folder is scanned
+        raise fail(f"--jobs must be at least 1, not {jobs}")
     client = make_llm(llm, llm_base_url, llm_timeout)
+    if demo:
+        path = demo_path(path)
     if path is None:
         path = newest_user_session()
         if path is None:
@@ -226,27 +235,13 @@ def replay(
     finish_llm(client)
 
 
-def _baseline(policy: str, policy_file: Path | None, engine: str) -> tuple[Policy, str] | None:
-    """``(its policy, its engine)`` when ``--policy`` names a baseline (``baselines.BASELINES``:
-    an engine of its own, as ``bench`` runs it); None for any other name (a policy, for
-    ``engine``; ``load_policy`` says when it is unknown)."""
-    if policy_file is not None or policy in BUILTIN or policy in presets():
-        return None
-    from ctxengine.engine.baselines import BASELINES, policy_for
-
-    if policy not in BASELINES:
-        return None
-    if engine != "ctxengine":
-        raise fail(f"--policy {policy} is an engine of its own: leave out --engine {engine}")
-    return policy_for(policy), policy
-
-
 def _check_replay_options(
     window: int | None, outputs: list[Path | None], quiet: bool, engine: str
 ) -> EngineRegistry:
     """The engines (core and entry-point plugins), after checking ``replay``'s options: one
     ``error:`` line and exit 2 for a bad window, an output path that cannot be written, --quiet
     with nothing to write, or an unknown engine id."""
+    from ctxengine import peers
     from ctxengine.engine.plugins import EngineRegistry
 
     check_window_option(window)
@@ -259,6 +254,8 @@ def _check_replay_options(
         raise fail("--quiet leaves the table out and nothing else is written: add --json, --plot or --html")
     engines = EngineRegistry()
     engines.load_for(engine)
+    if engine in peers.PEERS:
+        peers.register(engines)
     if engine not in engines.ids():
         raise fail(f"unknown engine {engine!r}; known: {', '.join(engines.ids())}")
     return engines

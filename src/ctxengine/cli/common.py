@@ -86,7 +86,11 @@ def load_policy(name: str, policy_file: Path | None) -> Policy:
         warnings.simplefilter("always", DeprecationWarning)
         try:
             policy = Policy.from_toml(policy_file) if policy_file else get_policy(name)
-        except (KeyError, ValueError) as exc:
+        except KeyError:
+            from ctxengine.cli.policy_names import unknown_policy_message
+
+            raise fail(unknown_policy_message(name)) from None
+        except ValueError as exc:
             raise fail(str(exc.args[0]) if exc.args else str(exc)) from None
     for w in caught:
         if issubclass(w.category, DeprecationWarning):

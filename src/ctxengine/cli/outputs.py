@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,8 +19,9 @@ __all__ = ["check_distinct_outputs", "check_not_an_input", "check_output"]
 def check_output(path: Path | None, option: str) -> None:
     """Check, before any work, that ``option``'s output file (``--json``, ``--plot``) can be
     written: not a directory, in a folder that exists and is writable (issue 9: a missing
-    parent is a bad path, as a directory is). A bad path prints ``error: OPTION PATH: why`` and
-    raises ``typer.Exit(2)``; nothing is created here."""
+    parent is a bad path, as a directory is), where a file can really be created (a probe file,
+    removed at once: /proc says writable and is not). A bad path prints
+    ``error: OPTION PATH: why`` and raises ``typer.Exit(2)``; nothing is left behind."""
     if path is None:
         return
     if path.is_dir():
@@ -35,6 +37,11 @@ def check_output(path: Path | None, option: str) -> None:
         raise fail(f"{option} {path}: the folder {path.absolute().parent} does not exist; make it first")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise fail(f"{option} {path}: cannot write in {folder}")
+    try:  # the folder's permissions may say yes where writing says no (/proc, a read-only mount)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ctxengine-check-"):
+            pass
+    except OSError as exc:
+        raise fail(f"{option} {path}: cannot write in {folder} ({exc.strerror or exc})") from None
     if option == "--plot":
         if importlib.util.find_spec("matplotlib") is None:
             raise fail("--plot needs matplotlib: pip install 'ctxengine[plot]'")

@@ -11,11 +11,13 @@ Data flows one way: reader -> ``Session`` -> engine (layers) -> projection -> wr
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
 Role = Literal["system", "user", "assistant"]
+ROLES: frozenset[str] = frozenset(get_args(Role))
+"""The roles a ``Message`` takes (``Message`` refuses any other)."""
 
 # Where a message came from. ``message`` is an ordinary turn; ``attachment`` is harness-injected
 # context (Claude Code attachment records: file contents, todo reminders, skill listings);
@@ -197,6 +199,15 @@ class Message(msgspec.Struct):
     model: str | None = None
     compaction: int | None = None
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Refuse a role no provider accepts (Anthropic and OpenAI alike take only these three
+        here; a ``"human"`` or ``"tool"`` message would be written out and refused by the API)."""
+        if self.role not in ROLES:
+            raise ValueError(
+                f"Message role {self.role!r} is not one a provider accepts: use 'system', 'user' or "
+                "'assistant' (tool results ride in user messages as ToolResult blocks)"
+            )
 
     @property
     def tool_calls(self) -> list[ToolCall]:

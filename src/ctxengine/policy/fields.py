@@ -10,6 +10,7 @@ imports it) and knows ``Policy`` only as a record of flat fields.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -99,12 +100,24 @@ def keyword_fields(changes: Mapping[str, Any], *, stacklevel: int) -> dict[str, 
 def table_fields(cls: type[Settings], table: Mapping[str, Any], base: object) -> dict[str, Any]:
     """A policy file's ``[table]`` as flat field changes: the base policy's record with the
     table's keys applied, converted and validated. Raises ``ValueError`` naming the table."""
+    unknown = sorted(set(table) - set(cls.__struct_fields__))
+    if unknown:
+        raise ValueError(f"[{cls.table}] {unknown_key_message(unknown[0], cls.__struct_fields__)}")
     start = msgspec.structs.asdict(cls.read(base))
     try:
         record = msgspec.convert(start | dict(table), cls)
     except msgspec.ValidationError as exc:
         raise ValueError(f"[{cls.table}] {exc}") from None
     return {cls.flat[attr]: getattr(record, attr) for attr in table}
+
+
+def unknown_key_message(key: str, valid: Iterable[str], what: str = "valid keys") -> str:
+    """``unknown key 'KEY'`` with the closest valid key (``difflib``) and every valid one, for a
+    policy file's typo."""
+    names = list(valid)
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown key {key!r}{hint}; {what}: {', '.join(names)}"
 
 
 def file_fields(data: Mapping[str, Any], base: object, *, stacklevel: int) -> dict[str, Any]:
@@ -122,7 +135,8 @@ def file_fields(data: Mapping[str, Any], base: object, *, stacklevel: int) -> di
                 warn_deprecated(key, stacklevel=stacklevel + 1)
             found = {key: value}
         else:
-            raise ValueError(f"unknown key {key!r} (tables: {', '.join(BY_TABLE)})")
+            valid = (*BY_TABLE, *sorted(TOP_LEVEL))
+            raise ValueError(unknown_key_message(key, valid, what="tables and keys"))
         twice = sorted(found.keys() & changes.keys())
         if twice:
             raise ValueError(f"{twice[0]} is given twice (as {twice[0]} and as {new_place(twice[0])})")

@@ -163,7 +163,7 @@ the window or two fifths of it:
   and clearing again every few turns, a cache miss each, kept compaction from ever running: the
   L23 fault's kind), and the overflow guard.
 
-Measured with ``ctxengine bench`` (read recall, probe score, cost with re-fetch; the README has the
+Measured with ``ctxengine bench`` (read recall, probe score, cost with re-fetch; docs/bench.md has the
 tables, each half and what was looked at while choosing). The read-recall figures quoted above
 were measured before line-number gutters stopped counting as words (``fidelity.GUTTER_RE``);
 with the rule, default leads read recall at 64,000 on the whole corpus (0.952 against pi 0.913

@@ -72,12 +72,15 @@ def _replay_one(
 
 @functools.lru_cache(maxsize=1)
 def _engines(engine: str) -> EngineRegistry:
-    """The engines (core, and the entry-point plugins unless ``engine`` is a core engine), loaded
-    once per worker process."""
+    """The engines (core; the entry-point plugins unless ``engine`` is a core engine; the peers
+    when ``engine`` is one), loaded once per worker process."""
+    from ctxengine import peers
     from ctxengine.engine.plugins import EngineRegistry
 
     engines = EngineRegistry()
     engines.load_for(engine)
+    if engine in peers.PEERS:
+        peers.register(engines)
     return engines
 
 

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ctxengine.replay import COMPACTION_LAYERS, SessionReport
+from ctxengine.replay.short_names import short_names, two_lines
 from ctxengine.subagents.linking import SubagentSummary
 
 GROUP_ABOVE = 5  # a file with more sessions than this is shown as one row
@@ -37,15 +38,6 @@ def write_json(reports: Sequence[SessionReport], path: Path, *, as_list: bool) -
 FORMAT_SHORT = {"claude-code": "cc", "codex": "codex", "swe-agent": "swe", "openai-chat": "chat"}
 NAME_CHARS = 44
 LABEL_MIN = 16  # the session column never gets narrower than this (names are cut in the middle)
-
-
-def _short(name: str, limit: int = NAME_CHARS) -> str:
-    """``name`` cut in the middle so both ends stay readable."""
-    if len(name) <= limit:
-        return name
-    keep = limit - 1
-    head = keep * 2 // 3  # the start names the session; the end tells similar ones apart
-    return name[:head] + "…" + name[-(keep - head) :]
 
 
 class _Column(msgspec.Struct, frozen=True):
@@ -190,12 +182,14 @@ def _build(
         # stacked, each figure's header is one line, its first (the caption says the rest)
         header = "\n".join(COLUMNS[k].header.split("\n")[0] if stacked else COLUMNS[k].header for k in slot)
         table.add_column(header, justify="right", no_wrap=True)
-    for label, row in cells:
-        table.add_row(_short(label, label_chars), *("\n".join(row[k] for k in slot) for slot in layout))
-    if totals:
-        table.add_section()
-    for label, row in totals:
-        table.add_row(_short(label, label_chars), *("\n".join(row[k] for k in slot) for slot in layout))
+    # names cut in the middle so that they stay distinct; on the two lines of a stacked row
+    lines = 2 if stacked else 1
+    labels = short_names([label for label, _ in (*cells, *totals)], label_chars * lines)
+    for i, (_, row) in enumerate((*cells, *totals)):
+        if i == len(cells) and totals:
+            table.add_section()
+        label = two_lines(labels[i], label_chars) if stacked else labels[i]
+        table.add_row(label, *("\n".join(row[k] for k in slot) for slot in layout))
     return table
 
 
@@ -287,6 +281,7 @@ def plot(reports: Sequence[SessionReport], recorded: Sequence[SessionReport] | N
         _panel(ax, reports[i], recorded[i] if recorded is not None and i < len(recorded) else None)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
+    fig.suptitle(f"{table_title(reports[0].policy, reports)}: input tokens per model call", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -328,9 +323,9 @@ def _panel(ax: Any, r: SessionReport, rc: SessionReport | None) -> None:
                     )
                     marked.add(label)
     ax.axhline(r.window_tokens, color="black", ls="--", lw=0.8, label="window")
+    name = os.path.basename(r.session.source) + (f" {r.session.name}" if r.session.name else "")
     ax.set_title(
-        os.path.basename(r.session.source)[:60] + (f" {r.session.name}" if r.session.name else ""),
-        fontsize=8,
+        f"{short_names([name], 60)[0]}\npolicy {r.policy}, window {r.window_tokens:,} tokens", fontsize=8
     )
     ax.set_xlabel("model call")
     ax.set_ylabel("input tokens")
