@@ -82,7 +82,8 @@ def proxy_command(
         raise fail(missing)
     check_window_option(window)
     check_gateway_options(host, store, redis, workers, admin_token, unauthenticated)
-    from ctxengine.proxy.server import config_from_options, serve
+    from ctxengine.proxy.options import config_from_options
+    from ctxengine.proxy.server import serve
 
     config = config_from_options(options)
 

@@ -99,7 +99,7 @@ def _worker_main(options: dict[str, Any], sock: str, parent: int, common: dict[s
     """One worker process: the whole proxy on the Unix socket ``sock``; it exits when its parent
     (the router) is gone."""
     from ctxengine.proxy.app import create_app
-    from ctxengine.proxy.server import config_from_options, logging_setup
+    from ctxengine.proxy.options import config_from_options, logging_setup
 
     logging_setup()
 

@@ -37,7 +37,7 @@ from rich.table import Table
 
 from ctxengine.proxy.app import create_app
 from ctxengine.proxy.config import ProxyConfig
-from ctxengine.proxy.server import KEEP_ALIVE_S, LOG_FORMAT
+from ctxengine.proxy.options import KEEP_ALIVE_S, LOG_FORMAT
 
 HOST = "127.0.0.1"
 LOG_FILE = "proxy.log"  # in the store
