@@ -7,26 +7,7 @@ May import: ``messages`` and the standard library; nothing of the engine or the 
 
 from __future__ import annotations
 
-import importlib
-import os
+from ctxengine.compat import successor_getattr
 
-TYPE_CHECKING = False  # typing's, without importing typing: type checkers treat it alike
-if TYPE_CHECKING:
-    from typing import Any
-
-_SUBMODULES = frozenset(
-    name.removesuffix(".py")
-    for name in os.listdir(os.path.dirname(__file__))
-    if name.endswith(".py") or os.path.isfile(os.path.join(os.path.dirname(__file__), name, "__init__.py"))
-)
-
-
-def __getattr__(name: str) -> Any:
-    """A name of the module this package replaced (the flat ``models.py``, now ``registry``),
-    imported on first use: ``from ctxengine.models import NAME`` keeps working for every name it
-    had, and importing a submodule of the package stays light."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    if name in _SUBMODULES:  # ``from ctxengine.models import <submodule>`` imports just that one
-        return importlib.import_module(f"{__name__}.{name}")
-    return getattr(importlib.import_module(__name__ + ".registry"), name)
+# the names of the flat ``models.py`` this package replaced (now ``registry``), imported on first use
+__getattr__ = successor_getattr(__name__, __file__, "registry")

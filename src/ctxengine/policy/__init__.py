@@ -10,26 +10,7 @@ steps by path, and the engine, the layers and the CLI import this package).
 
 from __future__ import annotations
 
-import importlib
-import os
+from ctxengine.compat import successor_getattr
 
-TYPE_CHECKING = False  # typing's, without importing typing: type checkers treat it alike
-if TYPE_CHECKING:
-    from typing import Any
-
-_SUBMODULES = frozenset(
-    name.removesuffix(".py")
-    for name in os.listdir(os.path.dirname(__file__))
-    if name.endswith(".py") or os.path.isfile(os.path.join(os.path.dirname(__file__), name, "__init__.py"))
-)
-
-
-def __getattr__(name: str) -> Any:
-    """A name of the module this package replaced (the flat ``policy.py``, now ``registry``),
-    imported on first use: ``from ctxengine.policy import NAME`` keeps working for every name it
-    had, and importing a submodule of the package stays light."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    if name in _SUBMODULES:  # ``from ctxengine.policy import <submodule>`` imports just that one
-        return importlib.import_module(f"{__name__}.{name}")
-    return getattr(importlib.import_module(__name__ + ".registry"), name)
+# the names of the flat ``policy.py`` this package replaced (now ``registry``), imported on first use
+__getattr__ = successor_getattr(__name__, __file__, "registry")
