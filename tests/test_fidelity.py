@@ -3,7 +3,6 @@ inputs where the right figure is known, and on real transcripts against the shar
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +59,8 @@ def test_a_line_number_gutter_is_not_a_word(gutter: str) -> None:
     plain = "\n".join(lines)
     # an edit that quotes the three lines (runs across line breaks) is grounded in the numbered read
     assert shingles(numbered) == shingles(plain) and len(shingles(plain)) == 2
+    # ... unless gutters count as words (content recall, as the shared anchor script counts it)
+    assert shingles(numbered, gutters_are_words=True).isdisjoint(shingles(plain))
     # a number inside a line, or a tab after a word, is left alone
     inner = "x = 1\t2 three four five six seven eight"
     assert shingles(inner) != shingles("x = 2 three four five six seven eight")
@@ -235,35 +236,28 @@ def test_identifiers_only_is_high_on_reference_recall_and_low_on_content_recall(
     assert row.refetch_tokens > 0 and row.cost_with_refetch_usd > row.cost_usd
 
 
-def test_recorded_compactions_match_the_shared_anchor_script(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recorded_compactions_match_the_shared_anchor_script() -> None:
     """The anchor (``../shared/acceptance/anchor_content_recall.py``) scores Claude Code's own
     compactions on the calls after the first boundary; our replay of ``recorded`` on the same
-    calls agrees (db3f6604: 764/1230 there, within 0.01 here) when line-number gutters count as
-    words, as the anchor counts them. Ours drops them (``fidelity.GUTTER_RE``): Claude Code
-    re-attaches the files it read (``Read``'s "     1→" gutter) and the agent's later edits quote
-    their lines, runs the anchor splits at every line break; counted on the file's words, the
-    recorded compactions keep nearly all of it."""
+    calls agrees (db3f6604: 764/1230 there, within 0.01 here): content recall counts words as the
+    anchor does, line-number gutters included (``FidelityMeter``'s second tracker)."""
     path = CLAUDE_CODE / "cc_mimo-v2.5-pro_2x-autocompact_db3f6604.jsonl"
     anchor = SHARED / "acceptance" / "anchor_content_recall.py"
     out = subprocess.run([sys.executable, str(anchor), str(path)], capture_output=True, text=True, check=True)
     hits, total = (int(x) for x in out.stdout.split("after compaction ")[1].split(" =")[0].split("/"))
     (session,) = load_path(path)
+    report = replay_session(session, get_policy("recorded"), window=200_000)
     calls = [
         i for i, m in enumerate(session.messages) if m.role == "assistant" and not m.meta.get("synthetic")
     ]
     first = session.compactions[0].at
-
-    def recall_after_first_boundary() -> float:
-        report = replay_session(session, get_policy("recorded"), window=200_000)
-        after = [c for c, i in zip(report.calls, calls, strict=True) if i >= first]
-        return sum(c.content_hits for c in after) / sum(c.content_grounded for c in after)
-
-    ours = recall_after_first_boundary()
-    with monkeypatch.context() as m:
-        m.setattr(fidelity, "GUTTER_RE", re.compile(r"(?!)"))  # gutters count as words
-        raw = recall_after_first_boundary()
-    assert abs(raw - hits / total) < 0.01, (raw, hits, total)
-    assert ours > raw + 0.2, (ours, raw)  # the quoted lines of re-attached files are held
+    after = [c for c, i in zip(report.calls, calls, strict=True) if i >= first]
+    ours = sum(c.content_hits for c in after) / sum(c.content_grounded for c in after)
+    assert abs(ours - hits / total) < 0.01, (ours, hits, total)
+    # read recall counts the files' words: the lines Claude Code re-attaches after its compactions
+    # (Read's "     1→" gutter) hold the runs the agent's later edits quote
+    read = sum(c.read_hits for c in after) / sum(c.read_grounded for c in after)
+    assert read > ours + 0.2, (read, ours)
 
 
 def test_probe_kinds_are_reported_per_session() -> None:

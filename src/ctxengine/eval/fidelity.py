@@ -59,10 +59,11 @@ PROBE_KINDS = ("request", "artifact", "error", "continuation", "rules", "files")
 GUTTER_RE = re.compile(r"^[ \t]*\d+(?:\t|\u2192)", re.M)
 
 
-def shingles(text: str) -> set[int]:
+def shingles(text: str, *, gutters_are_words: bool = False) -> set[int]:
     """Hashes of the ``SHINGLE_WORDS``-word runs of ``text`` (whitespace-split; a line-number
-    gutter at the start of a line is not a word: ``GUTTER_RE``). Process-local."""
-    if "\t" in text or "\u2192" in text:
+    gutter at the start of a line is not a word: ``GUTTER_RE``, unless ``gutters_are_words``, as
+    the shared anchor script counts them). Process-local."""
+    if not gutters_are_words and ("\t" in text or "\u2192" in text):
         text = GUTTER_RE.sub("", text)
     w = text.split()
     if len(w) < SHINGLE_WORDS:
@@ -212,11 +213,16 @@ class FidelityTracker:
     ``observe(msg)`` after each message the agent saw (user text, tool results, attachments,
     assistant output); ``measure(call, messages, system, compaction=...)`` at each model call
     with what the policy sends. ``fixed_prefix`` is the text every policy sends (shingles in it
-    are never grounded); ``count_text`` counts a source's tokens for the re-fetch charge.
+    are never grounded); ``count_text`` counts a source's tokens for the re-fetch charge;
+    ``gutters_are_words``: line-number gutters count as words (``shingles``), as the shared
+    anchor script counts content recall.
     """
 
-    def __init__(self, fixed_prefix: str, count_text: Callable[[str], int]) -> None:
-        self._fixed = shingles(fixed_prefix)
+    def __init__(
+        self, fixed_prefix: str, count_text: Callable[[str], int], *, gutters_are_words: bool = False
+    ) -> None:
+        self._gutters_are_words = gutters_are_words
+        self._fixed = self._sh(fixed_prefix)
         self._count_text = count_text
         self._seen: set[int] = set()  # every source (content recall)
         self._last_src: dict[int, int] = {}  # shingle -> index in _sources of its latest holder
@@ -239,6 +245,9 @@ class FidelityTracker:
         self.grounded_by_kind: Counter[str] = Counter()  # grounded shingles by latest source kind
         self.read_hits_by_kind: Counter[str] = Counter()  # hits by kind (file_state: not read recall)
 
+    def _sh(self, text: str) -> set[int]:
+        return shingles(text, gutters_are_words=self._gutters_are_words)
+
     # ---- the session, in order
 
     def _of(self, msg: Message) -> frozenset[int]:
@@ -247,7 +256,7 @@ class FidelityTracker:
             return hit[1]
         out: set[int] = set()
         for u in units(msg):
-            out |= shingles(u)
+            out |= self._sh(u)
         fs = frozenset(out)
         self._cache[id(msg)] = (msg, fs)
         return fs
@@ -266,7 +275,7 @@ class FidelityTracker:
         for b in msg.blocks:
             kind = _read_kind(msg, b)
             for u in _block_units(b):
-                sh = shingles(u)
+                sh = self._sh(u)
                 if not sh:
                     continue
                 self._source(u, sh, self._last_src, kind)
@@ -295,7 +304,7 @@ class FidelityTracker:
 
     def _file_changed(self, path: str) -> None:
         text = self._files.text(path)
-        new = frozenset(shingles(text))
+        new = frozenset(self._sh(text))
         old = self._file_sh.get(path, frozenset())
         self._file_count.subtract(old - new)
         self._file_count.update(new - old)
@@ -325,11 +334,11 @@ class FidelityTracker:
             self.new_epoch()
         self._view.move_to(messages)
         if system != self._system[0]:
-            self._system = (system, shingles(system))
+            self._system = (system, self._sh(system))
         sys_sh = self._system[1]
         out: set[int] = set()
         for u in units(call, outputs_only=True):
-            out |= shingles(u)
+            out |= self._sh(u)
         grounded = read_grounded = hits = read_hits = refetch = 0
         for s in out:
             if s in self._fixed or s not in self._seen:
@@ -371,7 +380,7 @@ class FidelityTracker:
 
     def _present(self, text: str, flat: str, sys_sh: set[int]) -> float:
         """The share of ``text``'s shingles in the context (whole presence for a short text)."""
-        sh = shingles(text)
+        sh = self._sh(text)
         if not sh:
             return 1.0 if normalized(text) in flat else 0.0
         return sum(1 for s in sh if self._view.holds(s) or s in sys_sh) / len(sh)

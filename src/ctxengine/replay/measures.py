@@ -104,23 +104,30 @@ class RecallTracker:
 
 
 class FidelityMeter:
-    """``FidelityTracker`` over the replay (content recall, probes, re-fetches), and how many
-    probed compactions kept the latest user request whole. ``count_text``: tokens of a text."""
+    """``FidelityTracker`` over the replay (read recall, probes, re-fetches, on the files' words:
+    a line-number gutter is not a word), a second one for content recall as the shared anchor
+    script counts it (``gutters_are_words``), and how many probed compactions kept the latest
+    user request whole. ``count_text``: tokens of a text."""
 
     def __init__(self, system: str, count_text: Callable[[str], int]) -> None:
         self.tracker = FidelityTracker(system, count_text)
+        self.content = FidelityTracker(system, count_text, gutters_are_words=True)
         self.requests_whole = 0
         self.requests_probed = 0
 
     def observe(self, msg: Message) -> None:
         """Fold ``msg`` into what later calls can reuse."""
         self.tracker.observe(msg)
+        self.content.observe(msg)
 
     def measure(self, call: Message, proj: Projection) -> CallFidelity:
         """The fidelity figures of ``call`` given ``proj``, probed when ``proj``'s events hold a
-        compaction that did not fail."""
+        compaction that did not fail: content recall's ``hits`` / ``grounded`` from the anchor's
+        count, the rest from the files' words."""
         compacted = any(e.layer in COMPACTION_LAYERS and "error" not in e.details for e in proj.events)
         fid = self.tracker.measure(call, proj.messages, proj.system, compaction=compacted)
+        anchored = self.content.measure(call, proj.messages, proj.system, compaction=False)
+        fid.hits, fid.grounded = anchored.hits, anchored.grounded
         if fid.request_whole is not None:
             self.requests_probed += 1
             self.requests_whole += fid.request_whole
