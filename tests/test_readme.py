@@ -28,7 +28,9 @@ def test_the_quick_start_starts_with_the_demo() -> None:
     quick = README[README.index("## Quick start") : README.index("## A library loop")]
     [block] = re.findall(r"^```bash\n(.*?)^```", quick, re.S | re.M)
     lines = block.strip().splitlines()
-    assert len(lines) == 2 and lines[1].endswith("ctxengine replay --demo")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    # two commands: one sets up and runs the main job, one sets up and runs the tests CI runs
+    assert len(lines) == 2 and lines[0].endswith("ctxengine replay --demo") and lines[1].endswith(ci)
 
 
 def test_the_library_loop_runs_as_written(tmp_path: Path) -> None:
