@@ -19,6 +19,7 @@ from rich.table import Table
 
 from ctxengine.replay import COMPACTION_LAYERS, SessionReport
 from ctxengine.replay.short_names import short_names, two_lines
+from ctxengine.replay.table_fit import Column
 from ctxengine.subagents.linking import SubagentSummary
 
 GROUP_ABOVE = 5  # a file with more sessions than this is shown as one row
@@ -40,33 +41,27 @@ NAME_CHARS = 44
 LABEL_MIN = 16  # the session column never gets narrower than this (names are cut in the middle)
 
 
-class _Column(msgspec.Struct, frozen=True):
-    key: str
-    header: str  # one line, or two (a two-line header keeps a column as narrow as its numbers)
-    explain: str  # for the caption
-
-
 COLUMNS = {
     c.key: c
     for c in (
-        _Column("fmt", "fmt", "fmt: transcript format"),
-        _Column("calls", "calls", "calls: model calls"),
-        _Column("peak", "peak\ntokens", "peak: largest request"),
-        _Column("ovf", "ovf", "ovf: calls over the window"),
-        _Column("compact", "compact\n($0)", "compact: compactions (of them $0)"),
-        _Column("cost", "cost $", "cost $: ours, with prompt caching"),
-        _Column(
+        Column("fmt", "fmt", "fmt: transcript format"),
+        Column("calls", "calls", "calls: model calls"),
+        Column("peak", "peak\ntokens", "peak: largest request"),
+        Column("ovf", "ovf", "ovf: calls over the window"),
+        Column("compact", "compact\n($0)", "compact: compactions (of them $0)"),
+        Column("cost", "cost $", "cost $: ours, with prompt caching"),
+        Column(
             "rec", "rec. $", "rec. $: the recorded run's cost (a total: on the sessions that recorded one)"
         ),
-        _Column("read", "read", "read: read recall (what the agent read, still in what was sent)"),
-        _Column("content", "content", "content: content recall (its own words counted too)"),
-        _Column("refs", "refs", "refs: reference recall (identifiers used that were still in context)"),
-        _Column("hit", "hit", "hit: prompt-cache hit ratio"),
-        _Column("pair", "pair", "pair: tool-call pairing violations"),
-        _Column("pred", "pred", "pred: the ledger's median error on the recorded input tokens"),
-        _Column("delta", "Δ err", "Δ err: the same on their growth since the previous call"),
-        _Column("fail", "layer\nfail", "layer fail: layer exceptions the engine caught"),
-        _Column(
+        Column("read", "read", "read: read recall (what the agent read, still in what was sent)"),
+        Column("content", "content", "content: content recall (its own words counted too)"),
+        Column("refs", "refs", "refs: reference recall (identifiers used that were still in context)"),
+        Column("hit", "hit", "hit: prompt-cache hit ratio"),
+        Column("pair", "pair", "pair: tool-call pairing violations"),
+        Column("pred", "pred", "pred: the ledger's median error on the recorded input tokens"),
+        Column("delta", "Δ err", "Δ err: the same on their growth since the previous call"),
+        Column("fail", "layer\nfail", "layer fail: layer exceptions the engine caught"),
+        Column(
             "sub",
             "sub-\nagents",
             "sub-agents: sub-agent runs tied to the session's Task/Agent calls (the input tokens of "
