@@ -111,7 +111,8 @@ class FidelityMeter:
 
     def __init__(self, system: str, count_text: Callable[[str], int]) -> None:
         self.tracker = FidelityTracker(system, count_text)
-        self.content = FidelityTracker(system, count_text, gutters_are_words=True)
+        # content recall only: its re-fetch charges are not used, so no source is tokenized for them
+        self.content = FidelityTracker(system, lambda _text: 0, gutters_are_words=True)
         self.requests_whole = 0
         self.requests_probed = 0
 
