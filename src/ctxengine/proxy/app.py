@@ -45,10 +45,9 @@ from ctxengine.dashboard.routes import dashboard_routes
 from ctxengine.dashboard.timeline import agent_name
 from ctxengine.engine.core import ContextEngine
 from ctxengine.models.registry import ModelWindowWarning
-from ctxengine.policy.registry import ClearedResults
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
-from ctxengine.proxy.config import ProxyConfig, Totals
+from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
@@ -86,11 +85,7 @@ class Proxy:
         self.gaps = IdleGaps()  # Anthropic sessions' pauses (cache_ttl)
         key = config.prompt_cache_key
         self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
-        # the engines' policy: without --retrieve-tool no placeholder names a tool the agent lacks
-        cleared = ClearedResults.of(config.policy)
-        self.policy = (
-            config.policy if config.retrieve_tool else config.policy.with_(cleared.with_(name_retrieve=False))
-        )
+        self.policy = live_policy(config)
         self.shared: SharedSessions | None = None
         if config.store is not None and is_postgres_url(config.store):
             self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
