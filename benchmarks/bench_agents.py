@@ -122,6 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = [
         measure("claude", 64_000, args.rounds),
+        measure("claude", 32_000, args.rounds),
         measure("codex", 16_000, args.rounds),
         measure("aider", 16_000, 0),
     ]
