@@ -53,7 +53,8 @@ from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
-from ctxengine.proxy.shared import SharedSessions, open_local, open_shared
+from ctxengine.proxy.shared import SharedSessions
+from ctxengine.proxy.shared_open import open_sessions
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
@@ -61,7 +62,6 @@ from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
 from ctxengine.store.base import SessionStore, StoreError
-from ctxengine.store.url import is_postgres_url
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -91,12 +91,8 @@ class Proxy:
         self.policy = (
             config.policy if config.retrieve_tool else config.policy.with_(cleared.with_(name_retrieve=False))
         )
-        self.shared: SharedSessions | None = None
-        if config.store is not None and is_postgres_url(config.store):
-            self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
-        elif config.store is not None:  # the node's own file: its sessions survive a restart
-            Path(config.store).mkdir(parents=True, exist_ok=True)
-            self.shared = open_local(Path(config.store) / STORE_FILE, self.table, self.run, self._engine)
+        self.shared: SharedSessions | None
+        self.shared = open_sessions(config, STORE_FILE, self.table, self.run, self._engine)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -387,6 +383,8 @@ class Proxy:
         totals = vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted}
         if self.shared is not None:
             totals |= {"sessions_rebuilt": self.shared.rebuilt, "turns_replayed": self.shared.replayed}
+            if self.shared.jobs is not None:
+                totals |= vars(self.shared.jobs.stats)
         return {"sessions": rows, "totals": totals}
 
 
@@ -429,6 +427,8 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if proxy.shared is not None:  # its job worker
+            await proxy.shared.start()
         yield
         await proxy.close()
 
