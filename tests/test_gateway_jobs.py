@@ -36,7 +36,7 @@ from test_proxy import _turns
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
 T = TypeVar("T")
 TURNS = 60  # 6,000-char tool results: the notes cadence fires, and the window (32,000) is outgrown
-DRAIN_AT = {9, 10, 14, 20, 21, 27, 33, 40, 41, 48, 55}  # the turns after which the queued jobs run (others: none)
+DRAIN_AT = {9, 10, 14, 20, 21, 27, 33, 40, 41, 48, 55}  # the turns after which the queued jobs run
 
 
 def _node(gw: Gateway, **config: Any) -> Node:
