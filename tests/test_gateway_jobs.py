@@ -26,7 +26,7 @@ from ctxengine.proxy.app import create_app
 from ctxengine.proxy.config import ProxyConfig
 from ctxengine.proxy.job_index import DONE, JobIndex
 from ctxengine.proxy.jobs import JobStats, JobWorker
-from ctxengine.proxy.jobs_redis import RedisJobs, namespace
+from ctxengine.proxy.jobs_redis import MAX_DELIVERIES, RedisJobs, namespace
 from ctxengine.store.postgres import PostgresStore
 from gateway_servers import redis_url
 from proxy_servers import serve
@@ -211,8 +211,11 @@ async def main():
     store_url, redis, name = sys.argv[1:4]
     worker = JobWorker(JobIndex(PostgresStore(store_url)), None, "doomed-worker", JobStats())
     queue = RedisJobs(redis, name, worker, run_worker=False, claim_ttl_s=1.0)
+    deadline = time.monotonic() + 60
     while await queue.take() is None:
-        pass
+        if time.monotonic() > deadline:
+            print("nothing to claim", flush=True)
+            return
     print("claimed", flush=True)
     time.sleep(600)  # killed here, the job claimed and not run
 
@@ -254,6 +257,39 @@ def test_a_job_claimed_by_a_worker_killed_is_run_again(gw: Gateway, loop: Loop) 
     a.ask(_turns(t + 1, 6_000))
     a.settle()
     assert _jobs(gw.store)[0][3] == t
+
+
+def test_a_job_that_keeps_killing_its_workers_is_written_failed(gw: Gateway, loop: Loop) -> None:
+    """Claimed and abandoned more than ``MAX_DELIVERIES`` times: the next worker writes it failed
+    instead of running it; the session applies the failure (its notes unchanged, counted) and
+    its next cadence queues a new update."""
+    a = _node(gw, redis=redis_url(), job_worker=False)
+    t = 0
+    while not _jobs(gw.store):
+        t += 1
+        assert t < 20, "no notes update was queued"
+        a.ask(_turns(t, 6_000))
+        a.settle()
+    worker = Drainer(loop, gw.store, "unlucky", claim_ttl_s=0.1)
+    try:
+        taken = loop.call(worker.queue.take())
+        for _ in range(MAX_DELIVERIES):  # each claim abandoned: a worker that died with it
+            assert taken is not None and taken[2] is None
+            time.sleep(0.15)
+            taken = loop.call(worker.queue.take())
+        assert taken is not None and "died 5 times" in str(taken[2])
+        loop.call(worker.queue.run(*taken))
+    finally:
+        worker.close()
+    assert _jobs(gw.store)[0][2:] == ("failed", None, "unlucky")
+    assert worker.worker.stats.jobs_failed == 1
+    for u in range(t + 1, t + 6):
+        a.ask(_turns(u, 6_000))
+        a.settle()
+    rows = _jobs(gw.store)
+    assert rows[0][3] == t and len(rows) == 2 and rows[1][2] == "queued"  # applied; a new one queued
+    engine = a.proxy.table.sessions[rows[0][0]].engine
+    assert engine.compactor.notes.updates == 0
 
 
 def test_redis_down_runs_the_jobs_on_the_node_with_one_warning(

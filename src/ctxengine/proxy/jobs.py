@@ -204,11 +204,25 @@ def run_job(
         job = NotesJob(inp.why, inp.new, inp.notes, inp.end, inp.tokens, inp.tool_calls)
         outcome = run_notes_update(DeterministicNotesUpdater(count), job, count)
     except Exception as exc:  # a snapshot this worker cannot read: the session must not wait for ever
-        event = LayerEvent(
-            layer=NOTES_LAYER, reason=f"{key.kind}: update failed", tokens_before=0, tokens_after=0,
-            details={"error": f"{type(exc).__name__}: {exc}"},
-        )  # fmt: skip
-        outcome = NotesOutcome(None, event)
+        outcome = NotesOutcome(None, failed_event(key, f"{type(exc).__name__}: {exc}"))
+    return _write(index, key, outcome, name)
+
+
+def give_up(index: JobIndex, key: JobKey, why: str, name: str) -> str:
+    """Write ``key``'s job ``failed`` without running it (``why``: the error in its event), unless
+    its outcome is written already; returns its status then. Raises ``StoreError``."""
+    return _write(index, key, NotesOutcome(None, failed_event(key, why)), name)
+
+
+def failed_event(key: JobKey, error: str) -> LayerEvent:
+    """The event of a job that made no notes (the engine reports it as an update's)."""
+    return LayerEvent(
+        layer=NOTES_LAYER, reason=f"{key.kind}: update failed", tokens_before=0, tokens_after=0,
+        details={"error": error},
+    )  # fmt: skip
+
+
+def _write(index: JobIndex, key: JobKey, outcome: NotesOutcome, name: str) -> str:
     status = DONE if outcome.state is not None else FAILED
     stored = msgspec.msgpack.encode(StoredOutcome(outcome.state, outcome.event))
     if not index.complete(key.session, key.turn, key.kind, status, stored, name, time.time()):
@@ -233,10 +247,14 @@ class JobWorker:
             self._counters[model] = counter_for(self._registry.get(model)).count_text
         return self._counters[model]
 
-    def execute(self, key: JobKey) -> str:
-        """Run one job (see ``run_job``). Raises ``StoreError``."""
+    def execute(self, key: JobKey, give_up_why: str | None = None) -> str:
+        """Run one job (see ``run_job``; ``give_up_why``: write it failed instead, ``give_up``).
+        Raises ``StoreError``."""
         try:
-            status = run_job(self.index, key, self.count_for, self.name)
+            if give_up_why is not None:
+                status = give_up(self.index, key, give_up_why, self.name)
+            else:
+                status = run_job(self.index, key, self.count_for, self.name)
         except StoreError as exc:
             self._failed(key, f"its outcome could not be stored: {exc}")
             raise

@@ -7,8 +7,10 @@ entry (``XREADGROUP``), keeps its claim fresh while it runs (``XCLAIM`` to itsel
 ``CLAIM_TTL_S``), and acknowledges and deletes it once the outcome is stored. A job whose worker
 died (its claim idle past ``CLAIM_TTL_S``) is claimed again by the next free worker
 (``XAUTOCLAIM``) and run again; the outcome is written once (``job_index``), so a job run twice
-changes nothing the second time. Redis unreachable: the node runs its jobs on its own thread
-(``jobs.LocalJobs``), with one warning per outage; its worker tries again every second.
+changes nothing the second time. A job claimed more than ``MAX_DELIVERIES`` times (it kills its
+workers) is written ``failed`` instead of run again, so that its session's notes move on. Redis
+unreachable: the node runs its jobs on its own thread (``jobs.LocalJobs``), with one warning per
+outage; its worker tries again every second.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ log = logging.getLogger("ctxengine.proxy")
 STREAM_PREFIX = "ctxengine:jobs:"
 GROUP = "workers"
 CLAIM_TTL_S = 30.0  # a claim not renewed for this long is a dead worker's: the job is taken again
+MAX_DELIVERIES = 5  # a job whose workers died this many times is written failed, not run again
 BLOCK_MS = 1_000  # a worker's wait for a new job, per read
 RETRY_S = 1.0  # a worker's pause after Redis or the store failed
 
@@ -117,33 +120,40 @@ class RedisJobs:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), timeout=RETRY_S)
 
-    async def take(self) -> tuple[str, JobKey] | None:
+    async def take(self) -> tuple[str, JobKey, str | None] | None:
         """Claim one job: a dead worker's first (its claim expired), else a new one (waiting
-        ``BLOCK_MS`` at most). Returns its entry id and key, None when there is none. Raises
+        ``BLOCK_MS`` at most). Returns its entry id, key, and why to give it up (None: run it;
+        claimed more than ``MAX_DELIVERIES`` times), None when there is none. Raises
         ``RedisError``."""
         if not self._grouped:
             await self._group()
         ms = int(self.claim_ttl_s * 1000)
         claimed: Any = await self._redis.xautoclaim(self.stream, GROUP, self.worker.name, ms, "0-0", count=1)
         entries = [e for e in claimed[1] if e[1]]  # an entry deleted meanwhile comes back empty
-        if not entries:
-            read: Any = await self._redis.xreadgroup(
-                GROUP, self.worker.name, {self.stream: ">"}, count=1, block=BLOCK_MS
-            )
-            entries = [e for _, got in read or [] for e in got if e[1]]
+        if entries:
+            entry: Any = entries[0]
+            pending: Any = await self._redis.xpending_range(self.stream, GROUP, entry[0], entry[0], 1)
+            times = int(pending[0]["times_delivered"]) if pending else 0
+            why = f"its workers died {times - 1} times while it ran" if times > MAX_DELIVERIES else None
+            return _text(entry[0]), _key(entry[1]), why
+        read: Any = await self._redis.xreadgroup(
+            GROUP, self.worker.name, {self.stream: ">"}, count=1, block=BLOCK_MS
+        )
+        entries = [e for _, got in read or [] for e in got if e[1]]
         if not entries:
             return None
-        entry: Any = entries[0]
-        return _text(entry[0]), _key(entry[1])
+        entry = entries[0]
+        return _text(entry[0]), _key(entry[1]), None
 
-    async def run(self, entry: str, key: JobKey) -> None:
-        """Run a claimed job (its claim renewed meanwhile), then acknowledge and delete it.
-        Raises ``StoreError`` (the job stays claimed: taken again once the claim expires) or
-        ``RedisError``."""
+    async def run(self, entry: str, key: JobKey, give_up_why: str | None = None) -> None:
+        """Run a claimed job (its claim renewed meanwhile; ``give_up_why``: write it failed
+        instead), then acknowledge and delete it. Raises ``StoreError`` (the job stays claimed:
+        taken again once the claim expires) or ``RedisError``."""
         stop = asyncio.Event()
         keep = asyncio.ensure_future(self._keep(entry, stop))
+        loop = asyncio.get_running_loop()
         try:
-            await asyncio.get_running_loop().run_in_executor(self._pool, self.worker.execute, key)
+            await loop.run_in_executor(self._pool, self.worker.execute, key, give_up_why)
         finally:
             stop.set()
             await keep
