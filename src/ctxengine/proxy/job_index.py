@@ -3,7 +3,8 @@ on, its outcome, and the turn at which a session applied it.
 
 One row a job, keyed ``(session, turn, kind)``: ``turn`` is the session's turn whose upkeep
 started it (a session starts at most one job of a kind a turn); ``input`` its snapshot
-(msgpack, ``jobs.NotesInput``), written with the turn's answer (``ConversationIndex.finish_turn``);
+(msgpack, ``jobs.NotesInput``; emptied once the outcome is written, ``input_bytes`` its size),
+written with the turn's answer (``ConversationIndex.finish_turn``);
 ``status`` ``queued`` until a worker writes ``done`` or ``failed`` with the ``outcome`` and its
 name (``ran_by``), once (a second run of the job, after its worker was thought dead, finds it
 written and changes nothing); ``applied_turn`` the turn whose request applied the outcome,
@@ -57,9 +58,9 @@ class JobIndex:
         """Record ``sid``'s new jobs ``(turn, kind, input)`` queued, inside ``conn``'s transaction."""
         for turn, kind, data in jobs:
             conn.execute(
-                "INSERT INTO ctx_proxy_jobs (session, turn, kind, input, created) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (sid, turn, kind, data, now),
+                "INSERT INTO ctx_proxy_jobs (session, turn, kind, input, input_bytes, created) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (sid, turn, kind, data, len(data), now),
             )
 
     @staticmethod
@@ -84,13 +85,14 @@ class JobIndex:
     def complete(
         self, sid: str, turn: int, kind: str, status: str, outcome: bytes, ran_by: str, now: float
     ) -> bool:
-        """Write a queued job's outcome (``status`` done or failed); False when it was written
-        already (another run of the job)."""
+        """Write a queued job's outcome (``status`` done or failed) and drop its snapshot (no
+        longer read; ``input_bytes`` keeps its size); False when it was written already
+        (another run of the job)."""
         with self.store.connection() as conn:
             cur = conn.execute(
-                "UPDATE ctx_proxy_jobs SET status = %s, outcome = %s, ran_by = %s, finished = %s "
-                "WHERE session = %s AND turn = %s AND kind = %s AND status = %s",
-                (status, outcome, ran_by, now, sid, turn, kind, QUEUED),
+                "UPDATE ctx_proxy_jobs SET status = %s, outcome = %s, ran_by = %s, finished = %s, "
+                "input = %s WHERE session = %s AND turn = %s AND kind = %s AND status = %s",
+                (status, outcome, ran_by, now, b"", sid, turn, kind, QUEUED),
             )
             return bool(cur.rowcount)
 

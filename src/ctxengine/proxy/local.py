@@ -56,7 +56,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         """
         CREATE TABLE ctx_proxy_jobs (
             session TEXT NOT NULL REFERENCES ctx_proxy_sessions (id), turn INTEGER NOT NULL,
-            kind TEXT NOT NULL, input BLOB NOT NULL, created REAL NOT NULL,
+            kind TEXT NOT NULL, input BLOB NOT NULL, input_bytes INTEGER NOT NULL, created REAL NOT NULL,
             status TEXT NOT NULL DEFAULT 'queued', outcome BLOB, ran_by TEXT, finished REAL,
             applied_turn INTEGER,
             PRIMARY KEY (session, turn, kind)

@@ -74,7 +74,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         """
         CREATE TABLE ctx_proxy_jobs (
             session text NOT NULL REFERENCES ctx_proxy_sessions (id), turn integer NOT NULL,
-            kind text NOT NULL, input bytea NOT NULL, created double precision NOT NULL,
+            kind text NOT NULL, input bytea NOT NULL, input_bytes integer NOT NULL,
+            created double precision NOT NULL,
             status text NOT NULL DEFAULT 'queued', outcome bytea, ran_by text,
             finished double precision, applied_turn integer,
             PRIMARY KEY (session, turn, kind)
