@@ -292,6 +292,35 @@ def test_a_job_that_keeps_killing_its_workers_is_written_failed(gw: Gateway, loo
     assert engine.compactor.notes.updates == 0
 
 
+def test_a_job_the_queue_lost_is_submitted_again(
+    gw: Gateway, loop: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis loses the queue (restarted empty): the session's next request finds its job still
+    queued past ``REQUEUE_S`` and submits it again; a worker runs it, the request after applies it."""
+    import ctxengine.proxy.shared as shared_module
+
+    a = _node(gw, redis=redis_url(), job_worker=False)
+    t = 0
+    while not _jobs(gw.store):
+        t += 1
+        assert t < 20, "no notes update was queued"
+        a.ask(_turns(t, 6_000))
+        a.settle()
+    worker = Drainer(loop, gw.store, "after-the-loss")
+    try:
+        loop.call(worker.queue._redis.delete(worker.queue.stream))  # the queue lost
+        monkeypatch.setattr(shared_module, "REQUEUE_S", 0.0)
+        a.ask(_turns(t + 1, 6_000))
+        a.settle()
+        assert a.sessions().json()["totals"]["jobs_requeued"] == 1
+        assert worker.drain() == 1
+    finally:
+        worker.close()
+    a.ask(_turns(t + 2, 6_000))
+    a.settle()
+    assert _jobs(gw.store)[0][2:] == (DONE, t + 1, "after-the-loss")
+
+
 def test_redis_down_runs_the_jobs_on_the_node_with_one_warning(
     gw: Gateway, caplog: pytest.LogCaptureFixture
 ) -> None:

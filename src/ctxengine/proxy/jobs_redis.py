@@ -95,8 +95,10 @@ class RedisJobs:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(self._task, timeout=BLOCK_MS / 1000 + 10)
-        with contextlib.suppress(Exception):  # this consumer's claims: none left (each job acked)
-            await self._redis.xgroup_delconsumer(self.stream, GROUP, self.worker.name)
+        with contextlib.suppress(Exception):  # forgotten once it holds no claim (a claim goes with it)
+            name = self.worker.name
+            if not await self._redis.xpending_range(self.stream, GROUP, "-", "+", 1, consumername=name):
+                await self._redis.xgroup_delconsumer(self.stream, GROUP, name)
         await self.local.close()
         await asyncio.to_thread(self._pool.shutdown, True)
         await self._redis.aclose()

@@ -307,6 +307,8 @@ class SharedSessions:
         if state.status == QUEUED or state.outcome is None:
             key, now = JobKey(session.id, turn), time.time()
             if now - max(state.created, self._requeued.get(key, 0.0)) > REQUEUE_S:
+                if len(self._requeued) > 10_000:  # those of sessions gone
+                    self._requeued.clear()
                 self._requeued[key] = now
                 self.jobs.stats.jobs_requeued += 1
                 await self.jobs.submit([key])
