@@ -20,6 +20,8 @@ from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anthropic
+import httpx
 import pytest
 
 from ctxengine.proxy.app import create_app
@@ -28,9 +30,10 @@ from ctxengine.proxy.job_index import DONE, JobIndex
 from ctxengine.proxy.jobs import JobStats, JobWorker
 from ctxengine.proxy.jobs_redis import MAX_DELIVERIES, RedisJobs, namespace
 from ctxengine.store.postgres import PostgresStore
-from gateway_servers import redis_url
-from proxy_servers import serve
+from gateway_servers import pg_schema_url, redis_url
+from proxy_servers import Upstream, serve
 from test_gateway import Gateway, Node, _bodies, _gateway
+from test_gateway_cli import _node as cli_node
 from test_proxy import _turns
 
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
@@ -379,3 +382,30 @@ def test_a_restarted_sqlite_node_applies_its_jobs_at_the_same_turns(gw: Gateway,
     assert sent[-1] == sent[-2]
     (s,) = second.sessions().json()["sessions"]
     assert s["calls"] == t and second.proxy.shared is not None and second.proxy.shared.rebuilt == 1
+
+
+def test_worker_processes_run_and_apply_jobs_and_the_router_sums_their_figures(tmp_path: Path) -> None:
+    """``ctxengine proxy --workers 2`` (the command, on the real servers): each worker process
+    has a job worker; four conversations' jobs are run by them, applied at later requests, and
+    the router's totals are the sums of what the store records."""
+    up = Upstream()
+    keys = [f"sk-test-jobs-{i}" for i in range(4)]
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        cli_node(up_url, store, "--workers", "2", log=tmp_path / "w.log") as (base, _),
+    ):
+        for t in range(1, 13):
+            for k in keys:
+                c = anthropic.Anthropic(api_key=k, base_url=base, max_retries=0, timeout=60)
+                c.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(t, 6_000))
+        time.sleep(0.5)  # the last answers stored
+        report = httpx.get(base + "/ctxengine/sessions", timeout=10).json()
+        jobs = _jobs(store)
+    totals = report["totals"]
+    assert len(jobs) >= 8 and totals["jobs_queued"] == len(jobs)
+    done = [j for j in jobs if j[2] == DONE]
+    assert totals["jobs_run"] == len(done) >= len(jobs) - 4 and totals["jobs_failed"] == 0
+    assert totals["jobs_applied"] == len([j for j in jobs if j[3] is not None]) >= len(jobs) - 4
+    pids = {int(j[4].split("-")[-2]) for j in done}
+    assert pids <= set(totals["worker_pids"]), (pids, totals["worker_pids"])
