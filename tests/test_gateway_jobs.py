@@ -28,7 +28,7 @@ from ctxengine.proxy.app import create_app
 from ctxengine.proxy.config import ProxyConfig
 from ctxengine.proxy.job_index import DONE, JobIndex
 from ctxengine.proxy.jobs import JobStats, JobWorker
-from ctxengine.proxy.jobs_redis import MAX_DELIVERIES, RedisJobs, namespace
+from ctxengine.proxy.jobs_redis import MAX_DELIVERIES, STREAM_PREFIX, RedisJobs, namespace
 from ctxengine.store.postgres import PostgresStore
 from gateway_servers import pg_schema_url, redis_url
 from proxy_servers import Upstream, serve
@@ -102,10 +102,18 @@ class Drainer:
         self.store.close()
 
 
+def _forget_queue(store: str) -> None:
+    """Delete the Redis stream of the nodes of ``store`` (its database is dropped after the test)."""
+    import redis
+
+    redis.Redis.from_url(redis_url()).delete(STREAM_PREFIX + namespace(store))
+
+
 @pytest.fixture
 def gw() -> Iterator[Gateway]:
     with _gateway() as g:
         yield g
+    _forget_queue(g.store)
 
 
 @pytest.fixture
@@ -152,6 +160,7 @@ def test_jobs_apply_at_the_turns_the_store_says_on_every_node(gw: Gateway, loop:
             ref_worker.close()
         reference = _bodies(alone.upstream)
         ref_jobs = _jobs(alone.store)
+    _forget_queue(alone.store)
     a = _node(gw, redis=redis_url(), job_worker=False)
     b = _node(gw, redis=redis_url(), job_worker=False)
     drainer = Drainer(loop, gw.store, "test-worker")
@@ -402,6 +411,7 @@ def test_worker_processes_run_and_apply_jobs_and_the_router_sums_their_figures(t
         time.sleep(0.5)  # the last answers stored
         report = httpx.get(base + "/ctxengine/sessions", timeout=10).json()
         jobs = _jobs(store)
+    _forget_queue(store)
     totals = report["totals"]
     assert len(jobs) >= 8 and totals["jobs_queued"] == len(jobs)
     done = [j for j in jobs if j[2] == DONE]
