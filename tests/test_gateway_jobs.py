@@ -27,7 +27,7 @@ import pytest
 from ctxengine.proxy.app import create_app
 from ctxengine.proxy.config import ProxyConfig
 from ctxengine.proxy.job_index import DONE, JobIndex
-from ctxengine.proxy.jobs import JobStats, JobWorker
+from ctxengine.proxy.jobs import WRITTEN, JobKey, JobStats, JobWorker
 from ctxengine.proxy.jobs_redis import MAX_DELIVERIES, STREAM_PREFIX, RedisJobs, namespace
 from ctxengine.store.postgres import PostgresStore
 from gateway_servers import pg_schema_url, redis_url
@@ -215,7 +215,7 @@ def test_a_job_queued_on_one_node_is_run_by_the_other_and_applied_at_the_next_re
 _CLAIMER = """
 import asyncio, sys, time
 from ctxengine.proxy.job_index import JobIndex
-from ctxengine.proxy.jobs import JobStats, JobWorker
+from ctxengine.proxy.jobs import WRITTEN, JobKey, JobStats, JobWorker
 from ctxengine.proxy.jobs_redis import RedisJobs
 from ctxengine.store.postgres import PostgresStore
 
@@ -302,6 +302,43 @@ def test_a_job_that_keeps_killing_its_workers_is_written_failed(gw: Gateway, loo
     assert rows[0][3] == t and len(rows) == 2 and rows[1][2] == "queued"  # applied; a new one queued
     engine = a.proxy.table.sessions[rows[0][0]].engine
     assert engine.compactor.notes.updates == 0
+
+
+def test_a_failed_job_is_counted_in_the_totals_and_logged_once(
+    gw: Gateway, loop: Loop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job whose snapshot cannot be read: the worker writes it failed (the error in its event),
+    its node counts it in ``jobs_failed`` and says so once (a second run writes nothing); the
+    session applies the failure (notes unchanged) and goes on."""
+    import psycopg
+
+    a = _node(gw, redis=redis_url(), job_worker=False)
+    t = 0
+    while not _jobs(gw.store):
+        t += 1
+        assert t < 20, "no notes update was queued"
+        a.ask(_turns(t, 6_000))
+        a.settle()
+    with psycopg.connect(gw.store) as conn:
+        conn.execute("UPDATE ctx_proxy_jobs SET input = %s", (b"not msgpack",))
+    b = _node(gw, redis=redis_url())  # its worker takes the job
+    assert b.proxy.shared is not None and b.proxy.shared.jobs is not None
+    worker: Any = b.proxy.shared.jobs
+    with caplog.at_level(logging.WARNING, logger="ctxengine.proxy"):
+        for _ in range(500):
+            if _jobs(gw.store)[0][2] != "queued":
+                break
+            time.sleep(0.02)
+        again = worker.worker.execute(JobKey(_jobs(gw.store)[0][0], t - 1))  # as after a claim expired
+    assert again == WRITTEN
+    assert _jobs(gw.store)[0][2] == "failed"
+    said = [r.getMessage() for r in caplog.records if "job of session" in r.getMessage()]
+    assert len(said) == 1 and "made no notes" in said[0]
+    assert b.sessions().json()["totals"]["jobs_failed"] == 1
+    a.ask(_turns(t + 1, 6_000))
+    a.settle()
+    assert _jobs(gw.store)[0][3] == t
+    assert a.proxy.table.sessions[_jobs(gw.store)[0][0]].engine.compactor.notes.updates == 0
 
 
 def test_a_job_the_queue_lost_is_submitted_again(

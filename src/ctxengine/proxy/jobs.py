@@ -47,6 +47,7 @@ from ctxengine.tokens import counter_for
 log = logging.getLogger("ctxengine.proxy")
 
 NOTES = "notes"  # the kind of a session-notes update
+WRITTEN, MISSING = "written already", "missing"  # a run that wrote nothing: another run had, no such job
 WARNED_MAX = 1_000  # failed jobs remembered so that each is logged once
 
 
@@ -188,16 +189,16 @@ def encode_input(job: NotesJob, model: str) -> bytes:
 def run_job(
     index: JobIndex, key: JobKey, count_for: Callable[[str], Callable[[str], int]], name: str
 ) -> str:
-    """Run ``key``'s job and write its outcome (as ``name``): returns the status it has now
-    (``done``, ``failed``; another run's when it was written already; ``missing`` when there
-    is no such job). A job whose snapshot cannot be computed is written ``failed`` with the
-    error. Raises ``StoreError`` when the store fails (the job stays queued)."""
+    """Run ``key``'s job and write its outcome (as ``name``): returns the status this run wrote
+    (``done``, ``failed``), ``WRITTEN`` when another run had written it, ``MISSING`` when there is
+    no such job. A job whose snapshot cannot be computed is written ``failed`` with the error.
+    Raises ``StoreError`` when the store fails (the job stays queued)."""
     row = index.load(key.session, key.turn, key.kind)
     if row is None:
-        return "missing"
+        return MISSING
     status, data = row
     if status != QUEUED:
-        return status
+        return WRITTEN
     try:
         inp = _INPUT.decode(data)
         count = count_for(inp.model)
@@ -210,7 +211,7 @@ def run_job(
 
 def give_up(index: JobIndex, key: JobKey, why: str, name: str) -> str:
     """Write ``key``'s job ``failed`` without running it (``why``: the error in its event), unless
-    its outcome is written already; returns its status then. Raises ``StoreError``."""
+    its outcome is written already (then ``WRITTEN``). Raises ``StoreError``."""
     return _write(index, key, NotesOutcome(None, failed_event(key, why)), name)
 
 
@@ -226,8 +227,7 @@ def _write(index: JobIndex, key: JobKey, outcome: NotesOutcome, name: str) -> st
     status = DONE if outcome.state is not None else FAILED
     stored = msgspec.msgpack.encode(StoredOutcome(outcome.state, outcome.event))
     if not index.complete(key.session, key.turn, key.kind, status, stored, name, time.time()):
-        found = index.load(key.session, key.turn, key.kind)
-        return found[0] if found is not None else "missing"
+        return WRITTEN
     return status
 
 
@@ -248,8 +248,8 @@ class JobWorker:
         return self._counters[model]
 
     def execute(self, key: JobKey, give_up_why: str | None = None) -> str:
-        """Run one job (see ``run_job``; ``give_up_why``: write it failed instead, ``give_up``).
-        Raises ``StoreError``."""
+        """Run one job (see ``run_job``; ``give_up_why``: write it failed instead, ``give_up``);
+        counted when this run wrote it. Raises ``StoreError``."""
         try:
             if give_up_why is not None:
                 status = give_up(self.index, key, give_up_why, self.name)
