@@ -52,7 +52,8 @@ from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
-from ctxengine.proxy.shared import SharedSessions, open_local, open_shared
+from ctxengine.proxy.shared import SharedSessions
+from ctxengine.proxy.shared_open import open_sessions
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
@@ -60,7 +61,6 @@ from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
 from ctxengine.store.base import SessionStore, StoreError
-from ctxengine.store.url import is_postgres_url
 from ctxengine.tokens.encoders import warm
 
 T = TypeVar("T")
@@ -88,12 +88,8 @@ class Proxy:
         key = config.prompt_cache_key
         self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
         self.policy = live_policy(config)
-        self.shared: SharedSessions | None = None
-        if config.store is not None and is_postgres_url(config.store):
-            self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
-        elif config.store is not None:  # the node's own file: its sessions survive a restart
-            Path(config.store).mkdir(parents=True, exist_ok=True)
-            self.shared = open_local(Path(config.store) / STORE_FILE, self.table, self.run, self._engine)
+        self.shared: SharedSessions | None
+        self.shared = open_sessions(config, STORE_FILE, self.table, self.run, self._engine)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -384,6 +380,8 @@ class Proxy:
         totals = vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted}
         if self.shared is not None:
             totals |= {"sessions_rebuilt": self.shared.rebuilt, "turns_replayed": self.shared.replayed}
+            if self.shared.jobs is not None:
+                totals |= vars(self.shared.jobs.stats)
         return {"sessions": rows, "totals": totals}
 
 
@@ -429,6 +427,8 @@ def create_app(config: ProxyConfig) -> Starlette:
         # the tokenizer built on the engine thread before any request needs it (a first request
         # waits for what is left of it instead of paying all of it)
         proxy.warm_up = asyncio.ensure_future(proxy.run(warm))
+        if proxy.shared is not None:  # its job worker
+            await proxy.shared.start()
         yield
         await proxy.close()
 

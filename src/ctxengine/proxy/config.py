@@ -33,9 +33,14 @@ class ProxyConfig:
     # session's requests reach the same cache; None: only when the OpenAI upstream is OpenAI's own
     # (another server may refuse a field it does not know)
     prompt_cache_key: bool | None = None
-    # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
-    # request never waits for the previous one's upkeep; False runs them in line (deterministic)
+    # session-notes updates in the background (``ContextEngine(background_notes=True)``), so a
+    # request never waits for the previous one's upkeep; False runs them in line (deterministic).
+    # With a store they are jobs (``jobs``): run by a worker, their outcome recorded in the store
+    # and applied at a later request at the turn the store says; without one, on a thread.
     background_notes: bool = True
+    # with a store: whether this node's worker runs queued jobs (False: only other nodes' workers
+    # take them from the Redis queue; without Redis a node always runs its own)
+    job_worker: bool = True
     # the newest tool result reaches the model whole before the budget offloads it
     # (``ToolResultBudget.defer_unseen``): a live agent may refuse to fetch again what it never saw
     # (Claude Code answers a second Read of an unchanged file with "file unchanged"); False: the
