@@ -85,6 +85,14 @@ class Ingest:
                 return events
         return self._ingest_budgeted(message, idx, events)
 
+    def ingested(self, mid: str) -> Message | None:
+        """The message ingested under id ``mid`` (and not taken out), or None."""
+        return self._ingested.get(mid)
+
+    def live_ids(self) -> list[str]:
+        """The ids of the messages ingested and not taken out, in the order they were ingested."""
+        return list(self._ingested)
+
     def take_out(self, ids: Sequence[str], reason: str) -> int:
         """Take ingested messages out of the view: the client moved them (the proxy's ``align``:
         aider's files message) and sends them again where they now stand.

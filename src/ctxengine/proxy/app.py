@@ -48,7 +48,7 @@ from ctxengine.models.registry import ModelWindowWarning
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
-from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
@@ -152,16 +152,18 @@ class Proxy:
             self.shared.lock_outage.ok()
             return shared
         key = key_digest(headers)
-        links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
+        start = root(wire.provider, key, request.fixed_prefix)
+        links, digests = chain_and_digests(start, request.conversation)
         label = headers.get(SESSION_HEADER)
         name = (key, label) if label else None
         while True:
             found, whole = self.table.match(links, name)
-            if found is not None and whole:
+            moved = None if found is None or whole else found.realigns(digests)  # ``align``
+            if found is not None and (whole or moved is not None):
                 await found.lock.acquire()
-                if self.table.match(links, name) == (found, True):
-                    found.last_used = time.monotonic()
-                    self.table.advance(found, links)
+                if self.table.match(links, name) == (found, whole) and moved == found.realigns(digests):
+                    found.last_used, found.realign = time.monotonic(), moved
+                    self.table.advance(found, links, digests, moved)
                     return found
                 found.lock.release()  # extended meanwhile: match again
                 continue
@@ -174,7 +176,7 @@ class Proxy:
                 new.agent = agent_name(headers.get("user-agent", ""))
                 self.table.add(new, branch_of=found, name=name)
                 await new.lock.acquire()
-                self.table.advance(new, links)  # a concurrent request of it now waits for this one
+                self.table.advance(new, links, digests)  # a concurrent request of it now waits for this one
                 return new
 
     async def abandon(self, turn: Turn, exc: BaseException) -> None:

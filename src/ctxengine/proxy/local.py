@@ -51,6 +51,13 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        """
+        ALTER TABLE ctx_proxy_turns ADD COLUMN realigned INTEGER;
+        CREATE INDEX ctx_proxy_links_session ON ctx_proxy_links (session, pos);
+        """,
+    ),
 )
 
 

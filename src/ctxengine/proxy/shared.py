@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Usage
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
-from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
-from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord
+from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
+from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord, replayable
 from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import FencedWriter
@@ -52,6 +52,12 @@ MATCH_TRIES = 5  # a session moved on under a waiting request: match again, this
 # a finished turn, for ``ConversationIndex.finish_turn``: turn, (status, usage), figures added,
 # the engine's entries since the turn's record, fencing number
 Answer = tuple[int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int]
+Chain = tuple[list[bytes], list[bytes], int]  # a request's links, its messages' digests, how many are stored
+
+
+class Unreplayable(Exception):
+    """The session's recorded turns cannot be replayed from the request (a realignment since
+    moved their messages): the request starts a branch instead."""
 
 
 class Outage:
@@ -102,7 +108,7 @@ class SharedSessions:
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ctxengine-store")
         self._answers: dict[str, Answer] = {}  # a finished turn's, until ``release`` stores it
         self._stats_at: dict[str, dict[str, Any]] = {}  # a session's figures when its request began
-        self._chains: dict[str, tuple[list[bytes], int]] = {}  # a request's links, and how many are stored
+        self._chains: dict[str, Chain] = {}
         self.make_engine = make_engine
         self.index = index if index is not None else ConversationIndex(store)
         self.store_outage = Outage(f"the session store ({_where(store.url)})")
@@ -122,32 +128,55 @@ class SharedSessions:
         """The session of ``request``, both its locks held and the engine caught up with the
         store. Raises ``StoreError`` or ``LockUnavailable`` (the caller fails open)."""
         key = key_digest(headers)
-        links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
+        start = root(wire.provider, key, request.fixed_prefix)
+        links, digests = chain_and_digests(start, request.conversation)
         name = headers.get(SESSION_HEADER) or None
         for attempt in range(MATCH_TRIES):
             # first a guess from this node's cache (no round trip), checked once locked
             sid = self._cached(links) if attempt == 0 and name is None else None
             if sid is None:
                 found = await self.io(self.index.match, key, links, name)
-                if found is None or not found.whole:
-                    made = await self._create(wire, request, key, links, name, found, window)
+                if found is not None and not found.whole and self._realigns(found, digests) is not None:
+                    sid = found.id  # the client moved messages: the session continues, realigned
+                elif found is None or not found.whole:
+                    made = await self._create(wire, request, key, (links, digests, 0), name, found, window)
                     if made is None:
                         continue  # made meanwhile by a concurrent request: match again
                     return made
-                sid = found.id
+                else:
+                    sid = found.id
             local, held = await self._lock(sid)
             try:
                 if held.fenced:
                     again, held.fence = await self.io(self.index.claim_and_match, sid, key, links, name)
                 else:
                     again = await self.io(self.index.match, key, links, name)
-                if again is not None and again.id == sid and again.whole:
-                    return await self._continue(again, wire, request, key, links, (local, held), window)
+                if again is not None and again.id == sid:
+                    known = again.messages if again.whole else self._realigns(again, digests)
+                    if known is not None:
+                        chained = (links, digests, known)
+                        return await self._continue(again, wire, request, key, chained, (local, held), window)
+            except Unreplayable as exc:
+                await self._unlock(local, held)
+                log.warning("proxy: session %s: %s; the request starts a branch of it", sid, exc)
+                made = await self._create(wire, request, key, (links, digests, 0), name, again, window)
+                if made is None:
+                    continue
+                return made
             except BaseException:
                 await self._unlock(local, held)
                 raise
             await self._unlock(local, held)
         raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
+
+    def _realigns(self, found: Found, digests: list[bytes]) -> int | None:
+        """Where the request realigns ``found`` (``align``: the client moved its messages), or
+        None (a branch). Only a session this node has cached at the store's last turn: a node
+        that would replay turns cannot replay a realigned one's moved messages (``replayable``)."""
+        s = self.table.sessions.get(found.id)
+        if s is None or s.turns != found.turns or s.ingested != found.messages:
+            return None
+        return s.realigns(digests)
 
     def _cached(self, links: list[bytes]) -> str | None:
         """The id of the session this node last saw ``links`` continue, if any (a guess)."""
@@ -185,25 +214,27 @@ class SharedSessions:
                 local.release()
 
     async def _create(
-        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
         branch_of: Found | None, window: int | None,
     ) -> ProxySession | None:  # fmt: skip
         """A new session for ``request``, made one at a time for one conversation on every node
         (this node's lock, then the lock across nodes of the request's last link); None when a
         concurrent request made it meanwhile."""
         async with self._creating:
+            links = chained[0]
             held = await self.locks.acquire("new-" + (links[-1].hex() if links else key))
             try:
                 if await self.io(self.index.match, key, links, name) != branch_of:
                     return None
-                return await self._new(wire, request, key, links, name, branch_of, window)
+                return await self._new(wire, request, key, chained, name, branch_of, window)
             finally:
                 await held.release()
 
     async def _new(
-        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
         branch_of: Found | None, window: int | None,
     ) -> ProxySession:  # fmt: skip
+        links = chained[0]
         sid = self.table.new_id(wire.provider)
         writer = FencedWriter(self.store)
         engine = await self.run(self.make_engine, sid, request.model, window, writer)
@@ -219,14 +250,20 @@ class SharedSessions:
         self.table.add(s, branch_of=None, name=None)
         s.branch_of, s.name = parent, name
         self._attach(s, held, writer)
-        self._chains[s.id] = (links, len(links))
+        self._chains[s.id] = (links, chained[1], len(links))
         return s
 
     async def _continue(
-        self, found: Found, wire: Wire, request: ClientRequest, key: str, links: list[bytes],
+        self, found: Found, wire: Wire, request: ClientRequest, key: str, chained: Chain,
         locks: tuple[asyncio.Lock, Held],
         window: int | None,
     ) -> ProxySession:  # fmt: skip
+        """``found``'s cached engine brought up to its last turn (replayed from ``request``), to
+        take the request (``chained``: its links, digests, and how many of them the session
+        keeps; fewer than ``found.messages``: the client moved the rest, ``align``).
+
+        Raises:
+            Unreplayable: when the turns to replay cannot be (``replayable``)."""
         s = self.table.sessions.get(found.id)
         if s is None or s.turns > found.turns or s.ingested > found.messages:
             if s is not None:  # ahead of the store (a write that failed): rebuilt from it
@@ -249,13 +286,20 @@ class SharedSessions:
         try:
             if s.turns < found.turns:
                 turns = await self.io(self.index.turns, s.id, s.turns)
-                await self.run(_replay, s, request, turns)
+                if not replayable(turns):
+                    raise Unreplayable(
+                        "its recorded turns cannot be replayed from this request (the client moved "
+                        "messages since: a realignment)"
+                    )
+                await self.run(_replay, s, wire, request, turns)
                 self.replayed += len(turns)
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
             raise
         s.last_used = time.monotonic()
-        self._chains[s.id] = (links, found.messages)
+        if chained[2] < found.messages:
+            s.realign = chained[2]
+        self._chains[s.id] = chained
         return s
 
     def _start(self, sid: str, held: Held, links: list[bytes]) -> None:
@@ -276,10 +320,14 @@ class SharedSessions:
         (``FencedOut`` when this node's lock was taken over: the request then fails open)."""
         p: Prepared = await self.run(prepare, session, wire, request)
         entries = _writer(session).take()  # the turn's entries, stored with it
-        links, known = self._chains.pop(session.id)
+        links, digests, known = self._chains.pop(session.id)
         turn, at = session.turns - 1, (p.budget, p.at)
-        await self.io(self.index.record_turn, session.id, turn, at, _fence(session), links, known, entries)
-        self.table.advance(session, links)  # the next request's guess (``_cached``)
+        if p.realigned is not None:
+            known = min(known, p.realigned)
+        fence = _fence(session)
+        await self.io(self.index.record_turn, session.id, turn, at, fence, links, known, entries, p.realigned)
+        # the next request's guess (``_cached``), and what ``_realigns`` aligns it with
+        self.table.advance(session, links, digests, known if p.realigned is not None else None)
         p.recorded = True
         return p
 
@@ -350,12 +398,12 @@ def _fence(session: ProxySession) -> int:
     return session.held.fence if session.held is not None else NO_FENCE
 
 
-def _replay(session: ProxySession, request: ClientRequest, turns: list[TurnRecord]) -> None:
+def _replay(session: ProxySession, wire: Wire, request: ClientRequest, turns: list[TurnRecord]) -> None:
     writer = _writer(session)
     writer.muted = True
     try:
         for t in turns:
-            replay_turn(session, request, t)
+            replay_turn(session, wire, request, t)
     finally:
         writer.muted = False
 

@@ -68,6 +68,13 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        3,
+        """
+        ALTER TABLE ctx_proxy_turns ADD COLUMN realigned integer;
+        CREATE INDEX ctx_proxy_links_session ON ctx_proxy_links (session, pos);
+        """,
+    ),
 )
 
 
