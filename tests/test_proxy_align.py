@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ctxengine.proxy.align import Alignment, Kind, align, common_prefix
 from ctxengine.proxy.identity import chain_and_digests, digest, message_bytes
+from ctxengine.proxy.index import TurnRecord, replayable
 
 
 def d(name: str) -> bytes:
@@ -54,3 +55,17 @@ def test_digests_follow_the_normal_form_not_the_position() -> None:
     links, digests = chain_and_digests(b"root", [plain, {"role": "assistant", "content": "yo"}, blocks])
     assert digests[0] == digests[2] == digest(message_bytes(plain))
     assert links[0] != links[2]  # the chain still tells the positions apart
+
+
+def turn(n: int, messages: int, realigned: int | None = None) -> TurnRecord:
+    return TurnRecord(n, messages, None, 0.0, 200, None, realigned)
+
+
+def test_turns_before_a_realignment_cannot_be_replayed_from_a_later_request() -> None:
+    plain = [turn(0, 4), turn(1, 6)]
+    assert replayable(plain) and replayable([])
+    moved = [turn(0, 6), turn(1, 9, realigned=2), turn(2, 11)]
+    assert not replayable(moved)  # turn 0's messages 2..5 have moved since
+    assert replayable(moved[1:])  # from the realigned turn on, the request holds them in place
+    assert not replayable(moved[1:], realigned_now=5)  # the request itself moves turn 1's
+    assert replayable([turn(0, 2), turn(1, 9, realigned=2)])  # turn 0 ends where the move begins
