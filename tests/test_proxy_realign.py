@@ -181,3 +181,36 @@ def test_a_restarted_node_that_cannot_replay_a_realignment_branches(
         assert log_lines(caplog, "cannot be replayed")
     finally:
         gen.close()
+
+
+def test_a_realigned_turn_replays_on_an_engine_at_the_turn_before() -> None:
+    """``replay_turn`` of a realigned turn (``TurnRecord.realigned``) leaves an engine that was at
+    the turn before exactly where the serving node's is (the view, the figures it keeps)."""
+    from ctxengine.proxy.apply import prepare, replay_turn
+    from ctxengine.proxy.index import TurnRecord
+    from ctxengine.proxy.sessions import ProxySession
+    from ctxengine.proxy.wire_openai import OpenAIWire
+
+    proxy = create_app(ProxyConfig(window=16_000)).state.proxy
+    wire = OpenAIWire()
+
+    def session(sid: str) -> ProxySession:
+        return ProxySession(sid, "openai", "gpt-4o", proxy._engine(sid, "gpt-4o"), wire.reader())
+
+    served, replayed = session("a"), session("b")
+    first, second = (wire.parse({"model": "gpt-4o", "messages": aider_request(t)}) for t in (0, 1))
+    for s in (served, replayed):
+        prepare(s, wire, first)
+    served.realign = 2  # the repo map pair is shared; the files pair, prompt and reminder moved
+    done = prepare(served, wire, second)
+    assert done.realigned == 2 and done.moved == 4
+    record = TurnRecord(1, len(second.conversation), done.budget, done.at, None, None, done.realigned)
+    replay_turn(replayed, wire, second, record)
+    view = [(m.id, m.blocks) for m in served.engine.view.messages]
+    assert [(m.id, m.blocks) for m in replayed.engine.view.messages] == view
+    assert [m["content"] for m in second.conversation[-4:]] == [
+        m.blocks[0].text
+        for m in served.engine.view.messages[-4:]  # type: ignore[union-attr]
+    ]
+    added = sum(served.engine.counter.count_message(m) for m in done.new)  # by ``finish``
+    assert (replayed.ingested, replayed.history_tokens) == (served.ingested, served.history_tokens + added)
