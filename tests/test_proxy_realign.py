@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from ctxengine.proxy import ProxyConfig, create_app
+from gateway_servers import pg_schema_url
 from proxy_servers import Upstream, serve
 from test_proxy import Rig, log_lines
 
@@ -71,20 +72,25 @@ def aider_request(t: int) -> list[dict[str, Any]]:
     ]
 
 
-def _rig(tmp_path: Path, store: bool) -> Iterator[Rig]:
+def _rig(tmp_path: Path, store: bool | str) -> Iterator[Rig]:
+    """A proxy on a loopback upstream: memory-only (False), ``--store DIR`` (True) or the store at
+    a URL (PostgreSQL)."""
     up = Upstream()
+    where = tmp_path / "store" if store is True else store or None
     with serve(up.app()) as up_url:
-        cfg = ProxyConfig(
-            openai_upstream=up_url + "/v1", window=16_000, store=tmp_path / "store" if store else None
-        )
+        cfg = ProxyConfig(openai_upstream=up_url + "/v1", window=16_000, store=where)
         app = create_app(cfg)
         with serve(app) as base:
             yield Rig(up, base, app.state.proxy)
 
 
-@pytest.fixture(params=["memory", "store"])
+@pytest.fixture(params=["memory", "store", "postgres"])
 def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
-    yield from _rig(tmp_path, request.param == "store")
+    if request.param == "postgres":
+        with pg_schema_url() as url:
+            yield from _rig(tmp_path, url)
+    else:
+        yield from _rig(tmp_path, request.param == "store")
 
 
 def send(rig: Rig, messages: list[dict[str, Any]], key: str = KEY) -> dict[str, Any]:
