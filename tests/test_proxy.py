@@ -454,7 +454,7 @@ def test_least_recently_used_idle_session_evicted() -> None:
             sid, "anthropic", "m", ContextEngine(get_policy("default"), window=32_000), AnthropicReader()
         )
         table.add(s, branch_of=None, name=None)
-        table.advance(s, [link])
+        table.advance(s, [link], [link])
         return s
 
     a, b = add(b"a"), add(b"b")

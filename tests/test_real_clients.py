@@ -192,10 +192,16 @@ def test_aider_on_chat_completions(tmp_path: Path, caplog: pytest.LogCaptureFixt
         assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
         assert (r.task.root / "hello.py").exists(), out.stdout[-2000:]
         report = r.check(caplog, key)
-    # aider moves its files message to just before the newest prompt on every request: each
-    # request starts a session of its own (a branch), so the figures are summed
-    assert sum(s["calls"] for s in report["sessions"]) >= 5  # 3 misses, the edit, summaries
+    # aider moves its files message (and its reply) to just before the newest prompt and keeps
+    # its SEARCH/REPLACE reminder last on every request: the proxy realigns its session (the
+    # moved messages leave the engine's view and come back where they now stand), so the
+    # conversation is one session; aider's summarizer (another system prompt, gpt-4o-mini) is a
+    # session of its own per call
+    main = [s for s in report["sessions"] if s["model"] == "gpt-4o"]
+    assert len(main) == 1, report["sessions"]
+    assert main[0]["branch_of"] is None and main[0]["calls"] >= 3, main  # 3 misses, the edit
     assert sum(s["compactions"] for s in report["sessions"]) >= 1, report["sessions"]
+    assert any("realigned:" in rec.getMessage() for rec in caplog.records)
 
 
 def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """Ingesting a message, a part of ``ContextEngine``: ``Ingest`` appends it to the history and the
 store (idempotent by message id), replays a recorded compaction under policy ``recorded``, runs the
-tool-result budget on it (Claude Code's per-tool and per-message caps) and appends it to the view."""
+tool-result budget on it (Claude Code's per-tool and per-message caps) and appends it to the view;
+``take_out`` takes messages the client moved out of the view (``engine.ingestor.take_out``)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -41,6 +43,7 @@ class Ingest:
     def __init__(self, state: SessionState, view: EngineView, commits: Commits) -> None:
         self.state, self.view, self.commits = state, view, commits
         self._ingested: dict[str, Message] = {}  # message id -> the message, for idempotent ingest
+        self._at: dict[str, int] = {}  # message id -> its history index (``take_out``)
         self._recorded_done: set[int] = set()
         self.reingested = 0
         self.history_tokens = 0
@@ -65,6 +68,8 @@ class Ingest:
         if message.origin in RECORDED_ORIGINS and self.state.policy.compaction != "recorded":
             return []  # a recorded compaction's own messages: only policy ``recorded`` keeps them
         idx = len(self.state.history)
+        if message.id:
+            self._at[message.id] = idx
         self.state.history.append(message)
         self.state.compactor.on_ingest(message)
         self.history_tokens += self.view.count(message)
@@ -79,6 +84,54 @@ class Ingest:
             if self.view.src and self.view.src[-1] == idx:
                 return events
         return self._ingest_budgeted(message, idx, events)
+
+    def ingested(self, mid: str) -> Message | None:
+        """The message ingested under id ``mid`` (and not taken out), or None."""
+        return self._ingested.get(mid)
+
+    def live_ids(self) -> list[str]:
+        """The ids of the messages ingested and not taken out, in the order they were ingested."""
+        return list(self._ingested)
+
+    def take_out(self, ids: Sequence[str], reason: str) -> int:
+        """Take ingested messages out of the view: the client moved them (the proxy's ``align``:
+        aider's files message) and sends them again where they now stand.
+
+        They stay in ``history`` and the store (an ``event`` entry ``{"layer": "take_out",
+        "reason": reason, "ids": ids}`` records it, so a restore knows); their ids are forgotten
+        by the idempotent ingest, so the same ids can be ingested again (their new copies join the
+        view at the end). A message no longer in the verbatim view (in a summary, below
+        ``kept_from``, evicted) is taken out all the same: the view does not change for it, and
+        its copy ingested again is shown again (the client means it to be). The caller keeps
+        pairing: the tool calls and results it takes out come back together.
+
+        Args:
+            ids: the ids of the messages, as ingested.
+            reason: why, recorded in the entry.
+
+        Returns:
+            How many of them the view showed (0: the view is unchanged).
+
+        Raises:
+            ValueError: for an id not ingested (or taken out already); nothing is changed then.
+            StoreError: when the store cannot take the entry (nothing is changed then).
+        """
+        state = self.state
+        unknown = [i for i in ids if i not in self._ingested]
+        if unknown:
+            raise ValueError(f"take_out: message id(s) never ingested or already taken out: {unknown[:3]}")
+        indices = [self._at[i] for i in ids if i in self._at]
+        entry = {"layer": "take_out", "reason": reason, "ids": list(ids)}
+        state.store.append(state.session_id, "event", entry)
+        for i in ids:
+            del self._ingested[i]
+            self._at.pop(i, None)
+        shown = [i for i in indices if i >= state.kept_from and i not in state.evicted]
+        state.evicted.update(indices)
+        if shown:
+            self.view.rebuild()
+            content_left(state)
+        return len(shown)
 
     def _ingest_budgeted(self, message: Message, idx: int, events: list[LayerEvent]) -> list[LayerEvent]:
         """The end of ``ingest``: the tool-result budget on history message ``idx``, then the

@@ -45,10 +45,10 @@ from ctxengine.dashboard.routes import dashboard_routes
 from ctxengine.dashboard.timeline import agent_name
 from ctxengine.engine.core import ContextEngine
 from ctxengine.models.registry import ModelWindowWarning
-from ctxengine.proxy.apply import prepare
+from ctxengine.proxy.apply import Prepared, prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
-from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
+from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
@@ -148,16 +148,18 @@ class Proxy:
             self.shared.lock_outage.ok()
             return shared
         key = key_digest(headers)
-        links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
+        start = root(wire.provider, key, request.fixed_prefix)
+        links, digests = chain_and_digests(start, request.conversation)
         label = headers.get(SESSION_HEADER)
         name = (key, label) if label else None
         while True:
             found, whole = self.table.match(links, name)
-            if found is not None and whole:
+            moved = None if found is None or whole else found.realigns(digests)  # ``align``
+            if found is not None and (whole or moved is not None):
                 await found.lock.acquire()
-                if self.table.match(links, name) == (found, True):
-                    found.last_used = time.monotonic()
-                    self.table.advance(found, links)
+                if self.table.match(links, name) == (found, whole) and moved == found.realigns(digests):
+                    found.last_used, found.realign = time.monotonic(), moved
+                    self.table.advance(found, links, digests, moved)
                     return found
                 found.lock.release()  # extended meanwhile: match again
                 continue
@@ -170,7 +172,7 @@ class Proxy:
                 new.agent = agent_name(headers.get("user-agent", ""))
                 self.table.add(new, branch_of=found, name=name)
                 await new.lock.acquire()
-                self.table.advance(new, links)  # a concurrent request of it now waits for this one
+                self.table.advance(new, links, digests)  # a concurrent request of it now waits for this one
                 return new
 
     async def abandon(self, turn: Turn, exc: BaseException) -> None:
@@ -246,7 +248,7 @@ class Proxy:
             if wire.provider == "anthropic":
                 self.gaps.note(turn.session.id)
                 hour = self.gaps.outlast_five_minutes(turn.session.id) and hour_prefix(body)
-            turn.note = self._news(turn.session, turn.prepared.budget, hour)
+            turn.note = self._news(turn.session, turn.prepared, hour)
             return msgspec.json.encode(body)
         except BadRequest as exc:
             await self.abandon(turn, exc)
@@ -261,23 +263,22 @@ class Proxy:
             turn.note = f"fail open (request forwarded unchanged): {type(exc).__name__}: {exc}"
             return raw
 
-    def _news(self, session: ProxySession, budget: int | None, hour: bool) -> str:
-        """What the log line says once per session: that it is a branch (the client's history
-        differs from the session it began as), that the client's output ask shrank the prompt's
-        budget, that its fixed prefix is now cached for an hour (``cache_ttl``)."""
+    def _news(self, session: ProxySession, prepared: Prepared, hour: bool) -> str:
+        """What the log line says: that the client moved messages (``align``, every time); once per
+        session, that it is a branch (the client's history differs from the session it began as),
+        that the client's output ask shrank the prompt's budget, that its fixed prefix is now
+        cached for an hour (``cache_ttl``)."""
         if len(self._said) > 2 * len(self.table.sessions) + 100:  # forget those evicted or dropped
             self._said = {k: v for k, v in self._said.items() if k in self.table.sessions}
             self.gaps.forget(set(self.table.sessions))
-        said = self._said.setdefault(session.id, set())
-        news = []
+        said, budget = self._said.setdefault(session.id, set()), prepared.budget
+        news = [f"realigned: {prepared.moved} messages moved"] if prepared.moved else []
         if session.branch_of is not None and "branch" not in said:
             news.append(f"new session, a branch of {session.branch_of}: the client's history differs from it")
             said.add("branch")
         if budget is not None and "budget" not in said:
-            window = session.engine.window
-            news.append(
-                f"the client's output ask leaves the prompt {budget:,} of the {window:,}-token window"
-            )
+            w = session.engine.window
+            news.append(f"the client's output ask leaves the prompt {budget:,} of the {w:,}-token window")
             said.add("budget")
         if hour and "hour" not in said:
             news.append("its pauses outlast 5 minutes: the fixed prefix is cached for 1 hour")

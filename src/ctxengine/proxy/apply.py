@@ -19,6 +19,7 @@ from ctxengine.dashboard.timeline import CallPoint, call_point
 from ctxengine.engine.core import ContextEngine, Projection
 from ctxengine.messages.model import Message, Usage
 from ctxengine.proxy.index import TurnRecord
+from ctxengine.proxy.pinned import id_index
 from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.sessions import ProxySession
 from ctxengine.proxy.wire import ClientRequest, Wire
@@ -40,6 +41,8 @@ class Prepared:
     budget: int | None = None  # what ``assemble`` was given: the prompt's budget, when the client's
     # output ask shrank it (tokens) ...
     at: float = 0.0  # ... and the clock (Unix seconds)
+    realigned: int | None = None  # the session's client messages from here on were taken out: moved
+    moved: int = 0  # how many were (``align``)
     recorded: bool = False  # in a shared store: the turn (number ``session.turns - 1``) is recorded
 
 
@@ -73,6 +76,8 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     wrong shape, ``InvalidProjection``, or whatever the engine raises (the caller drops the
     session and fails open)."""
     engine = session.engine
+    moved = _take_out_moved(session, wire, request)
+    realigned = session.ingested if moved else None
     new = _ingest(session, request, len(request.conversation), check_reply=wire)
     budget, at = response_budget(engine, request.body, session.output_max), time.time()
     projection = engine.assemble(budget, now=at)
@@ -83,7 +88,33 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
         raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
     _count_events(session, projection)
     session.turns += 1
-    return Prepared(body, projection, new, budget=budget, at=at)
+    return Prepared(body, projection, new, budget=budget, at=at, realigned=realigned, moved=moved)
+
+
+def _take_out_moved(session: ProxySession, wire: Wire, request: ClientRequest) -> int:
+    """Take the session's client messages from ``session.realign`` on out of the engine's view
+    (the client moved them: ``align``; the caller ingests them again where they now stand) and
+    out of the client's tokens, with a reader that has read the request up to there; how many.
+
+    A neutral message that holds client messages on both sides of that point (consecutive tool
+    results read as one) is taken out whole, from its first client message on."""
+    p, session.realign = session.realign, None
+    if p is None:
+        return 0
+    ingestor = session.engine.ingestor
+    while True:  # a reader as the session's would be after the request's first ``p`` messages
+        reader = wire.reader()
+        read = reader.read(request.conversation[:p], 0) if p else []
+        live = ingestor.ingested(read[-1].id) if read else None
+        if not read or (live is not None and live.blocks == read[-1].blocks):
+            break
+        p = id_index(read[-1].id) or 0  # the engine's copy holds more: from its start
+    ids = [i for i in ingestor.live_ids() if (k := id_index(i)) is not None and k >= p]
+    moved = [m for i in ids if (m := ingestor.ingested(i)) is not None]
+    ingestor.take_out(ids, "the client moved them")
+    session.history_tokens -= sum(session.engine.counter.count_message(m) for m in moved)
+    taken, session.ingested, session.reader = session.ingested - p, p, reader
+    return taken
 
 
 def cap_output(body: dict[str, Any], room: int) -> None:
@@ -117,17 +148,23 @@ def _ingest(
     return new
 
 
-def replay_turn(session: ProxySession, request: ClientRequest, turn: TurnRecord) -> None:
+def replay_turn(session: ProxySession, wire: Wire, request: ClientRequest, turn: TurnRecord) -> None:
     """Bring a session's engine one recorded turn further, as the node that served it did: the
-    same client messages (a prefix of ``request``'s), the same ``assemble`` (budget, clock), the
+    same client messages (a prefix of ``request``'s; those the client had moved taken out first,
+    ``TurnRecord.realigned``: the caller checks that ``request`` still holds the turn's messages
+    where they were, ``replayable``), the same ``assemble`` (budget, clock), the
     same usage to ``after_turn`` (none when the upstream failed or never answered). The session's
     figures are not counted again (the store has them).
 
     Raises:
         ValueError: when ``request`` does not hold the turn's messages (not this conversation).
     """
-    if turn.messages > len(request.conversation) or turn.messages < session.ingested:
+    if turn.messages > len(request.conversation) or (
+        turn.messages < session.ingested and (turn.realigned is None or turn.realigned > session.ingested)
+    ):
         raise ValueError(f"turn {turn.turn} covers {turn.messages} messages; the request has them not")
+    session.realign = turn.realigned
+    _take_out_moved(session, wire, request)
     new = _ingest(session, request, turn.messages, check_reply=None)
     engine = session.engine
     session.history_tokens += sum(engine.counter.count_message(m) for m in new)

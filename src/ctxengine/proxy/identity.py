@@ -93,9 +93,18 @@ def root(provider: str, key: str, fixed_prefix: Any) -> bytes:
 
 def chain(start: bytes, messages: Sequence[Any]) -> list[bytes]:
     """``links[i]`` identifies ``messages[: i + 1]`` under ``start``."""
+    return chain_and_digests(start, messages)[0]
+
+
+def chain_and_digests(start: bytes, messages: Sequence[Any]) -> tuple[list[bytes], list[bytes]]:
+    """``chain(start, messages)``, and each message's own digest (its normal form's, whatever
+    precedes it: what ``align`` compares when a client moves messages), each message encoded once."""
     links: list[bytes] = []
+    digests: list[bytes] = []
     prev = start
     for m in messages:
-        prev = digest(prev, message_bytes(m))
+        raw = message_bytes(m)
+        prev = digest(prev, raw)
         links.append(prev)
-    return links
+        digests.append(digest(raw))
+    return links, digests

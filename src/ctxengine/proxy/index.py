@@ -48,7 +48,9 @@ class Found(msgspec.Struct, frozen=True):
 class TurnRecord(msgspec.Struct, frozen=True):
     """One request as the engine saw it: ``messages`` client messages ingested, ``budget``
     (tokens, None: the engine's own) and ``at`` (Unix seconds) given to ``assemble``; ``status``
-    None when the node died before the upstream answered."""
+    None when the node died before the upstream answered; ``realigned``: the client had moved
+    the session's messages from this index on (``align``), taken out of the view before the
+    request's were ingested from there (None: the request continued the session)."""
 
     turn: int
     messages: int
@@ -56,6 +58,20 @@ class TurnRecord(msgspec.Struct, frozen=True):
     at: float
     status: int | None
     usage: Usage | None
+    realigned: int | None = None
+
+
+def replayable(turns: Sequence[TurnRecord], realigned_now: int | None = None) -> bool:
+    """Whether ``turns`` (in order) can be replayed from a request that continues the session
+    (realigns it at ``realigned_now``): each turn's messages must be where the request has them,
+    that is before every later realignment (a realignment moved the messages after its index)."""
+    floor = realigned_now
+    for t in reversed(turns):
+        if floor is not None and t.messages > floor:
+            return False
+        if t.realigned is not None:
+            floor = t.realigned if floor is None else min(floor, t.realigned)
+    return True
 
 
 class IndexStore(SessionStore, Protocol):
@@ -173,13 +189,13 @@ class ConversationIndex:
         """``sid``'s turns from number ``start`` on, in order."""
         with self.store.connection() as conn:
             rows = conn.execute(
-                "SELECT turn, messages, budget, at, status, usage FROM ctx_proxy_turns "
+                "SELECT turn, messages, budget, at, status, usage, realigned FROM ctx_proxy_turns "
                 "WHERE session = %s AND turn >= %s ORDER BY turn",
                 (sid, start),
             ).fetchall()
         return [
-            TurnRecord(t, m, b, a, st, _USAGE.decode(u) if u is not None else None)
-            for t, m, b, a, st, u in rows
+            TurnRecord(t, m, b, a, st, _USAGE.decode(u) if u is not None else None, r)
+            for t, m, b, a, st, u, r in rows
         ]
 
     def record_turn(
@@ -192,16 +208,19 @@ class ConversationIndex:
         known: int,
         entries: Sequence[tuple[EntryKind, Any]] = (),
         applied: Sequence[tuple[int, str]] = (),
+        realigned: int | None = None,
     ) -> None:
         """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
         messages ``links`` stand for, and assembled with budget and clock ``at``), the engine's
         ``entries`` of it, and advance the session's chain to ``links`` (``known`` of them
-        recorded), in one transaction. The turn counts as a call now: its answer is written after
-        the client has it (``finish_turn``), and a node killed in between must not lose the call;
-        ``finish_turn`` takes it back when the upstream refused it, and so does this record when
-        it repeats an unanswered turn with the same messages (the client's retry of a request
-        whose node was killed before answering). ``applied``: the background jobs ``(turn,
-        kind)`` whose outcomes this turn applied (``job_index``).
+        recorded), in one transaction. ``realigned``: the turn took the session's messages from
+        this index on out of the view (``TurnRecord.realigned``); the session's links from there
+        on stop finding it (the chain is now the request's). The turn counts as a call now: its
+        answer is written after the client has it (``finish_turn``), and a node killed in between
+        must not lose the call; ``finish_turn`` takes it back when the upstream refused it, and so
+        does this record when it repeats an unanswered turn with the same messages (the client's
+        retry of a request whose node was killed before answering). ``applied``: the background jobs
+        ``(turn, kind)`` whose outcomes this turn applied (``job_index``).
 
         Raises:
             FencedOut: when a holder of a later fencing number has claimed the session.
@@ -215,10 +234,12 @@ class ConversationIndex:
             ).fetchone()
             retry = before is not None and before[1] is None and before[0] == len(links)
             conn.execute(
-                "INSERT INTO ctx_proxy_turns (session, turn, messages, budget, at) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                (sid, turn, len(links), *at),
+                "INSERT INTO ctx_proxy_turns (session, turn, messages, budget, at, realigned) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                (sid, turn, len(links), *at, realigned),
             )
+            if realigned is not None:
+                conn.execute("DELETE FROM ctx_proxy_links WHERE session = %s AND pos >= %s", (sid, known))
             conn.execute(
                 "UPDATE ctx_proxy_sessions SET turns = %s, calls = calls + %s WHERE id = %s",
                 (turn + 1, 0 if retry else 1, sid),

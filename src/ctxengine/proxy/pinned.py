@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from ctxengine.messages.model import Message
 
 _ID = re.compile(r"m(\d+)")
+_LEAD = re.compile(r"m(\d+)(?!\d)")
 
 
 def message_id(index: int) -> str:
@@ -30,6 +31,13 @@ def message_id(index: int) -> str:
 def client_index(message: Message) -> int | None:
     """The conversation index ``message`` was read from, or None for a message the engine made."""
     match = _ID.fullmatch(message.id)
+    return int(match.group(1)) if match else None
+
+
+def id_index(mid: str) -> int | None:
+    """The conversation index of the client message a neutral message id was read from (``m3``,
+    and ``m3r``, ``m3~2`` made of it), or None for an id the engine made."""
+    match = _LEAD.match(mid)
     return int(match.group(1)) if match else None
 
 

@@ -4,7 +4,8 @@
 longest prefix of the request's (``identity``): the session continues when the whole session is a
 prefix; when only part of it is (the client edited or rewound its history: Claude Code's own
 ``/compact``, a rewind, a regenerated turn) a new *branch* starts, a new session that ingests the
-request's history from the start, so the stored session is never corrupted. An explicit
+request's history from the start, so the stored session is never corrupted; unless the client only
+moved messages (aider: ``align``), when the session is *realigned* and continues. An explicit
 ``x-ctxengine-session`` header names the session instead (scoped by the key digest too).
 
 Each session has an ``asyncio.Lock``: the proxy holds it from the request's ingest to the end of
@@ -26,6 +27,7 @@ from typing import Any
 from ctxengine.dashboard.timeline import CallPoint, new_timeline
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Message
+from ctxengine.proxy.align import Kind, align
 from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 
@@ -66,6 +68,8 @@ class ProxySession:
     engine: ContextEngine
     reader: MessageReader
     links: list[bytes] = field(default_factory=list)
+    digests: list[bytes] = field(default_factory=list)  # each client message's own (``align``)
+    realign: int | None = None  # the next ``prepare`` takes out the messages from this one on
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     stats: SessionStats = field(default_factory=SessionStats)
     branch_of: str | None = None
@@ -80,6 +84,15 @@ class ProxySession:
     held: Held | None = None  # its lock across nodes while a request runs (shared store)
     agent: str = ""  # the client program, the first word of the User-Agent of its first request
     timeline: deque[CallPoint] = field(default_factory=new_timeline)  # per call (the dashboard's chart)
+
+    def realigns(self, digests: Sequence[bytes]) -> int | None:
+        """Where a request whose messages have ``digests`` realigns this session (``align``: the
+        client moved messages; those of the session from there on leave the view), or None (the
+        session continues as it is, or the request branches off it)."""
+        if self.ingested != len(self.digests):
+            return None  # a request of it is under way
+        found = align(self.digests, digests)
+        return found.prefix if found.kind is Kind.REALIGNS else None
 
     def report(self) -> dict[str, Any]:
         """The ``GET /ctxengine/sessions`` entry of this session (no key, no content)."""
@@ -151,11 +164,23 @@ class SessionTable:
                 self.drop(min(idle, key=lambda s: s.last_used))
                 self.evicted += 1
 
-    def advance(self, session: ProxySession, links: Sequence[bytes]) -> None:
-        """Record that ``session`` has ingested the client messages ``links`` stand for."""
-        for link in links[len(session.links) :]:
+    def advance(
+        self,
+        session: ProxySession,
+        links: Sequence[bytes],
+        digests: Sequence[bytes],
+        known: int | None = None,
+    ) -> None:
+        """Record that ``session`` has ingested the client messages ``links`` stand for (their own
+        ``digests``); ``known``: how many of its links stay (a realignment: ``align``), the others
+        no longer find it (all of them when None)."""
+        keep = len(session.links) if known is None else known
+        for link in session.links[keep:]:
+            if self._by_link.get(link) is session:
+                del self._by_link[link]
+        for link in links[keep:]:
             self._by_link[link] = session
-        session.links = list(links)
+        session.links, session.digests = list(links), list(digests)
 
     def drop(self, session: ProxySession) -> None:
         """Forget a session whose engine failed (the next request starts a new one)."""

@@ -12,7 +12,10 @@ saw it turns ago, replays the recorded turns on a new or its cached engine:
 ``apply.replay_turn``, the writes muted, as they are stored). The request's turn is recorded
 once the projection is made (``prepare``: with the engine's entries and the request's links, in
 one transaction), its usage and figures once the upstream answered (``finish``, ``release``):
-what ``GET /ctxengine/sessions`` reports is the store's, the same on every node.
+what ``GET /ctxengine/sessions`` reports is the store's, the same on every node. A request that
+only moves the session's messages (``align``: aider) realigns it on the node that holds its
+engine at the last turn; a node that would first have to replay turns a realignment has moved
+since starts a branch instead (``index.replayable``, one log line).
 
 Any failure of the store or of the lock service makes the request fail open (forwarded
 unchanged, counted; a warning once per outage, ``Outage``); the session catches up at the first
@@ -34,8 +37,8 @@ from typing import Any, TypeVar
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Usage
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
-from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
-from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord
+from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
+from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord, replayable
 from ctxengine.proxy.job_index import QUEUED, Applied, JobIndex
 from ctxengine.proxy.jobs import NOTES, JobKey, JobQueue, attach, decode_outcome, encode_input, runner_of
 from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
@@ -58,6 +61,12 @@ Answer = tuple[
     int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int,
     list[tuple[int, str, bytes]],
 ]  # fmt: skip
+Chain = tuple[list[bytes], list[bytes], int]  # a request's links, its messages' digests, how many are stored
+
+
+class Unreplayable(Exception):
+    """The session's recorded turns cannot be replayed from the request (a realignment since
+    moved their messages): the request starts a branch instead."""
 
 
 class SharedSessions:
@@ -90,7 +99,7 @@ class SharedSessions:
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ctxengine-store")
         self._answers: dict[str, Answer] = {}  # a finished turn's, until ``release`` stores it
         self._stats_at: dict[str, dict[str, Any]] = {}  # a session's figures when its request began
-        self._chains: dict[str, tuple[list[bytes], int]] = {}  # a request's links, and how many are stored
+        self._chains: dict[str, Chain] = {}
         self.make_engine = make_engine
         self.index = index if index is not None else ConversationIndex(store)
         self.store_outage = Outage(f"the session store ({_where(store.url)})")
@@ -110,32 +119,55 @@ class SharedSessions:
         """The session of ``request``, both its locks held and the engine caught up with the
         store. Raises ``StoreError`` or ``LockUnavailable`` (the caller fails open)."""
         key = key_digest(headers)
-        links = chain(root(wire.provider, key, request.fixed_prefix), request.conversation)
+        start = root(wire.provider, key, request.fixed_prefix)
+        links, digests = chain_and_digests(start, request.conversation)
         name = headers.get(SESSION_HEADER) or None
         for attempt in range(MATCH_TRIES):
             # first a guess from this node's cache (no round trip), checked once locked
             sid = self._cached(links) if attempt == 0 and name is None else None
             if sid is None:
                 found = await self.io(self.index.match, key, links, name)
-                if found is None or not found.whole:
-                    made = await self._create(wire, request, key, links, name, found, window)
+                if found is not None and not found.whole and self._realigns(found, digests) is not None:
+                    sid = found.id  # the client moved messages: the session continues, realigned
+                elif found is None or not found.whole:
+                    made = await self._create(wire, request, key, (links, digests, 0), name, found, window)
                     if made is None:
                         continue  # made meanwhile by a concurrent request: match again
                     return made
-                sid = found.id
+                else:
+                    sid = found.id
             local, held = await self._lock(sid)
             try:
                 if held.fenced:
                     again, held.fence = await self.io(self.index.claim_and_match, sid, key, links, name)
                 else:
                     again = await self.io(self.index.match, key, links, name)
-                if again is not None and again.id == sid and again.whole:
-                    return await self._continue(again, wire, request, key, links, (local, held), window)
+                if again is not None and again.id == sid:
+                    known = again.messages if again.whole else self._realigns(again, digests)
+                    if known is not None:
+                        chained = (links, digests, known)
+                        return await self._continue(again, wire, request, key, chained, (local, held), window)
+            except Unreplayable as exc:
+                await self._unlock(local, held)
+                log.warning("proxy: session %s: %s; the request starts a branch of it", sid, exc)
+                made = await self._create(wire, request, key, (links, digests, 0), name, again, window)
+                if made is None:
+                    continue
+                return made
             except BaseException:
                 await self._unlock(local, held)
                 raise
             await self._unlock(local, held)
         raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
+
+    def _realigns(self, found: Found, digests: list[bytes]) -> int | None:
+        """Where the request realigns ``found`` (``align``: the client moved its messages), or
+        None (a branch). Only a session this node has cached at the store's last turn: a node
+        that would replay turns cannot replay a realigned one's moved messages (``replayable``)."""
+        s = self.table.sessions.get(found.id)
+        if s is None or s.turns != found.turns or s.ingested != found.messages:
+            return None
+        return s.realigns(digests)
 
     def _cached(self, links: list[bytes]) -> str | None:
         """The id of the session this node last saw ``links`` continue, if any (a guess)."""
@@ -180,25 +212,27 @@ class SharedSessions:
                 local.release()
 
     async def _create(
-        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
         branch_of: Found | None, window: int | None,
     ) -> ProxySession | None:  # fmt: skip
         """A new session for ``request``, made one at a time for one conversation on every node
         (this node's lock, then the lock across nodes of the request's last link); None when a
         concurrent request made it meanwhile."""
         async with self._creating:
+            links = chained[0]
             held = await self.locks.acquire("new-" + (links[-1].hex() if links else key))
             try:
                 if await self.io(self.index.match, key, links, name) != branch_of:
                     return None
-                return await self._new(wire, request, key, links, name, branch_of, window)
+                return await self._new(wire, request, key, chained, name, branch_of, window)
             finally:
                 await held.release()
 
     async def _new(
-        self, wire: Wire, request: ClientRequest, key: str, links: list[bytes], name: str | None,
+        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
         branch_of: Found | None, window: int | None,
     ) -> ProxySession:  # fmt: skip
+        links = chained[0]
         sid = self.table.new_id(wire.provider)
         writer = FencedWriter(self.store)
         engine = await self.run(self._make, sid, request.model, window, writer)
@@ -214,14 +248,20 @@ class SharedSessions:
         self.table.add(s, branch_of=None, name=None)
         s.branch_of, s.name = parent, name
         self._attach(s, held, writer)
-        self._chains[s.id] = (links, len(links))
+        self._chains[s.id] = (links, chained[1], len(links))
         return s
 
     async def _continue(
-        self, found: Found, wire: Wire, request: ClientRequest, key: str, links: list[bytes],
+        self, found: Found, wire: Wire, request: ClientRequest, key: str, chained: Chain,
         locks: tuple[asyncio.Lock, Held],
         window: int | None,
     ) -> ProxySession:  # fmt: skip
+        """``found``'s cached engine brought up to its last turn (replayed from ``request``), to
+        take the request (``chained``: its links, digests, and how many of them the session
+        keeps; fewer than ``found.messages``: the client moved the rest, ``align``).
+
+        Raises:
+            Unreplayable: when the turns to replay cannot be (``replayable``)."""
         s = self.table.sessions.get(found.id)
         if s is None or s.turns > found.turns or s.ingested > found.messages:
             if s is not None:  # ahead of the store (a write that failed): rebuilt from it
@@ -244,13 +284,20 @@ class SharedSessions:
         try:
             if s.turns < found.turns:
                 turns, applied = await self.io(self._history, s.id, s.turns)
-                await self.run(_replay, s, request, turns, applied)
+                if not replayable(turns):
+                    raise Unreplayable(
+                        "its recorded turns cannot be replayed from this request (the client moved "
+                        "messages since: a realignment)"
+                    )
+                await self.run(_replay, s, wire, request, turns, applied)
                 self.replayed += len(turns)
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
             raise
         s.last_used = time.monotonic()
-        self._chains[s.id] = (links, found.messages)
+        if chained[2] < found.messages:
+            s.realign = chained[2]
+        self._chains[s.id] = chained
         return s
 
     def _make(self, sid: str, model: str, window: int | None, writer: FencedWriter) -> ContextEngine:
@@ -283,10 +330,16 @@ class SharedSessions:
         applied = await self._ready(session)
         p: Prepared = await self.run(prepare, session, wire, request)
         entries = _writer(session).take()  # the turn's entries, stored with it
-        links, known = self._chains.pop(session.id)
-        turn, at, fence = session.turns - 1, (p.budget, p.at), _fence(session)
-        await self.io(self.index.record_turn, session.id, turn, at, fence, links, known, entries, applied)
-        self.table.advance(session, links)  # the next request's guess (``_cached``)
+        links, digests, known = self._chains.pop(session.id)
+        turn, at = session.turns - 1, (p.budget, p.at)
+        if p.realigned is not None:
+            known = min(known, p.realigned)
+        fence = _fence(session)
+        await self.io(
+            self.index.record_turn, session.id, turn, at, fence, links, known, entries, applied, p.realigned
+        )
+        # the next request's guess (``_cached``), and what ``_realigns`` aligns it with
+        self.table.advance(session, links, digests, known if p.realigned is not None else None)
         p.recorded = True
         if self.jobs is not None:
             self.jobs.stats.jobs_applied += len(applied)
@@ -396,7 +449,7 @@ def _fence(session: ProxySession) -> int:
 
 
 def _replay(
-    session: ProxySession, request: ClientRequest, turns: list[TurnRecord], applied: list[Applied]
+    session: ProxySession, wire: Wire, request: ClientRequest, turns: list[TurnRecord], applied: list[Applied]
 ) -> None:
     """Replay ``turns``, each job outcome resolved before the turn that applied it (as served)."""
     writer, runner = _writer(session), runner_of(session.engine)
@@ -406,7 +459,7 @@ def _replay(
             for a in applied:
                 if a.at == t.turn and runner is not None:
                     runner.resolve(a.turn, decode_outcome(a.outcome))
-            replay_turn(session, request, t)
+            replay_turn(session, wire, request, t)
             if runner is not None:
                 runner.take_fresh(t.turn)
     finally:

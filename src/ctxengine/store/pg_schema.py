@@ -84,6 +84,13 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             WHERE applied_turn IS NOT NULL;
         """,
     ),
+    (
+        4,
+        """
+        ALTER TABLE ctx_proxy_turns ADD COLUMN realigned integer;
+        CREATE INDEX ctx_proxy_links_session ON ctx_proxy_links (session, pos);
+        """,
+    ),
 )
 
 

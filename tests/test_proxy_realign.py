@@ -1,0 +1,222 @@
+"""A client that moves earlier messages (aider) stays one session: the proxy realigns it.
+
+aider's requests (measured, aider 0.86.2): system prompt; repo map user + "Ok" assistant; the
+conversation; the files message (the files added to the chat) and its "Ok" reply just before the
+newest user message; its SEARCH/REPLACE reminder, a ``system`` message, always last. No request
+extends the previous one as a prefix. Here, Chat Completions requests of that shape through the
+proxy (memory-only and with ``--store``), at a small window so that the session compacts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ctxengine.proxy import ProxyConfig, create_app
+from gateway_servers import pg_schema_url
+from proxy_servers import Upstream, serve
+from test_proxy import Rig, log_lines
+
+pytestmark = pytest.mark.usefixtures("clean_llm_env")
+
+KEY = "sk-aider-user"
+TURNS = 9
+SYSTEM = {"role": "system", "content": "Act as an expert software developer. " * 20}
+REMINDER = {"role": "system", "content": "# *SEARCH/REPLACE block* Rules:\n" + "Every block must ... " * 40}
+REPO_MAP = [
+    {
+        "role": "user",
+        "content": "Here are summaries of some files present in my git repository.\n"
+        + "def f(): ...\n" * 150,
+    },
+    {"role": "assistant", "content": "Ok, I won't try and edit those files without asking first."},
+]
+FILES = [
+    {
+        "role": "user",
+        "content": "I have *added these files to the chat*\n\nsrc/app.py\n" + "x = compute(1)\n" * 250,
+    },
+    {"role": "assistant", "content": "Ok, any changes I propose will be to those files."},
+]
+
+
+def reply(t: int) -> str:
+    body = "\n".join(f"    value_{t}_{i} = compute({i * 7919 % 10007})" for i in range(150))
+    block = f"<<<<<<< SEARCH\n=======\n{body}\n>>>>>>> REPLACE"
+    return f"Here is the change {t}.\n\nsrc/app.py\n```python\n{block}\n```"
+
+
+def aider_request(t: int) -> list[dict[str, Any]]:
+    """aider's request of turn ``t``: the turns before it done, the files pair moved before the
+    newest prompt, the reminder last."""
+    done: list[dict[str, Any]] = []
+    for k in range(t):
+        done += [
+            {"role": "user", "content": f"Step {k}: change the parser."},
+            {"role": "assistant", "content": reply(k)},
+            {"role": "user", "content": "I updated the files."},
+            {"role": "assistant", "content": "Ok."},
+        ]
+    return [
+        SYSTEM,
+        *REPO_MAP,
+        *done,
+        *FILES,
+        {"role": "user", "content": f"Step {t}: change the parser."},
+        REMINDER,
+    ]
+
+
+def _rig(tmp_path: Path, store: bool | str) -> Iterator[Rig]:
+    """A proxy on a loopback upstream: memory-only (False), ``--store DIR`` (True) or the store at
+    a URL (PostgreSQL)."""
+    up = Upstream()
+    where = tmp_path / "store" if store is True else store or None
+    with serve(up.app()) as up_url:
+        cfg = ProxyConfig(openai_upstream=up_url + "/v1", window=16_000, store=where)
+        app = create_app(cfg)
+        with serve(app) as base:
+            yield Rig(up, base, app.state.proxy)
+
+
+@pytest.fixture(params=["memory", "store", "postgres"])
+def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
+    if request.param == "postgres":
+        with pg_schema_url() as url:
+            yield from _rig(tmp_path, url)
+    else:
+        yield from _rig(tmp_path, request.param == "store")
+
+
+def send(rig: Rig, messages: list[dict[str, Any]], key: str = KEY) -> dict[str, Any]:
+    r = httpx.post(
+        rig.base + "/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": messages},
+        headers={"authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    rig.settle()
+    body = rig.upstream.seen[-1].body
+    assert rig.upstream.seen[-1].problems == []
+    return {k: v for k, v in body.items() if k != "prompt_cache_key"}  # the session's id
+
+
+def in_client_order(sent: list[dict[str, Any]], request: list[dict[str, Any]]) -> bool:
+    """Whether the client's messages ``sent`` holds (those sent unchanged) are in the request's order."""
+    k = 0
+    for m in sent:
+        if m in request:
+            if m not in request[k:]:
+                return False
+            k = request.index(m, k) + 1
+    return True
+
+
+def compacted(body: dict[str, Any]) -> bool:
+    return any("ran out of context" in str(m.get("content")) for m in body["messages"])
+
+
+def test_aider_shaped_requests_are_one_session(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    same = 0
+    for t in range(TURNS):
+        request = aider_request(t)
+        sent = send(rig, request)
+        fresh = send(rig, request, key=f"sk-fresh-{t}")  # a new session for this request alone
+        assert sent["messages"][-2:] == request[-2:]  # the newest prompt, the reminder: in place
+        assert in_client_order(sent["messages"], request)
+        if not compacted(sent) and not compacted(fresh):
+            assert sent == fresh  # where no compaction differs: what a fresh session would send
+            same += 1
+    sessions = rig.sessions()["sessions"]
+    ours = [s for s in sessions if s["messages"] == len(aider_request(TURNS - 1)) - 1 and s["calls"] == TURNS]
+    assert len(ours) == 1, sessions
+    (session,) = ours
+    assert session["branch_of"] is None and session["compactions"] >= 1
+    assert len(sessions) == 1 + TURNS  # the conversation's, and one fresh one per request
+    assert same >= 4
+    lines = log_lines(caplog, "realigned:", TURNS - 1)
+    assert all(
+        "realigned: 4 messages moved" in line or "realigned: 3 messages moved" in line for line in lines
+    )
+
+
+def test_a_rewind_still_branches(rig: Rig) -> None:
+    for t in range(3):
+        send(rig, aider_request(t))
+    rewound = aider_request(2)
+    rewound[-7] = {"role": "assistant", "content": "A regenerated answer."}  # turn 1's reply
+    send(rig, rewound)
+    sessions = rig.sessions()["sessions"]
+    assert len(sessions) == 2 and sessions[1]["branch_of"] == sessions[0]["id"]
+    assert sessions[0]["calls"] == 3
+
+
+def test_a_restarted_node_that_cannot_replay_a_realignment_branches(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node that must replay the session's turns from a request whose messages a realignment
+    moved since cannot rebuild its engine faithfully: it starts a branch, and says so."""
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    head = [SYSTEM, *REPO_MAP]
+    a = {"role": "user", "content": "first " * 300}
+    b = {"role": "assistant", "content": "second " * 300}
+    c = {"role": "user", "content": "third"}
+    first, moved = [*head, a, b, c], [*head, c, {"role": "assistant", "content": "fourth"}, a, b]
+    later = [*moved, {"role": "user", "content": "fifth"}]
+    gen = _rig(tmp_path, store=True)
+    rig = next(gen)
+    send(rig, first)
+    send(rig, moved)  # realigned
+    (s,) = rig.sessions()["sessions"]
+    assert s["calls"] == 2 and s["branch_of"] is None
+    gen.close()
+    gen = _rig(tmp_path, store=True)  # a restart on the same --store: nothing cached
+    rig = next(gen)
+    try:
+        sent = send(rig, later)  # continues the stored chain, but its turn 0 cannot be replayed
+        assert sent["messages"] == later
+        sessions = rig.sessions()["sessions"]
+        assert len(sessions) == 2 and sessions[1]["branch_of"] == sessions[0]["id"]
+        assert log_lines(caplog, "cannot be replayed")
+    finally:
+        gen.close()
+
+
+def test_a_realigned_turn_replays_on_an_engine_at_the_turn_before() -> None:
+    """``replay_turn`` of a realigned turn (``TurnRecord.realigned``) leaves an engine that was at
+    the turn before exactly where the serving node's is (the view, the figures it keeps)."""
+    from ctxengine.proxy.apply import prepare, replay_turn
+    from ctxengine.proxy.index import TurnRecord
+    from ctxengine.proxy.sessions import ProxySession
+    from ctxengine.proxy.wire_openai import OpenAIWire
+
+    proxy = create_app(ProxyConfig(window=16_000)).state.proxy
+    wire = OpenAIWire()
+
+    def session(sid: str) -> ProxySession:
+        return ProxySession(sid, "openai", "gpt-4o", proxy._engine(sid, "gpt-4o"), wire.reader())
+
+    served, replayed = session("a"), session("b")
+    first, second = (wire.parse({"model": "gpt-4o", "messages": aider_request(t)}) for t in (0, 1))
+    for s in (served, replayed):
+        prepare(s, wire, first)
+    served.realign = 2  # the repo map pair is shared; the files pair, prompt and reminder moved
+    done = prepare(served, wire, second)
+    assert done.realigned == 2 and done.moved == 4
+    record = TurnRecord(1, len(second.conversation), done.budget, done.at, None, None, done.realigned)
+    replay_turn(replayed, wire, second, record)
+    view = [(m.id, m.blocks) for m in served.engine.view.messages]
+    assert [(m.id, m.blocks) for m in replayed.engine.view.messages] == view
+    assert [m["content"] for m in second.conversation[-4:]] == [
+        m.blocks[0].text
+        for m in served.engine.view.messages[-4:]  # type: ignore[union-attr]
+    ]
+    added = sum(served.engine.counter.count_message(m) for m in done.new)  # by ``finish``
+    assert (replayed.ingested, replayed.history_tokens) == (served.ingested, served.history_tokens + added)
