@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 from ctxengine.models.window import WindowTooSmallError
@@ -112,10 +112,22 @@ def replay_many(
         session's ``WindowTooSmallError``.
     """
     with ProcessPoolExecutor(jobs) as pool:
-        futures = [pool.submit(_replay_one, s, policy, recorded, window, registry, engine) for s in sessions]
+        futures: list[Future[Outcome | WindowTooSmallError] | None] = [None] * len(sessions)
+        for i in largest_first(sessions):
+            futures[i] = pool.submit(_replay_one, sessions[i], policy, recorded, window, registry, engine)
         try:
             for future in futures:
+                assert future is not None  # every index was submitted
                 yield future.result()
         finally:  # the caller stopped early: the rest are not replayed
             for f in futures:
-                f.cancel()
+                if f is not None:
+                    f.cancel()
+
+
+def largest_first(sessions: Sequence[Session]) -> list[int]:
+    """The indexes of ``sessions``, the longest (most messages) first, ties in their order: the
+    order in which the workers take them, so that a long session does not start last and keep
+    one worker busy after the others are done (the wall time of a folder is that of the busiest
+    worker)."""
+    return sorted(range(len(sessions)), key=lambda i: -len(sessions[i].messages))
