@@ -8,14 +8,14 @@ grammar: ``plain_pipes`` reads them with one regular expression and gives exactl
 tree gives (``parse._walk``), or None for anything else, which goes to bashlex as before.
 
 Plain means: words made of ``[A-Za-z0-9_-./=:,@%+^~*?[]]`` and non-ASCII letters, single-quoted
-strings (any text but ``'``, NUL) and double-quoted strings without ``$``, a backquote or a
-backslash, joined into words; the operators ``&&``, ``||``, ``|``, ``;`` and newlines (a newline
-after ``&&``, ``||`` or ``|`` continues the line); redirections ``>``, ``>>`` with an optional
-one-digit descriptor and a plain target word, and ``N>&M``, ``>&M``. Anything else (``$``,
-backquotes, backslashes outside single quotes, ``<``, ``&``, ``#``, ``(){}``, ``!``, reserved
-words such as ``if``, ``for``, ``time`` or ``[[``, an empty command, a descriptor written against a
-word) is not plain. ``tests/test_shell_plain.py`` checks the equality with bashlex on the shared
-corpus's scripts and on generated ones.
+strings (any text but ``'``, NUL) and double-quoted strings without ``$`` or a backquote (a
+backslash escapes the next character, as bashlex reads it), joined into words; the operators
+``&&``, ``||``, ``|``, ``;`` and newlines (a newline after ``&&``, ``||`` or ``|`` continues the
+line); redirections ``>``, ``>>`` with an optional one-digit descriptor and a plain target word,
+and ``N>&M``, ``>&M``. Anything else (``$``, backquotes, backslashes outside quotes, ``<``,
+``&``, ``#``, ``(){}``, ``!``, reserved words such as ``if``, ``for``, ``time`` or ``[[``, an
+empty command, a descriptor written against a word) is not plain. ``tests/test_shell_plain.py``
+checks the equality with bashlex on the shared corpus's scripts and on generated ones.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ _TOKEN = re.compile(
     r"|(?P<nl>\n)"
     r"|(?P<op>&&|\|\||\||;)"
     r"|(?P<redir>(?P<fd>[0-9]?)(?:>>|>(?:&(?P<dup>[0-9])(?![" + _WORD_CHARS + r"'\"]))?))"
-    r"|(?P<word>(?:[" + _WORD_CHARS + r"]|'[^'\x00]*'|\"[^\"$`\\\x00]*\")+)"
+    r"|(?P<word>(?:[" + _WORD_CHARS + r"]|'[^'\x00]*'|\"(?:[^\"$`\\\x00]|\\[^\x00])*\")+)"
 )
 _ODD_SPACE = re.compile(r"[^\S \t\n]")  # other white space (\r, NBSP, ...): left to bashlex
-_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+_QUOTED = re.compile(r"'([^']*)'|\"((?:[^\"\\]|\\[\s\S])*)\"")
+# in double quotes bashlex drops each backslash and keeps what follows (a newline goes with it)
+_ESCAPED = re.compile(r"\\\n|\\([\s\S])")
 # words bash reads as syntax where a command may start (bashlex builds compound nodes for them)
 _RESERVED = frozenset(
     {"if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until", "do"}
@@ -132,21 +134,25 @@ def _word(text: str) -> str | None:
     """``text`` with its quotes removed as bashlex removes them, or None where bashlex's quote
     removal is not the shell's (it then drops quote characters inside another kind of quotes, or
     keeps a second quoted part as written): a word joining quoted parts whose text holds the other
-    kind of quote, or starting with a quote and holding two quoted parts."""
+    kind of quote or a backslash, or starting with a quote and holding two quoted parts."""
     if "'" not in text and '"' not in text:
         return text
     parts = list(_QUOTED.finditer(text))
     if len(parts) == 1 and parts[0].end() - parts[0].start() == len(text):
-        return text[1:-1]  # one quoted string: its text as it is
+        return _unquoted(parts[0])  # one quoted string: its text
     if text[0] in "'\"" and len(parts) > 1:
         return None
-    if any(("'" if q.group(2) is not None else '"') in q.group() for q in parts):
+    if any(("'" if q.group(2) is not None else '"') in q.group() or "\\" in q.group() for q in parts):
         return None
     return _QUOTED.sub(_unquoted, text)
 
 
+def _escaped(e: re.Match[str]) -> str:
+    return e.group(1) or ""
+
+
 def _unquoted(q: re.Match[str]) -> str:
-    return q.group(1) if q.group(1) is not None else q.group(2)
+    return q.group(1) if q.group(1) is not None else _ESCAPED.sub(_escaped, q.group(2))
 
 
 def _first(stages: list[_Stage], alone: bool) -> PlainPipe:
