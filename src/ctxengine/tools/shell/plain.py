@@ -8,11 +8,12 @@ grammar: ``plain_pipes`` reads them with one regular expression and gives exactl
 tree gives (``parse._walk``), or None for anything else, which goes to bashlex as before.
 
 Plain means: words made of ``[A-Za-z0-9_-./=:,@%+^~*?[]]`` and non-ASCII letters, single-quoted
-strings (any text but ``'``, NUL) and double-quoted strings without ``$`` or a backquote (a
-backslash escapes the next character, as bashlex reads it), joined into words; the operators
+strings (any text but ``'``, NUL) and double-quoted strings without a backquote (a backslash
+escapes the next character, as bashlex reads it), joined into words, with parameters
+(``$NAME``, ``${NAME}``, ``$?``, ``$@``, ``$0``-``$9``: bashlex keeps them as written); the operators
 ``&&``, ``||``, ``|``, ``;`` and newlines (a newline after ``&&``, ``||`` or ``|`` continues the
 line); redirections ``>``, ``>>`` with an optional one-digit descriptor and a plain target word,
-and ``N>&M``, ``>&M``. Anything else (``$``, backquotes, backslashes outside quotes, ``<``,
+and ``N>&M``, ``>&M``. Anything else (other ``$`` forms, backquotes, backslashes outside quotes, ``<``,
 ``&``, ``#``, ``(){}``, ``!``, reserved words such as ``if``, ``for``, ``time`` or ``[[``, an
 empty command, a descriptor written against a word) is not plain. ``tests/test_shell_plain.py``
 checks the equality with bashlex on the shared corpus's scripts and on generated ones.
@@ -23,13 +24,16 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+# a parameter bashlex keeps as written: $NAME, ${NAME}, $?, $@, $0-$9
+_PARAM = r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\}|[?@0-9])"
 _WORD_CHARS = r"A-Za-z0-9_\-./=:,@%+^~*?\[\]\u0080-\U0010ffff"
 _TOKEN = re.compile(
     r"(?P<ws>[ \t]+)"
     r"|(?P<nl>\n)"
     r"|(?P<op>&&|\|\||\||;)"
-    r"|(?P<redir>(?P<fd>[0-9]?)(?:>>|>(?:&(?P<dup>[0-9])(?![" + _WORD_CHARS + r"'\"]))?))"
-    r"|(?P<word>(?:[" + _WORD_CHARS + r"]|'[^'\x00]*'|\"(?:[^\"$`\\\x00]|\\[^\x00])*\")+)"
+    r"|(?P<redir>(?P<fd>[0-9]?)(?:>>|>(?:&(?P<dup>[0-9])(?![" + _WORD_CHARS + r"'\"$]))?))"
+    r"|(?P<word>(?:[" + _WORD_CHARS + r"]|" + _PARAM + r"|'[^'\x00]*'"
+    r"|\"(?:[^\"$`\\\x00]|\\[^\x00]|" + _PARAM + r")*\")+)"
 )
 _ODD_SPACE = re.compile(r"[^\S \t\n]")  # other white space (\r, NBSP, ...): left to bashlex
 _QUOTED = re.compile(r"'([^']*)'|\"((?:[^\"\\]|\\[\s\S])*)\"")
