@@ -26,12 +26,14 @@ from typing import NamedTuple
 
 # a parameter bashlex keeps as written: $NAME, ${NAME}, $?, $@, $0-$9
 _PARAM = r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\}|[?@0-9])"
-_WORD_CHARS = r"A-Za-z0-9_\-./=:,@%+^~*?\[\]\u0080-\U0010ffff"
+# [A-Za-z0-9_-./=:,@%+^~*?[]] and every non-ASCII character, written as the ASCII left out (a
+# class reaching U+10FFFF costs ~5 ms to compile, this one ~0.5 ms)
+_WORD_CHARS = r"^\x00-\x20!\"#$&'();<>\\`{|}\x7f"
 _TOKEN = re.compile(
     r"(?P<ws>[ \t]+)"
     r"|(?P<nl>\n)"
     r"|(?P<op>&&|\|\||\||;)"
-    r"|(?P<redir>(?P<fd>[0-9]?)(?:>>|>(?:&(?P<dup>[0-9])(?![" + _WORD_CHARS + r"'\"$]))?))"
+    r"|(?P<redir>(?P<fd>[0-9]?)(?:>>|>(?:&(?P<dup>[0-9])(?=[\x00-\x20!#&();<>\\`{|}\x7f]|$))?))"
     r"|(?P<word>(?:[" + _WORD_CHARS + r"]|" + _PARAM + r"|'[^'\x00]*'"
     r"|\"(?:[^\"$`\\\x00]|\\[^\x00]|" + _PARAM + r")*\")+)"
 )
