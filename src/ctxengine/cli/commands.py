@@ -215,7 +215,11 @@ def replay(
     check_not_an_input(html_out, "--html", [path])
     registry = load_registry(models)
     check_model(model, registry)
+    from ctxengine.tokens.encoders import build_in_background
+
+    encoder_built = build_in_background()  # while the transcripts are read (and before any fork)
     sessions = load_transcripts([path], model)
+    encoder_built()
     reports, recorded_reports = _replay_sessions(
         sessions,
         pol,
