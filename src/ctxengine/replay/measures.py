@@ -19,7 +19,8 @@ import msgspec
 
 from ctxengine.eval.content_recall import ContentRecall
 from ctxengine.eval.fidelity import CallFidelity, FidelityTracker
-from ctxengine.formats.anthropic_writer import BlockMemo, to_anthropic
+from ctxengine.formats.anthropic_memo import BlockMemo
+from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.formats.validate_incremental import RequestChecker
