@@ -9,14 +9,16 @@ tree gives (``parse._walk``), or None for anything else, which goes to bashlex a
 
 Plain means: words made of ``[A-Za-z0-9_-./=:,@%+^~*?[]]`` and non-ASCII letters, single-quoted
 strings (any text but ``'``, NUL) and double-quoted strings without a backquote (a backslash
-escapes the next character, as bashlex reads it), joined into words, with parameters
-(``$NAME``, ``${NAME}``, ``$?``, ``$@``, ``$0``-``$9``: bashlex keeps them as written); the operators
-``&&``, ``||``, ``|``, ``;`` and newlines (a newline after ``&&``, ``||`` or ``|`` continues the
-line); redirections ``>``, ``>>`` with an optional one-digit descriptor and a plain target word,
-and ``N>&M``, ``>&M``. Anything else (other ``$`` forms, backquotes, backslashes outside quotes, ``<``,
-``&``, ``#``, ``(){}``, ``!``, reserved words such as ``if``, ``for``, ``time`` or ``[[``, an
-empty command, a descriptor written against a word) is not plain. ``tests/test_shell_plain.py``
-checks the equality with bashlex on the shared corpus's scripts and on generated ones.
+escapes the next character, as bashlex reads it), joined into words, with parameters (``$NAME``,
+``${NAME}``, ``$?``, ``$@``, ``$0``-``$9``: bashlex keeps them as written); the operators ``&&``,
+``||``, ``|``, ``;`` and newlines (a newline after ``&&``, ``||`` or ``|`` continues the line);
+redirections ``>``, ``>>`` with an optional one-digit descriptor and a plain target word, and
+``N>&M``, ``>&M``; a here-document as ``parse._prepared`` leaves it (``<<WORD`` or ``<<-WORD``
+on a line, its body emptied: the next line is ``WORD``). Anything else (other ``$`` forms,
+backquotes, backslashes outside quotes, other ``<``, ``&``, ``#``, ``(){}``, ``!``, reserved words
+such as ``if``, ``for``, ``time`` or ``[[``, an empty command, a descriptor written against a
+word) is not plain. ``tests/test_shell_plain.py`` checks the equality with bashlex on the shared
+corpus's scripts and on generated ones.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ _TOKEN = re.compile(
     r"(?P<ws>[ \t]+)"
     r"|(?P<nl>\n)"
     r"|(?P<op>&&|\|\||\||;)"
+    r"|(?P<heredoc><<-?[ \t]*(?P<delim>[A-Za-z_][A-Za-z0-9_]*)(?![^\s;&|<>()]))"
     r"|(?P<redir>(?P<fd>[0-9]?)(?:>>|>(?:&(?P<dup>[0-9])(?=[\x00-\x20!#&();<>\\`{|}\x7f]|$))?))"
     r"|(?P<word>(?:[" + _WORD_CHARS + r"]|" + _PARAM + r"|'[^'\x00]*'"
     r"|\"(?:[^\"$`\\\x00]|\\[^\x00]|" + _PARAM + r")*\")+)"
@@ -60,11 +63,12 @@ class PlainPipe(NamedTuple):
 
 
 class _Stage:
-    __slots__ = ("out", "redirected", "words")
+    __slots__ = ("here", "out", "redirected", "words")
 
     def __init__(self) -> None:
         self.words: list[str] = []
         self.out = False  # standard output to a file
+        self.here = False  # input from a here-document
         self.redirected = False  # any redirection
 
 
@@ -77,6 +81,7 @@ def plain_pipes(script: str, alone: bool = True) -> tuple[PlainPipe, ...] | None
     pipes: list[PlainPipe] = []
     stages: list[_Stage] = [_Stage()]
     pending: bool | None = None  # a redirection waiting for its target: does it send stdout?
+    heredoc: str | None = None  # the delimiter of a here-document whose (emptied) body is ahead
     joined = False  # the last token was a word (no space since)
     pos, end = 0, len(script)
     while pos < end:
@@ -104,8 +109,13 @@ def plain_pipes(script: str, alone: bool = True) -> tuple[PlainPipe, ...] | None
                     return None
                 stage.words.append(word)
             continue
-        if pending is not None or (joined and kind == "redir"):
+        if pending is not None or (joined and kind in ("redir", "heredoc")) or (heredoc and kind == "op"):
             return None  # a redirection without its target; ``a2>x`` (bash reads ``2>``)
+        if kind == "heredoc":
+            if heredoc is not None:
+                return None
+            heredoc, stage.here, stage.redirected = m.group("delim"), True, True
+            continue
         if kind == "redir":
             stage.redirected = True
             if m.group("dup") is None:
@@ -117,7 +127,13 @@ def plain_pipes(script: str, alone: bool = True) -> tuple[PlainPipe, ...] | None
             stages.append(_Stage())
             pos = _skip_blanks(script, pos)
             continue
-        # ``&&``, ``||``, ``;`` or a newline: the pipeline ends
+        # ``&&``, ``||``, ``;`` or a newline: the pipeline ends (a newline, and the here-document)
+        if heredoc is not None:
+            if not script.startswith(heredoc, pos) or script[
+                pos + len(heredoc) : pos + len(heredoc) + 1
+            ] not in ("", "\n"):
+                return None
+            pos, heredoc = min(end, pos + len(heredoc) + 1), None
         if stage.words:
             pipes.append(_first(stages, alone))
         elif stage.redirected or len(stages) > 1 or kind == "op":
@@ -127,7 +143,7 @@ def plain_pipes(script: str, alone: bool = True) -> tuple[PlainPipe, ...] | None
             pos = _skip_blanks(script, pos)
             if pos >= end or script[pos] in "&|;":
                 return None
-    if pending is not None:
+    if pending is not None or heredoc is not None:
         return None
     if stages[-1].words:
         pipes.append(_first(stages, alone))
@@ -163,7 +179,7 @@ def _unquoted(q: re.Match[str]) -> str:
 
 def _first(stages: list[_Stage], alone: bool) -> PlainPipe:
     s = stages[0]
-    return PlainPipe(s.words, s.out, False, alone and len(stages) == 1)
+    return PlainPipe(s.words, s.out, s.here, alone and len(stages) == 1)
 
 
 def _skip_blanks(script: str, pos: int) -> int:
