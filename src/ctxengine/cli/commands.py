@@ -220,6 +220,8 @@ def replay(
     encoder_built = build_in_background()  # while the transcripts are read (and before any fork)
     sessions = load_transcripts([path], model)
     encoder_built()
+    if _command_asked() == "replay":  # this process is ``ctxengine replay`` (not a test's runner)
+        _settle_collector()  # the sessions are loaded and live to the end
     reports, recorded_reports = _replay_sessions(
         sessions,
         pol,
@@ -237,6 +239,24 @@ def replay(
     if html_out:
         write_replay(html_out, reports, recorded_reports, pol, registry, path)
     finish_llm(client)
+
+
+GC_YOUNG_ALLOCATIONS = 10_000  # allocations between two collections of the youngest generation
+
+
+def _settle_collector() -> None:
+    """Tune the cyclic garbage collector for the rest of this process (and the replay's forked
+    workers, which inherit it): the loaded sessions live to the end, so ``gc.freeze`` takes them
+    (and everything imported) out of the collector's sight, where each full collection walked
+    all of them (~0.05 s for the largest shared session, each time); and the youngest generation
+    is collected every ``GC_YOUNG_ALLOCATIONS`` allocations instead of 700 (the replay allocates
+    much and frees nearly all of it by reference counting). The reports do not change. Only in a
+    process started as ``ctxengine replay``: the frozen objects are never collected."""
+    import gc
+
+    gc.freeze()
+    young, older, oldest = gc.get_threshold()
+    gc.set_threshold(max(GC_YOUNG_ALLOCATIONS, young), older, oldest)
 
 
 def _check_replay_options(
