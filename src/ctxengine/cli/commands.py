@@ -27,9 +27,9 @@ from ctxengine.cli.common import (
     check_window_option,
     fail,
     finish_llm,
+    load_for_replay,
     load_policy,
     load_registry,
-    load_transcripts,
     make_llm,
     progress_bar,
     report_layer_failures,
@@ -42,6 +42,7 @@ from ctxengine.cli.common import (
 from ctxengine.cli.common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
+from ctxengine.cli.common import load_transcripts as load_transcripts  # re-exported (tests patch it)
 from ctxengine.cli.errors import OneLineErrors
 from ctxengine.cli.policies import POLICY_HELP, baseline_engine, demo_path
 from ctxengine.dashboard.cli_html import HTML_HELP, write_replay
@@ -215,13 +216,8 @@ def replay(
     check_not_an_input(html_out, "--html", [path])
     registry = load_registry(models)
     check_model(model, registry)
-    from ctxengine.tokens.encoders import build_in_background
-
-    encoder_built = build_in_background()  # while the transcripts are read (and before any fork)
-    sessions = load_transcripts([path], model)
-    encoder_built()
-    if _command_asked() == "replay":  # this process is ``ctxengine replay`` (not a test's runner)
-        _settle_collector()  # the sessions are loaded and live to the end
+    # ``settle``: this process is ``ctxengine replay``, not a test's runner
+    sessions = load_for_replay(path, model, settle=_command_asked() == "replay")
     reports, recorded_reports = _replay_sessions(
         sessions,
         pol,
@@ -239,24 +235,6 @@ def replay(
     if html_out:
         write_replay(html_out, reports, recorded_reports, pol, registry, path)
     finish_llm(client)
-
-
-GC_YOUNG_ALLOCATIONS = 10_000  # allocations between two collections of the youngest generation
-
-
-def _settle_collector() -> None:
-    """Tune the cyclic garbage collector for the rest of this process (and the replay's forked
-    workers, which inherit it): the loaded sessions live to the end, so ``gc.freeze`` takes them
-    (and everything imported) out of the collector's sight, where each full collection walked
-    all of them (~0.05 s for the largest shared session, each time); and the youngest generation
-    is collected every ``GC_YOUNG_ALLOCATIONS`` allocations instead of 700 (the replay allocates
-    much and frees nearly all of it by reference counting). The reports do not change. Only in a
-    process started as ``ctxengine replay``: the frozen objects are never collected."""
-    import gc
-
-    gc.freeze()
-    young, older, oldest = gc.get_threshold()
-    gc.set_threshold(max(GC_YOUNG_ALLOCATIONS, young), older, oldest)
 
 
 def _check_replay_options(

@@ -16,6 +16,7 @@ none for a single session.
 from __future__ import annotations
 
 import functools
+import gc
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,23 @@ if TYPE_CHECKING:
     from ctxengine.replay.records import SessionReport
 
 MAX_AUTO_JOBS = 8  # more workers than this cost more memory than the replay gains
+
+
+GC_YOUNG_ALLOCATIONS = 10_000  # allocations between two collections of the youngest generation
+
+
+def settle_collector() -> None:
+    """Tune the cyclic garbage collector for the rest of this process and the replay's forked
+    workers, which inherit it; call it once the sessions are loaded, in a process that replays and
+    ends (``ctxengine replay``: the frozen objects are never collected). ``gc.freeze`` takes
+    the loaded sessions (and everything imported) out of the collector's sight, where each full
+    collection walked all of them (~0.05 s for the largest shared session, each time), and the
+    youngest generation is collected every ``GC_YOUNG_ALLOCATIONS`` allocations instead of 700
+    (the replay allocates much and frees nearly all of it by reference counting). The reports
+    do not change."""
+    gc.freeze()
+    young, older, oldest = gc.get_threshold()
+    gc.set_threshold(max(GC_YOUNG_ALLOCATIONS, young), older, oldest)
 
 
 def auto_jobs(sessions: int) -> int:
