@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "tests"))
@@ -92,7 +94,7 @@ def measure(agent: str, window: int, rounds: int) -> dict[str, Any]:
             with serve(app) as base:
                 cmd, env = _command(agent, exe, base, tmp / "home")
                 done = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=900)
-                report = app.state.proxy.sessions_report()
+                report = httpx.get(base + "/ctxengine/sessions", timeout=60).json()
     finally:
         logger.removeHandler(lines)
     added = [float(x.split("added=")[1].split("ms")[0]) for x in lines.lines if "added=" in x]
@@ -120,6 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = [
         measure("claude", 64_000, args.rounds),
+        measure("claude", 32_000, args.rounds),
         measure("codex", 16_000, args.rounds),
         measure("aider", 16_000, 0),
     ]

@@ -166,10 +166,15 @@ def _database() -> tuple[str, str]:
 
 
 def _drop(name: str) -> None:
+    """Drop the database ``name`` and its nodes' job queue in Redis."""
     import psycopg
+    import redis
+
+    from ctxengine.proxy.jobs_redis import STREAM_PREFIX, namespace
 
     with psycopg.connect(PG, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)".encode())
+    redis.Redis.from_url(REDIS).delete(STREAM_PREFIX + namespace(PG.rsplit("/", 1)[0] + "/" + name))
 
 
 def _short(store: str, per: int, retried: int) -> int:

@@ -46,3 +46,32 @@ def test_defer_unseen_is_off_in_every_built_in_policy() -> None:
 
     for policy in [*BUILTIN.values(), *presets().values()]:
         assert not ToolResultBudget.of(policy).defer_unseen, policy.name
+
+
+def test_the_deferred_offload_leaves_each_message_once_in_the_projection() -> None:
+    """The offload is committed when the model's answer arrives; it rebuilds the view from the
+    history, which already holds that answer: the answer must not join the view a second time
+    (it did, and through the proxy Claude Code's projection collapsed to its system message)."""
+    from ctxengine.engine.core import ContextEngine
+    from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+
+    policy = DEFAULT.with_(DEFAULT.settings(ToolResultBudget).with_(defer_unseen=True))
+    engine = ContextEngine(policy, model="claude-sonnet-4-6", window=WINDOW)
+    engine.bootstrap(system="You are a coding agent.")
+    big = "\n".join(f"    total_{i} = compute_{i}(value_{i * 7919 % 10007})" for i in range(600))
+    engine.ingest(Message("user", (Text("Explain src/m0.py."),), "u0"))
+    engine.ingest(Message("assistant", (ToolCall("c0", "Read", {"file_path": "src/m0.py"}),), "a0"))
+    engine.ingest(Message("user", (ToolResult("c0", (Text(big),)),), "r0"))
+
+    def shown(m: Message) -> str:
+        blocks = [b for b in m.blocks if isinstance(b, ToolResult)]
+        return "".join(t.text for b in blocks for t in b.content if isinstance(t, Text))
+
+    seen = engine.assemble()
+    assert shown(seen.messages[-1]) == big  # whole before the model has answered
+    engine.ingest(Message("assistant", (Text("It computes totals."),), "a1"))
+    engine.ingest(Message("user", (Text("Thanks. Now the tests?"),), "u1"))
+    after = engine.assemble()
+    assert [m.id for m in after.messages if m.role != "system"] == ["u0", "a0", "r0", "a1", "u1"]
+    preview = shown(next(m for m in after.messages if m.id == "r0"))
+    assert len(preview) < len(big) // 3 and "total_0 " in preview

@@ -675,6 +675,41 @@ def test_background_notes_compact_waits_for_the_running_update(monkeypatch: pyte
     assert engine.prefix[0].origin == "summary" and "/srv/app/parser.py" in engine.prefix[0].text()
 
 
+def test_a_notes_runner_gets_the_job_and_is_never_waited_for() -> None:
+    """With a ``notes_runner`` (the proxy's job queue) the cadence's update goes to the runner,
+    not a thread; the compaction that needs the notes does not wait for it (it goes on with the
+    notes as they are); the outcome handed over later is applied at the next step."""
+    from concurrent.futures import Future
+
+    from ctxengine.compaction.notes import NotesJob, NotesOutcome, run_notes_update
+    from ctxengine.summary.notes import NotesUpdater
+
+    engine = make_engine(DEFAULT, background_notes=True)
+    started: list[tuple[NotesJob, NotesUpdater, Future[NotesOutcome]]] = []
+
+    def runner(job: NotesJob, updater: NotesUpdater) -> Future[NotesOutcome]:
+        started.append((job, updater, Future()))
+        return started[-1][2]
+
+    engine.compactor.notes_runner = runner
+    engine.bootstrap(system="You are a coding agent.")
+    for m in conversation(60):
+        engine.ingest(m)
+        if m.role == "assistant":
+            engine.after_turn(None)
+            if started:
+                break
+    assert len(started) == 1 and engine.notes_update_pending
+    # the compaction needs the notes; a wait for this future (never resolved so far) would not end
+    engine.compact()
+    assert engine.notes_update_pending and engine.compactor.notes.updates == 0
+    job, updater, future = started[0]
+    future.set_result(run_notes_update(updater, job, engine.counter.count_text))
+    engine.assemble()
+    assert not engine.notes_update_pending and engine.compactor.notes.updates == 1
+    assert engine.compactor.notes_from == job.end
+
+
 # ================================================================ review fixes
 
 

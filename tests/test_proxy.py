@@ -924,3 +924,37 @@ def test_with_the_retrieve_tool_the_placeholders_name_it(retrieve_rig: Rig) -> N
     retrieve_rig.anthropic().messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=msgs)
     text = json.dumps(retrieve_rig.upstream.seen[0].body)
     assert "Read more with retrieve(id, offset, limit)" in text
+
+
+def _read_round(t: int, chars: int) -> list[dict[str, Any]]:
+    """One ``Read`` call and its result of ``chars`` chars in Claude Code's numbered form."""
+    lines = [
+        f"{i + 1:6}\u2192    total_{t}_{i} = compute_{i}(v_{i * 7919 % 10007})" for i in range(chars // 50)
+    ]
+    call = {"type": "tool_use", "id": f"toolu_r{t}", "name": "Read", "input": {"file_path": f"src/m{t}.py"}}
+    result = {"type": "tool_result", "tool_use_id": f"toolu_r{t}", "content": "\n".join(lines)}
+    return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+
+
+@pytest.mark.parametrize("unseen_whole", [True, False])
+def test_the_newest_result_reaches_the_model_whole_before_it_is_offloaded(
+    tmp_path: Path, unseen_whole: bool
+) -> None:
+    """Issue 26: a 19.5 KB ``Read`` over the default's cap (5% of a 64,000-token window) reached
+    Claude Code's model as a 2 KB preview, and Claude Code refused the re-read ("file unchanged").
+    Through the proxy the model sees it whole once; the request after its answer carries the
+    preview. ``--offload-unseen`` (``unseen_whole=False``) offloads it on arrival."""
+    for rig in _rig(tmp_path, window=64_000, unseen_whole=unseen_whole):
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": "Explain src/m0.py."}]
+        msgs += _read_round(0, 19_500)
+        whole = msgs[-1]["content"][0]["content"]
+        client = rig.anthropic()
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=msgs)
+        first = json.dumps(rig.upstream.seen[-1].body)
+        msgs += _read_round(1, 600)
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=msgs)
+        second = json.dumps(rig.upstream.seen[-1].body)
+        assert rig.upstream.seen[-1].problems == []
+        assert (json.dumps(whole) in first) is unseen_whole
+        assert json.dumps(whole) not in second  # offloaded once the model has answered
+        assert "total_0_380" not in second and "total_1_5 " in second

@@ -9,6 +9,11 @@ the outcome in ``settle_notes`` (the engine calls it at every lifecycle step; it
 pre-compaction flushes). One update at a time: while one runs, a due cadence is skipped
 (``notes_from`` and the cadence advance only when an update is applied, so the next cadence
 catches up). The notes themselves (Claude Code's session memory) are ``ctxengine.summary.notes``.
+
+A ``notes_runner`` (set by the proxy on a shared store: ``proxy.jobs``) replaces the worker thread:
+it gets the job and the updater, and returns the future of its outcome, which its owner resolves
+between two calls of the engine (from a queue's outcome recorded in the store). The engine never
+waits for such a future: where it would wait, it goes on with the notes as they are.
 """
 
 from __future__ import annotations
@@ -78,6 +83,9 @@ class NotesOutcome:
 
     state: NotesState | None
     event: LayerEvent
+
+
+NotesRunner = Callable[["NotesJob", NotesUpdater], "Future[NotesOutcome]"]
 
 
 class _FactsOnlyUpdater:
@@ -170,6 +178,7 @@ class SessionNotes:
         self.notes_from = 0  # history index of the first message not yet in the notes
         self.background_notes = False  # cadence updates on a worker thread (see the class doc)
         self.notes_job: NotesJob | None = None  # the background update running or not yet applied
+        self.notes_runner: NotesRunner | None = None  # runs background updates instead of a thread
         self._gave_up: NotesJob | None = None  # a running update already waited for in vain
         self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
         self.updater: NotesUpdater = (
@@ -266,7 +275,10 @@ class SessionNotes:
         job.tokens = conversation_tokens
         job.tool_calls = self.cadence.tool_calls_since
         updater, count = self._current_updater(), self.count_text
-        job.future = _in_thread(lambda: run_notes_update(updater, job, count), "ctxengine-notes")
+        if self.notes_runner is not None:
+            job.future = self.notes_runner(job, updater)
+        else:
+            job.future = _in_thread(lambda: run_notes_update(updater, job, count), "ctxengine-notes")
         self.notes_job = job
 
     @property
@@ -282,7 +294,7 @@ class SessionNotes:
         if job is None or job.future is None:
             return True
         if not job.future.done():
-            if not wait:
+            if not wait or self.notes_runner is not None:  # a runner's outcome is never waited for
                 return False
             bound = self.notes_wait_s()
             done, _ = wait_for([job.future], timeout=bound)

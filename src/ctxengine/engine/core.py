@@ -74,7 +74,7 @@ class ContextEngine:
     unchanged) is reported as in line: by ``maintain`` and the next projection's events.
     ``dispose`` applies a finished update and abandons a running one (never waits for it).
     Default (False): in line, the whole update inside ``after_turn`` (the replay uses it: results
-    do not depend on thread timing).
+    do not depend on thread timing). A ``compactor.notes_runner`` (``proxy.jobs``) replaces the thread.
 
     Thread safety: the engine itself is single-threaded (call it from one thread). The worker
     only computes new notes from its snapshot (``compaction.run_notes_update``) and returns them;

@@ -84,8 +84,6 @@ class Ingest:
         """The end of ``ingest``: the tool-result budget on history message ``idx``, then the
         message (as budgeted) appended to the view; returns ``events`` with the budget's."""
         before = self.view.predict()
-        if message.role == "assistant":
-            events.extend(self._commit_deferred())
         try:
             decision = budget_message(
                 message,
@@ -111,6 +109,8 @@ class Ingest:
             decision.event.tokens_before = before + self.view.count(message)
             decision.event.tokens_after = self.view.predict()
             events.append(decision.event)
+        if message.role == "assistant":  # after it joined the view: the commit rebuilds the view
+            events.extend(self._commit_deferred())  # from the history, which holds it already
         self.state.pending_events.extend(events)
         return events
 

@@ -45,15 +45,15 @@ from ctxengine.dashboard.routes import dashboard_routes
 from ctxengine.dashboard.timeline import agent_name
 from ctxengine.engine.core import ContextEngine
 from ctxengine.models.registry import ModelWindowWarning
-from ctxengine.policy.registry import ClearedResults
 from ctxengine.proxy.apply import prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
-from ctxengine.proxy.config import ProxyConfig, Totals
+from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
-from ctxengine.proxy.shared import SharedSessions, open_local, open_shared
+from ctxengine.proxy.shared import SharedSessions
+from ctxengine.proxy.shared_open import open_sessions
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
@@ -61,7 +61,7 @@ from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
 from ctxengine.store.base import SessionStore, StoreError
-from ctxengine.store.url import is_postgres_url
+from ctxengine.tokens.encoders import warm
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -76,6 +76,7 @@ class Proxy:
         self.table = SessionTable()
         self.totals = Totals()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
+        self.warm_up: asyncio.Future[None] | None = None  # the tokenizer's build at start-up
         self._store: ProxyStore | None = None
         self._client: httpx.AsyncClient | None = None
         self._creating = asyncio.Lock()
@@ -86,17 +87,9 @@ class Proxy:
         self.gaps = IdleGaps()  # Anthropic sessions' pauses (cache_ttl)
         key = config.prompt_cache_key
         self.cache_key = key if key is not None else config.openai_upstream.rstrip("/") == upstream.OPENAI_API
-        # the engines' policy: without --retrieve-tool no placeholder names a tool the agent lacks
-        cleared = ClearedResults.of(config.policy)
-        self.policy = (
-            config.policy if config.retrieve_tool else config.policy.with_(cleared.with_(name_retrieve=False))
-        )
-        self.shared: SharedSessions | None = None
-        if config.store is not None and is_postgres_url(config.store):
-            self.shared = open_shared(str(config.store), config.redis, self.table, self.run, self._engine)
-        elif config.store is not None:  # the node's own file: its sessions survive a restart
-            Path(config.store).mkdir(parents=True, exist_ok=True)
-            self.shared = open_local(Path(config.store) / STORE_FILE, self.table, self.run, self._engine)
+        self.policy = live_policy(config)
+        self.shared: SharedSessions | None
+        self.shared = open_sessions(config, STORE_FILE, self.table, self.run, self._engine)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -387,6 +380,8 @@ class Proxy:
         totals = vars(self.totals) | {"sessions": len(rows), "sessions_evicted": self.table.evicted}
         if self.shared is not None:
             totals |= {"sessions_rebuilt": self.shared.rebuilt, "turns_replayed": self.shared.replayed}
+            if self.shared.jobs is not None:
+                totals |= vars(self.shared.jobs.stats)
         return {"sessions": rows, "totals": totals}
 
 
@@ -429,6 +424,11 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # the tokenizer built on the engine thread before any request needs it (a first request
+        # waits for what is left of it instead of paying all of it)
+        proxy.warm_up = asyncio.ensure_future(proxy.run(warm))
+        if proxy.shared is not None:  # its job worker
+            await proxy.shared.start()
         yield
         await proxy.close()
 

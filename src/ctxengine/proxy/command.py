@@ -72,6 +72,14 @@ def proxy_command(
         bool,
         typer.Option("--retrieve-tool", help="Offer the model ctxengine's retrieve tool; the proxy runs it."),
     ] = False,
+    offload_unseen: Annotated[
+        bool,
+        typer.Option(
+            "--offload-unseen",
+            help="Offload a tool result over the budget's cap on arrival, before the model has seen it "
+            "(default: it reaches the model whole once, unless the window cannot take it).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the Anthropic Messages and OpenAI Chat Completions APIs, with the engine applied to
     every request. Point an agent at it with ANTHROPIC_BASE_URL=http://HOST:PORT or an OpenAI

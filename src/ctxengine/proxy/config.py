@@ -7,7 +7,8 @@ from pathlib import Path
 
 import ctxengine.proxy.upstream as upstream
 from ctxengine.models.registry import Registry
-from ctxengine.policy.registry import Policy, get_policy
+from ctxengine.policy.layer_settings import ToolResultBudget
+from ctxengine.policy.registry import ClearedResults, Policy, get_policy
 
 
 @dataclass
@@ -32,9 +33,34 @@ class ProxyConfig:
     # session's requests reach the same cache; None: only when the OpenAI upstream is OpenAI's own
     # (another server may refuse a field it does not know)
     prompt_cache_key: bool | None = None
-    # session-notes updates on a worker thread (``ContextEngine(background_notes=True)``), so a
-    # request never waits for the previous one's upkeep; False runs them in line (deterministic)
+    # session-notes updates in the background (``ContextEngine(background_notes=True)``), so a
+    # request never waits for the previous one's upkeep; False runs them in line (deterministic).
+    # With a store they are jobs (``jobs``): run by a worker, their outcome recorded in the store
+    # and applied at a later request at the turn the store says; without one, on a thread.
     background_notes: bool = True
+    # with a store: whether this node's worker runs queued jobs (False: only other nodes' workers
+    # take them from the Redis queue; without Redis a node always runs its own)
+    job_worker: bool = True
+    # the newest tool result reaches the model whole before the budget offloads it
+    # (``ToolResultBudget.defer_unseen``): a live agent may refuse to fetch again what it never saw
+    # (Claude Code answers a second Read of an unchanged file with "file unchanged"); False: the
+    # policy's budget as it is (a result over the cap is offloaded on arrival)
+    unseen_whole: bool = True
+
+
+def live_policy(config: ProxyConfig) -> Policy:
+    """The policy the proxy's engines run: ``config.policy`` with what a live agent needs. Without
+    ``retrieve_tool`` no placeholder names a tool the agent lacks (``ClearedResults.name_retrieve``
+    off); with ``unseen_whole`` a tool result over the budget's cap reaches the model whole once
+    and is offloaded when the model has answered it, unless the context with it whole would pass
+    the compaction threshold (``ToolResultBudget.defer_unseen``; issue 26: a 19.5 KB ``Read``
+    reached Claude Code's model as a 2.3 KB preview, and its re-read was refused)."""
+    policy = config.policy
+    if not config.retrieve_tool:
+        policy = policy.with_(ClearedResults.of(policy).with_(name_retrieve=False))
+    if config.unseen_whole:
+        policy = policy.with_(ToolResultBudget.of(policy).with_(defer_unseen=True))
+    return policy
 
 
 @dataclass
@@ -50,4 +76,4 @@ class Totals:
     store_failures: int = 0  # requests failed open because the shared store or the lock failed
 
 
-__all__ = ["ProxyConfig", "Totals"]
+__all__ = ["ProxyConfig", "Totals", "live_policy"]

@@ -14,6 +14,7 @@ its store's) and raises ``StoreError`` when the database fails.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from ctxengine.messages.model import Usage
+from ctxengine.proxy.job_index import JobIndex
 from ctxengine.proxy.sessions import SessionStats
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind, SessionStore
 
@@ -189,6 +191,7 @@ class ConversationIndex:
         links: Sequence[bytes],
         known: int,
         entries: Sequence[tuple[EntryKind, Any]] = (),
+        applied: Sequence[tuple[int, str]] = (),
     ) -> None:
         """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
         messages ``links`` stand for, and assembled with budget and clock ``at``), the engine's
@@ -197,7 +200,8 @@ class ConversationIndex:
         the client has it (``finish_turn``), and a node killed in between must not lose the call;
         ``finish_turn`` takes it back when the upstream refused it, and so does this record when
         it repeats an unanswered turn with the same messages (the client's retry of a request
-        whose node was killed before answering).
+        whose node was killed before answering). ``applied``: the background jobs ``(turn,
+        kind)`` whose outcomes this turn applied (``job_index``).
 
         Raises:
             FencedOut: when a holder of a later fencing number has claimed the session.
@@ -219,6 +223,7 @@ class ConversationIndex:
                 "UPDATE ctx_proxy_sessions SET turns = %s, calls = calls + %s WHERE id = %s",
                 (turn + 1, 0 if retry else 1, sid),
             )
+            JobIndex.mark_applied(conn, sid, applied, turn)
             self.advance(sid, links, known, conn)
 
     def finish_turn(
@@ -229,11 +234,13 @@ class ConversationIndex:
         delta: dict[str, Any],
         entries: Sequence[tuple[EntryKind, Any]] = (),
         fence: int = NO_FENCE,
+        jobs: Sequence[tuple[int, str, bytes]] = (),
     ) -> None:
         """The upstream's answer to turn ``turn`` (None: no turn was recorded): status and usage;
         the figures it added (``delta``: ``SessionStats`` field -> increment), added to the
         session's (a recorded turn's call was counted by ``record_turn``: its ``calls`` delta is
-        one less); the entries the engine appended after it; in one transaction.
+        one less); the entries the engine appended after it; the background jobs its upkeep
+        started (``(turn, kind, input)``, queued: ``job_index``); in one transaction.
 
         Raises:
             FencedOut: when there are entries and a later lock holder has claimed the session.
@@ -250,6 +257,7 @@ class ConversationIndex:
                     "UPDATE ctx_proxy_turns SET status = %s, usage = %s WHERE session = %s AND turn = %s",
                     (status, enc, sid, turn),
                 )
+            JobIndex.add(conn, sid, jobs, time.time())
             counted = {"calls": -1} if turn is not None else {}  # by ``record_turn``
             conn.execute(
                 f"UPDATE ctx_proxy_sessions SET {sets} WHERE id = %s".encode(),

@@ -51,6 +51,20 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        """
+        CREATE TABLE ctx_proxy_jobs (
+            session TEXT NOT NULL REFERENCES ctx_proxy_sessions (id), turn INTEGER NOT NULL,
+            kind TEXT NOT NULL, input BLOB NOT NULL, input_bytes INTEGER NOT NULL, created REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'queued', outcome BLOB, ran_by TEXT, finished REAL,
+            applied_turn INTEGER,
+            PRIMARY KEY (session, turn, kind)
+        );
+        CREATE INDEX ctx_proxy_jobs_applied ON ctx_proxy_jobs (session, applied_turn)
+            WHERE applied_turn IS NOT NULL;
+        """,
+    ),
 )
 
 

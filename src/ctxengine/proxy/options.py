@@ -43,5 +43,6 @@ def config_from_options(options: dict[str, Any]) -> ProxyConfig:
         redis=options["redis"],
         admin_token=options["admin_token"],
         retrieve_tool=options["retrieve_tool"],
+        unseen_whole=not options.get("offload_unseen", False),
         prompt_cache_key=options.get("prompt_cache_key"),
     )

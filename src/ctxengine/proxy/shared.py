@@ -29,7 +29,6 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxengine.engine.core import ContextEngine
@@ -37,7 +36,10 @@ from ctxengine.messages.model import Usage
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
 from ctxengine.proxy.identity import SESSION_HEADER, chain, key_digest, root
 from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord
+from ctxengine.proxy.job_index import QUEUED, Applied, JobIndex
+from ctxengine.proxy.jobs import NOTES, JobKey, JobQueue, attach, decode_outcome, encode_input, runner_of
 from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
+from ctxengine.proxy.outage import Outage
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import FencedWriter
 from ctxengine.proxy.wire import ClientRequest, Wire
@@ -47,34 +49,15 @@ log = logging.getLogger("ctxengine.proxy")
 T = TypeVar("T")
 Run = Callable[..., Awaitable[Any]]
 MakeEngine = Callable[[str, str, "int | None", FencedWriter], ContextEngine]
+REQUEUE_S = 120.0  # a job still queued this long after its turn is submitted again (a queue lost)
 IO_THREADS = 8  # the store's round trips of one node at once (its pool holds as many connections)
 MATCH_TRIES = 5  # a session moved on under a waiting request: match again, this many times
 # a finished turn, for ``ConversationIndex.finish_turn``: turn, (status, usage), figures added,
-# the engine's entries since the turn's record, fencing number
-Answer = tuple[int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int]
-
-
-class Outage:
-    """A service the proxy depends on: a warning when it fails, once until it works again."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.down = False
-        self.failures = 0
-
-    def failed(self, exc: BaseException) -> None:
-        self.failures += 1
-        if not self.down:
-            self.down = True
-            log.warning(
-                "proxy: %s failed (%s: %s); its sessions' requests go upstream unchanged until it is back",
-                self.what, type(exc).__name__, exc,
-            )  # fmt: skip
-
-    def ok(self) -> None:
-        if self.down:
-            self.down = False
-            log.warning("proxy: %s is back", self.what)
+# the engine's entries since the turn's record, fencing number, the jobs its upkeep started
+Answer = tuple[
+    int | None, tuple[int, Usage | None], dict[str, Any], list[tuple[EntryKind, Any]], int,
+    list[tuple[int, str, bytes]],
+]  # fmt: skip
 
 
 class SharedSessions:
@@ -86,6 +69,8 @@ class SharedSessions:
         table: the node's cache of sessions (engines).
         run: runs a function on the engine thread.
         make_engine: ``(sid, model, window or None, writer) -> ContextEngine`` (engine thread).
+        jobs: the queue of the engines' background notes updates (``jobs``; None: they run in
+            line, or on the engine's own thread, unrecorded).
     """
 
     def __init__(
@@ -96,8 +81,11 @@ class SharedSessions:
         run: Run,
         make_engine: MakeEngine,
         index: ConversationIndex | None = None,
+        jobs: JobQueue | None = None,
     ) -> None:
         self.store, self.locks, self.table, self.run = store, locks, table, run
+        self.jobs, self.job_index = jobs, JobIndex(store)
+        self._requeued: dict[JobKey, float] = {}  # when this node last submitted a job again
         # the store's round trips run here, in parallel, leaving the engine thread to the engines
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ctxengine-store")
         self._answers: dict[str, Answer] = {}  # a finished turn's, until ``release`` stores it
@@ -158,8 +146,15 @@ class SharedSessions:
         """``fn(*args)`` on a thread of the store's."""
         return await asyncio.get_running_loop().run_in_executor(self._io, functools.partial(fn, *args))
 
+    async def start(self) -> None:
+        """Start this node's job worker (if it runs one)."""
+        if self.jobs is not None:
+            await self.jobs.start()
+
     async def close(self) -> None:
-        """Release the lock service's connection, the store's threads and its pool."""
+        """Stop the job worker; release the lock service's connection, the store's threads and pool."""
+        if self.jobs is not None:
+            await self.jobs.close()
         await self.locks.close()
         self._io.shutdown(wait=True)
         self.store.close()
@@ -206,7 +201,7 @@ class SharedSessions:
     ) -> ProxySession:  # fmt: skip
         sid = self.table.new_id(wire.provider)
         writer = FencedWriter(self.store)
-        engine = await self.run(self.make_engine, sid, request.model, window, writer)
+        engine = await self.run(self._make, sid, request.model, window, writer)
         parent = branch_of.id if branch_of is not None else None
         await self.io(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
         local, held = await self._lock(sid)
@@ -233,7 +228,7 @@ class SharedSessions:
                 self.table.drop(s)
             self.rebuilt += 1
             writer = FencedWriter(self.store)
-            engine = await self.run(self.make_engine, found.id, found.model, window, writer)
+            engine = await self.run(self._make, found.id, found.model, window, writer)
             s = ProxySession(
                 found.id,
                 wire.provider,
@@ -248,8 +243,8 @@ class SharedSessions:
         self._attach(s, locks[1], s.engine.store)
         try:
             if s.turns < found.turns:
-                turns = await self.io(self.index.turns, s.id, s.turns)
-                await self.run(_replay, s, request, turns)
+                turns, applied = await self.io(self._history, s.id, s.turns)
+                await self.run(_replay, s, request, turns, applied)
                 self.replayed += len(turns)
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
@@ -257,6 +252,16 @@ class SharedSessions:
         s.last_used = time.monotonic()
         self._chains[s.id] = (links, found.messages)
         return s
+
+    def _make(self, sid: str, model: str, window: int | None, writer: FencedWriter) -> ContextEngine:
+        engine = self.make_engine(sid, model, window, writer)
+        if self.jobs is not None and engine.background_notes:
+            attach(engine, model)
+        return engine
+
+    def _history(self, sid: str, start: int) -> tuple[list[TurnRecord], list[Applied]]:
+        """``sid``'s turns from ``start`` on, and the job outcomes they applied."""
+        return self.index.turns(sid, start), self.job_index.applied_since(sid, start) if self.jobs else []
 
     def _start(self, sid: str, held: Held, links: list[bytes]) -> None:
         with self.store.connection() as conn, conn.transaction():
@@ -273,15 +278,44 @@ class SharedSessions:
 
     async def prepare(self, session: ProxySession, wire: Wire, request: ClientRequest) -> Prepared:
         """``apply.prepare`` (engine thread), then the turn recorded. Raises what they raise
-        (``FencedOut`` when this node's lock was taken over: the request then fails open)."""
+        (``FencedOut`` when this node's lock was taken over: the request then fails open).
+        A background job's outcome written meanwhile is applied at this turn (``_ready``)."""
+        applied = await self._ready(session)
         p: Prepared = await self.run(prepare, session, wire, request)
         entries = _writer(session).take()  # the turn's entries, stored with it
         links, known = self._chains.pop(session.id)
-        turn, at = session.turns - 1, (p.budget, p.at)
-        await self.io(self.index.record_turn, session.id, turn, at, _fence(session), links, known, entries)
+        turn, at, fence = session.turns - 1, (p.budget, p.at), _fence(session)
+        await self.io(self.index.record_turn, session.id, turn, at, fence, links, known, entries, applied)
         self.table.advance(session, links)  # the next request's guess (``_cached``)
         p.recorded = True
+        if self.jobs is not None:
+            self.jobs.stats.jobs_applied += len(applied)
         return p
+
+    async def _ready(self, session: ProxySession) -> list[tuple[int, str]]:
+        """The job the session's engine waits for, resolved when its outcome is stored (the
+        engine applies it in this turn's ``assemble``): ``[(its turn, kind)]``, else ``[]``
+        (still queued: submitted again after ``REQUEUE_S``, in case its queue lost it). Raises
+        ``RuntimeError`` when the store has no such job (the engine is not the store's)."""
+        runner = runner_of(session.engine)
+        turn = runner.waiting if runner is not None else None
+        if runner is None or turn is None or self.jobs is None:
+            return []
+        state = await self.io(self.job_index.state, session.id, turn, NOTES)
+        if state is None:
+            raise RuntimeError(f"session {session.id}: the notes job of turn {turn} is not in the store")
+        if state.status == QUEUED or state.outcome is None:
+            key, now = JobKey(session.id, turn), time.time()
+            if now - max(state.created, self._requeued.get(key, 0.0)) > REQUEUE_S:
+                if len(self._requeued) > 10_000:  # those of sessions gone
+                    self._requeued.clear()
+                self._requeued[key] = now
+                self.jobs.stats.jobs_requeued += 1
+                await self.jobs.submit([key])
+            return []
+        self._requeued.pop(JobKey(session.id, turn), None)
+        runner.resolve(turn, decode_outcome(state.outcome))
+        return [(turn, NOTES)]
 
     def finish(
         self, session: ProxySession, wire: Wire, prepared: Prepared | None, status: int,
@@ -294,7 +328,11 @@ class SharedSessions:
         delta = {k: v - before[k] for k, v in asdict(session.stats).items()}
         turn = session.turns - 1 if prepared is not None and prepared.recorded else None
         answer = (status, usage if status < 400 else None)
-        self._answers[session.id] = (turn, answer, delta, _writer(session).take(), _fence(session))
+        runner, jobs = runner_of(session.engine), list[tuple[int, str, bytes]]()
+        job = runner.take_fresh(turn) if runner is not None and turn is not None else None
+        if runner is not None and job is not None and turn is not None:  # this turn's ``after_turn``
+            jobs.append((turn, NOTES, encode_input(job, runner.model)))
+        self._answers[session.id] = (turn, answer, delta, _writer(session).take(), _fence(session), jobs)
 
     # ------------------------------------------------------------ after the turn
 
@@ -306,7 +344,14 @@ class SharedSessions:
         answer = self._answers.pop(session.id, None)
         try:
             if answer is not None:
-                await self.io(self.index.finish_turn, session.id, *answer)
+                try:
+                    await self.io(self.index.finish_turn, session.id, *answer)
+                except BaseException:  # the engine is ahead of the store: rebuilt from it next time
+                    self.table.drop(session)
+                    raise
+                if answer[5] and self.jobs is not None:
+                    self.jobs.stats.jobs_queued += len(answer[5])
+                    await self.jobs.submit([JobKey(session.id, t, kind) for t, kind, _ in answer[5]])
         finally:
             if held is not None:
                 await held.release()
@@ -350,12 +395,20 @@ def _fence(session: ProxySession) -> int:
     return session.held.fence if session.held is not None else NO_FENCE
 
 
-def _replay(session: ProxySession, request: ClientRequest, turns: list[TurnRecord]) -> None:
-    writer = _writer(session)
+def _replay(
+    session: ProxySession, request: ClientRequest, turns: list[TurnRecord], applied: list[Applied]
+) -> None:
+    """Replay ``turns``, each job outcome resolved before the turn that applied it (as served)."""
+    writer, runner = _writer(session), runner_of(session.engine)
     writer.muted = True
     try:
         for t in turns:
+            for a in applied:
+                if a.at == t.turn and runner is not None:
+                    runner.resolve(a.turn, decode_outcome(a.outcome))
             replay_turn(session, request, t)
+            if runner is not None:
+                runner.take_fresh(t.turn)
     finally:
         writer.muted = False
 
@@ -367,30 +420,3 @@ def _where(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
     return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
-
-
-def open_shared(
-    url: str, redis: str | None, table: SessionTable, run: Run, make_engine: MakeEngine
-) -> SharedSessions:
-    """The shared sessions of a node on the PostgreSQL store at ``url``, locked across nodes in
-    the Redis at ``redis`` (None: this node's locks only). Connects lazily (nothing raises while a
-    server is down). Raises ``ImportError`` without the ``gateway`` extra."""
-    from ctxengine.proxy.locks import LocalLocks, RedisLocks
-    from ctxengine.store.postgres import PostgresStore
-
-    locks: SessionLocks = RedisLocks(redis) if redis else LocalLocks()
-    # as the SQLite store's synchronous=NORMAL: a crash of the server may lose the last commits,
-    # which the client's next request (the whole conversation) brings back
-    return SharedSessions(PostgresStore(url, synchronous_commit=False), locks, table, run, make_engine)
-
-
-def open_local(path: Path, table: SessionTable, run: Run, make_engine: MakeEngine) -> SharedSessions:
-    """The sessions of a node on its own SQLite file at ``path`` (``--store DIR``): found,
-    continued after a restart and reported as a shared store's, with the process's own locks.
-    Raises ``StoreError`` when the file cannot be opened."""
-    from ctxengine.proxy.local import LocalStore, SQLiteConversationIndex
-    from ctxengine.proxy.locks import LocalLocks
-
-    store = LocalStore(path)
-    index = SQLiteConversationIndex(store)
-    return SharedSessions(store, LocalLocks(), table, run, make_engine, index)

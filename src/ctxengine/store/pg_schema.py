@@ -11,7 +11,8 @@ blobs), ``ctx_fences`` (the highest fencing number each session's lock has hande
 holding a lower one is refused), and the proxy's conversation index: ``ctx_proxy_sessions`` (one
 row a session: its key digest, never a key; its figures), ``ctx_proxy_links`` (chain link ->
 session, the primary key is the lookup) and ``ctx_proxy_turns`` (what each request did to the
-engine, so that any node can rebuild it).
+engine, so that any node can rebuild it), ``ctx_proxy_jobs`` (the background jobs: their input,
+outcome, and the turn that applied it: ``proxy.job_index``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,21 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             status integer, usage bytea,
             PRIMARY KEY (session, turn)
         );
+        """,
+    ),
+    (
+        3,
+        """
+        CREATE TABLE ctx_proxy_jobs (
+            session text NOT NULL REFERENCES ctx_proxy_sessions (id), turn integer NOT NULL,
+            kind text NOT NULL, input bytea NOT NULL, input_bytes integer NOT NULL,
+            created double precision NOT NULL,
+            status text NOT NULL DEFAULT 'queued', outcome bytea, ran_by text,
+            finished double precision, applied_turn integer,
+            PRIMARY KEY (session, turn, kind)
+        );
+        CREATE INDEX ctx_proxy_jobs_applied ON ctx_proxy_jobs (session, applied_turn)
+            WHERE applied_turn IS NOT NULL;
         """,
     ),
 )
