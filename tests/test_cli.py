@@ -445,6 +445,40 @@ def test_a_folder_replayed_in_worker_processes_gives_the_same_reports(
     assert len(outs[0]) == 3 and outs[0] == outs[1]
 
 
+def test_workers_that_are_not_forked_get_the_sessions_pickled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forked workers are sent each session's index (they inherit the loaded sessions); where
+    the start method is not ``fork`` the sessions travel pickled: the same JSON either way."""
+    from ctxengine.replay import pool
+
+    folder = tmp_path / "folder"
+    copy_of(SIDECHAIN, folder / "a.jsonl")
+    copy_of(SIDECHAIN, folder / "c" / "d.jsonl")
+    outs = []
+    for method in ("fork", "spawn"):
+        monkeypatch.setattr(pool.multiprocessing, "get_start_method", lambda m=method: m)
+        out = tmp_path / f"{method}.json"
+        res = run(str(folder), "--window", "64000", "--jobs", "2", "--quiet", "--json", str(out))
+        assert res.exit_code == 0, res.stderr
+        outs.append(json.loads(out.read_text()))
+    assert len(outs[0]) == 2 and outs[0] == outs[1]
+    assert pool._INHERITED == ()  # not held after the run
+
+
+def test_worker_processes_take_the_longest_sessions_first() -> None:
+    """``replay.pool.largest_first``: the order the workers take a folder's sessions in, the most
+    messages first (the reports still come back in the sessions' order: the test above)."""
+    from ctxengine.messages.model import Message, Session, Text
+    from ctxengine.replay.pool import largest_first
+
+    def session(n: int) -> Session:
+        msgs = [Message(role="user", blocks=(Text("x"),), id=str(i)) for i in range(n)]
+        return Session(source=f"s{n}", format="claude-code", messages=msgs)
+
+    assert largest_first([session(n) for n in (2, 5, 1, 5, 3)]) == [1, 3, 4, 0, 2]
+
+
 def test_jobs_below_one_is_one_line_and_exit_2() -> None:
     line = one_error_line(run(str(SIDECHAIN), "--jobs", "0"))
     assert "--jobs" in line

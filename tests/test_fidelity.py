@@ -394,3 +394,32 @@ def test_the_bench_reports_file_state_recall_apart_and_own_words_hold_it(transcr
     assert own.file_state_recall == round(
         own.read_hits_by_source["file_state"] / own.grounded_by_source["file_state"], 4
     )
+
+
+def test_content_recall_alone_gives_the_anchor_trackers_hits_and_grounded() -> None:
+    """``ContentRecall`` (the replay's second, anchor-style count) agrees with a whole
+    ``FidelityTracker(gutters_are_words=True)`` call after call, views growing and cut."""
+    from ctxengine.eval.content_recall import ContentRecall
+
+    numbered = "\n".join(f"{i:>6}\t{w}" for i, w in enumerate(FILE.split(), 1))
+    msgs = [user("please fix the header parser " + FILE, 0), result(1, numbered), result(2, ERROR)]
+    calls = [
+        call(3, "Edit", {"file_path": "p.py", "old_string": FILE}, text=numbered),
+        call(4, "Bash", {"command": ERROR}, text="the header parser " + FILE),
+    ]
+    whole, alone = (
+        FidelityTracker("fixed prefix " + FILE[:40], len, gutters_are_words=True),
+        ContentRecall("fixed prefix " + FILE[:40]),
+    )
+    views = [msgs[:1], msgs[:2], msgs, msgs[1:], [user("a summary", 9), msgs[2]]]
+    seen = 0
+    for m in msgs:
+        whole.observe(m)
+        alone.observe(m)
+        for view in views:
+            for c in calls:
+                a = whole.measure(c, view, "system " + FILE, compaction=False)
+                b = alone.measure(c, view, "system " + FILE)
+                assert (b.hits, b.grounded) == (a.hits, a.grounded)
+                seen += b.grounded > 0
+    assert seen > 0

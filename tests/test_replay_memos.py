@@ -1,6 +1,6 @@
 """The replay's per-call memos give what computing from scratch gives, on a real session that the
 default policy compacts (the MiMo sub-agent session at a 64,000-token window): the request body
-encoded with ``anthropic_writer.BlockMemo`` (``openai_writer.RunMemo``) equals the body encoded
+encoded with ``anthropic_memo.BlockMemo`` (``openai_writer.RunMemo``) equals the body encoded
 without it, and
 ``view_counts.ViewCounts`` (which looks only at the added messages when a view extends the
 previous one) holds exactly the keys of the messages in view."""
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CLAUDE_CODE
-from ctxengine.formats.anthropic_writer import BlockMemo, to_anthropic
+from ctxengine.formats.anthropic_memo import BlockMemo
+from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
 from ctxengine.messages.model import Message
 from ctxengine.messages.view_counts import ViewCounts
@@ -36,6 +37,9 @@ def test_block_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setu
         assert json.dumps(with_memo, sort_keys=False) == json.dumps(fresh, sort_keys=False)
         bodies.append(json.dumps(with_memo))
     assert len(bodies) == 19
+    # each projection was grouped from where it left the previous one, not from its start
+    total = sum(len(p.messages) for _, p, _ in calls(mimo, "default"))
+    assert 0 < memo.regrouped < total / 2
     # the breakpoints were copied, not written into the shared blocks: the earlier bodies are intact
     memo2 = BlockMemo()
     again = [
@@ -47,13 +51,14 @@ def test_block_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setu
 
 def test_run_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setup) -> None:
     memo = RunMemo()
-    shared = 0
+    total = 0
     for _, proj, _ in calls(mimo, "default"):
         with_memo = to_openai_chat(proj.messages, system=proj.system, model="m", memo=memo)
         fresh = to_openai_chat(proj.messages, system=proj.system, model="m")
         assert json.dumps(with_memo) == json.dumps(fresh)
-        shared += len(memo._last) > 0
-    assert shared == 19  # every body remembered its runs for the next
+        total += len(proj.messages)
+    # each projection was grouped from where it left the previous one, not from its start
+    assert 0 < memo.regrouped < total / 2
 
 
 def _words(m: Message) -> set[str]:

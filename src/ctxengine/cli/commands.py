@@ -27,9 +27,9 @@ from ctxengine.cli.common import (
     check_window_option,
     fail,
     finish_llm,
+    load_for_replay,
     load_policy,
     load_registry,
-    load_transcripts,
     make_llm,
     progress_bar,
     report_layer_failures,
@@ -42,6 +42,7 @@ from ctxengine.cli.common import (
 from ctxengine.cli.common import (
     collect as collect,  # re-exported: ``from ctxengine.cli import collect`` keeps working
 )
+from ctxengine.cli.common import load_transcripts as load_transcripts  # re-exported (tests patch it)
 from ctxengine.cli.errors import OneLineErrors
 from ctxengine.cli.policies import POLICY_HELP, baseline_engine, demo_path
 from ctxengine.dashboard.cli_html import HTML_HELP, write_replay
@@ -215,7 +216,8 @@ def replay(
     check_not_an_input(html_out, "--html", [path])
     registry = load_registry(models)
     check_model(model, registry)
-    sessions = load_transcripts([path], model)
+    # ``settle``: this process is ``ctxengine replay``, not a test's runner
+    sessions = load_for_replay(path, model, settle=_command_asked() == "replay")
     reports, recorded_reports = _replay_sessions(
         sessions,
         pol,

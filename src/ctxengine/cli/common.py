@@ -344,6 +344,23 @@ def check_model(model: str | None, registry: Registry) -> None:
         raise fail(f"--model {model}: unknown model (add it with --models FILE.toml)")
 
 
+def load_for_replay(path: Path, model: str | None, *, settle: bool) -> list[Session]:
+    """``load_transcripts([path], model)`` while the tokenizer is built on a thread
+    (``tokens.encoders.build_in_background``: ready before any replay worker forks); with
+    ``settle`` (a process that replays and ends), the collector then tuned for the replay
+    (``replay.pool.settle_collector``). Errors as ``load_transcripts``."""
+    from ctxengine.tokens.encoders import build_in_background
+
+    encoder_built = build_in_background()
+    sessions = load_transcripts([path], model)
+    encoder_built()
+    if settle:
+        from ctxengine.replay.pool import settle_collector
+
+        settle_collector()
+    return sessions
+
+
 def load_transcripts(paths: Sequence[Path], model: str | None = None) -> list[Session]:
     """Every session under ``paths`` (files, or folders read recursively), for a command.
 

@@ -36,6 +36,7 @@ compactions of a Claude Code file. Units: shares in [0, 1], tokens, USD.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -59,16 +60,26 @@ PROBE_KINDS = ("request", "artifact", "error", "continuation", "rules", "files")
 GUTTER_RE = re.compile(r"^[ \t]*\d+(?:\t|\u2192)", re.M)
 
 
-def shingles(text: str, *, gutters_are_words: bool = False) -> set[int]:
+def shingles(text: str, *, gutters_are_words: bool = False) -> frozenset[int]:
     """Hashes of the ``SHINGLE_WORDS``-word runs of ``text`` (whitespace-split; a line-number
     gutter at the start of a line is not a word: ``GUTTER_RE``, unless ``gutters_are_words``, as
-    the shared anchor script counts them). Process-local."""
+    the shared anchor script counts them). Process-local. The latest texts' shingles are
+    remembered (``_SHINGLED``): the replay reads each text for two counts, and a text without a
+    tab or an arrow is the same text under both."""
     if not gutters_are_words and ("\t" in text or "\u2192" in text):
         text = GUTTER_RE.sub("", text)
+    return _shingled(text)
+
+
+_SHINGLED = 512  # texts whose shingles are remembered (the least recently used forgotten first)
+
+
+@functools.lru_cache(maxsize=_SHINGLED)
+def _shingled(text: str) -> frozenset[int]:
     w = text.split()
     if len(w) < SHINGLE_WORDS:
-        return set()
-    return set(map(hash, zip(*(w[i:] for i in range(SHINGLE_WORDS)), strict=False)))
+        return frozenset()
+    return frozenset(map(hash, zip(*(w[i:] for i in range(SHINGLE_WORDS)), strict=False)))
 
 
 def units(msg: Message, *, outputs_only: bool = False) -> Iterator[str]:
@@ -241,11 +252,11 @@ class FidelityTracker:
         self._open_file = ""
         self._error = ""  # the latest error's probe text
         self._request = ""
-        self._system: tuple[str, set[int]] = ("", set())  # the last system text and its shingles
+        self._system: tuple[str, frozenset[int]] = ("", frozenset())  # the last system text and its shingles
         self.grounded_by_kind: Counter[str] = Counter()  # grounded shingles by latest source kind
         self.read_hits_by_kind: Counter[str] = Counter()  # hits by kind (file_state: not read recall)
 
-    def _sh(self, text: str) -> set[int]:
+    def _sh(self, text: str) -> frozenset[int]:
         return shingles(text, gutters_are_words=self._gutters_are_words)
 
     # ---- the session, in order
@@ -378,7 +389,7 @@ class FidelityTracker:
             )
         return result
 
-    def _present(self, text: str, flat: str, sys_sh: set[int]) -> float:
+    def _present(self, text: str, flat: str, sys_sh: frozenset[int]) -> float:
         """The share of ``text``'s shingles in the context (whole presence for a short text)."""
         sh = self._sh(text)
         if not sh:
@@ -386,7 +397,7 @@ class FidelityTracker:
         return sum(1 for s in sh if self._view.holds(s) or s in sys_sh) / len(sh)
 
     def _probes(
-        self, messages: Sequence[Message], system: str, sys_sh: set[int], hits: int, grounded: int
+        self, messages: Sequence[Message], system: str, sys_sh: frozenset[int], hits: int, grounded: int
     ) -> tuple[dict[str, float], bool | None]:
         flat = normalized("\n".join([system, *(u for m in messages for u in units(m))]))
         probes: dict[str, float] = {}

@@ -49,8 +49,8 @@ images or documents in an assistant message have no encoding and are dropped.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol
 
 from ctxengine.messages.model import (
     CACHE_ANCHOR,
@@ -89,7 +89,7 @@ def to_anthropic(
     tools: list[dict[str, Any]] | None = None,
     cache_breakpoints: bool = True,
     system_messages: SystemMessages = "hoist",
-    memo: BlockMemo | None = None,
+    memo: EncodeMemo | None = None,
 ) -> dict[str, Any]:
     """Build an Anthropic Messages API request body from neutral messages.
 
@@ -107,9 +107,9 @@ def to_anthropic(
         cache_breakpoints: whether to place prompt-cache breakpoints where Claude Code puts them.
         system_messages: "hoist" appends ``system``-role messages (our notices) to the top-level
             system; "inline" keeps them in place as user text in ``<system-reminder>`` tags.
-        memo: the previous body's encoded blocks (``BlockMemo``), for a caller that encodes
-            projection after projection of one conversation and never changes a body: the
-            blocks of a message already encoded are the same dict objects (the same body).
+        memo: the previous bodies' encoding (``anthropic_memo.BlockMemo``), for a caller that
+            encodes projection after projection of one conversation and never changes a body:
+            the blocks of a message already encoded are the same dict objects (the same body).
 
     Returns:
         The body, ``{"model", "max_tokens", "messages", "system"?, "tools"?}``.
@@ -147,32 +147,6 @@ def _mark(content: list[dict[str, Any]], block: dict[str, Any]) -> None:
         if content[j] is block:
             content[j] = {**block, "cache_control": dict(CACHE_CONTROL)}
             return
-
-
-class BlockMemo:
-    """The encoded blocks of the messages of the last body, by message identity (messages are
-    treated as immutable; an aborted message, whose encoding depends on the rest of the
-    projection, is encoded again every time). Holds the last body's messages only."""
-
-    def __init__(self) -> None:
-        self._last: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
-        self._next: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
-
-    def blocks(self, m: Message, skip: set[str]) -> list[dict[str, Any]]:
-        """``_blocks(m, skip)`` as a new list; its blocks those of the last body when ``m`` was in it."""
-        hit = self._last.get(id(m))
-        if hit is not None and hit[0] is m:
-            blocks = hit[1]
-        else:
-            blocks = _blocks(m, skip)
-            if is_aborted(m):
-                return blocks
-        self._next[id(m)] = (m, blocks)
-        return list(blocks)
-
-    def turn(self) -> None:
-        """The body is done: remember its messages only."""
-        self._last, self._next = self._next, {}
 
 
 def breakpoint_indices(
@@ -261,60 +235,129 @@ def _breakpoints_by_role(roles: list[str]) -> list[int]:
     return sorted(marks)
 
 
-def _encode(
-    messages: Sequence[Message], system: str, system_messages: SystemMessages, memo: BlockMemo | None = None
-) -> tuple[list[dict[str, Any]], list[int], list[str], tuple[int, dict[str, Any]] | None]:
-    """Encoded messages, for each the index of the last neutral message merged into it (-1 for
-    the placeholder), the system texts, and the block that ends the last user message marked
-    ``CACHE_ANCHOR`` (its last block able to carry a breakpoint; None when there is none), with
-    the index of the encoded message holding it."""
-    anchor_block: dict[str, Any] | None = None
-    anchor_at = -1
-    skip = aborted_unanswered(messages)
-    system_texts = [system] if system.strip() else []
-    encoded: list[dict[str, Any]] = []
-    last_src: list[int] = []
-    for i, m in enumerate(messages):
+Encoded = tuple[list[dict[str, Any]], list[int], list[str], tuple[int, dict[str, Any]] | None]
+
+
+class EncodeMemo(Protocol):
+    """What ``to_anthropic`` asks of a ``memo`` (``anthropic_memo.BlockMemo``): ``_encode``'s
+    result for a projection, reusing what the previous projection's encoding shares with it."""
+
+    def encode(
+        self, messages: Sequence[Message], system: str, system_messages: SystemMessages
+    ) -> Encoded: ...
+
+
+class Groups:
+    """A projection's encoding before the final copy (``finish``): the provider messages as
+    groups of merged neutral messages (role, blocks, first and last neutral message index), each
+    user group's blocks with the tool results first (computed once, ``ordered``), the hoisted
+    system texts and the ``CACHE_ANCHOR`` candidates, each with its neutral message index. A
+    group's lists are never changed once a later group exists (``BlockMemo`` keeps them)."""
+
+    __slots__ = ("anchors", "contents", "first_src", "last_src", "ordered", "roles", "system")
+
+    def __init__(self) -> None:
+        self.roles: list[str] = []
+        self.contents: list[list[dict[str, Any]]] = []
+        self.first_src: list[int] = []
+        self.last_src: list[int] = []
+        self.ordered: list[list[dict[str, Any]] | None] = []
+        self.system: list[tuple[int, str]] = []
+        self.anchors: list[tuple[int, int, dict[str, Any]]] = []  # (message index, group, block)
+
+    def cut(self, k: int) -> int:
+        """Keep the groups before group ``k`` and what the messages before it gave; returns the
+        neutral message index where group ``k`` started (where the encoding resumes)."""
+        start = self.first_src[k]
+        for lst in (self.roles, self.contents, self.first_src, self.last_src, self.ordered):
+            del lst[k:]
+        self.system = [t for t in self.system if t[0] < start]
+        self.anchors = [a for a in self.anchors if a[0] < start]
+        return start
+
+
+def group(
+    g: Groups,
+    messages: Sequence[Message],
+    start: int,
+    skip: set[str],
+    system_messages: SystemMessages,
+    blocks_of: Callable[[Message], list[dict[str, Any]]],
+) -> None:
+    """Add ``messages[start:]`` to ``g`` (``blocks_of``: a message's blocks, not changed here)."""
+    roles, contents = g.roles, g.contents
+    for i in range(start, len(messages)):
+        m = messages[i]
         role: str = m.role
         if role == "system":
             text = m.text()
             if not text.strip():
                 continue
             if system_messages == "hoist":
-                system_texts.append(text)
+                g.system.append((i, text))
                 continue
             role = "user"
             content = [{"type": "text", "text": SYSTEM_REMINDER.format(text=text)}]
         else:
-            content = _blocks(m, skip) if memo is None else memo.blocks(m, skip)
-            if role == "user" and m.meta.get(CACHE_ANCHOR):
-                last = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
-                if last is not None:
-                    anchor_block, anchor_at = last, -2  # its index once it is placed
+            content = blocks_of(m)
         if not content:
             continue
-        if encoded and encoded[-1]["role"] == role:
-            encoded[-1]["content"].extend(content)
-            last_src[-1] = i
+        if roles and roles[-1] == role:
+            contents[-1].extend(content)
+            g.last_src[-1] = i
+            g.ordered[-1] = None
         else:
-            encoded.append({"role": role, "content": content})
-            last_src.append(i)
-        if anchor_at == -2:
-            anchor_at = len(encoded) - 1
-    for msg in encoded:
-        if msg["role"] == "user":
-            blocks = msg["content"]
-            msg["content"] = [b for b in blocks if b["type"] == "tool_result"] + [
-                b for b in blocks if b["type"] != "tool_result"
-            ]
+            roles.append(role)
+            contents.append(list(content))
+            g.first_src.append(i)
+            g.last_src.append(i)
+            g.ordered.append(None)
+        if m.role == "user" and m.meta.get(CACHE_ANCHOR):
+            last = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
+            if last is not None:
+                g.anchors.append((i, len(roles) - 1, last))
+
+
+def finish(g: Groups, system: str) -> Encoded:
+    """``_encode``'s result from ``g``: new message dicts and content lists (the caller marks
+    breakpoints in them), tool results first in user messages, the leading placeholder."""
+    encoded: list[dict[str, Any]] = []
+    for k, role in enumerate(g.roles):
+        content = g.contents[k]
+        if role == "user":
+            ordered = g.ordered[k]
+            if ordered is None:
+                ordered = [b for b in content if b["type"] == "tool_result"] + [
+                    b for b in content if b["type"] != "tool_result"
+                ]
+                g.ordered[k] = ordered
+            content = ordered
+        encoded.append({"role": role, "content": list(content)})
+    last_src = list(g.last_src)
+    anchor = (g.anchors[-1][1], g.anchors[-1][2]) if g.anchors else None
     if not encoded or encoded[0]["role"] != "user":
         text = LEADING_PLACEHOLDER if encoded else EMPTY_CONVERSATION
         encoded.insert(0, {"role": "user", "content": [{"type": "text", "text": text}]})
         last_src.insert(0, -1)
-        anchor_at += 1
+        anchor = None if anchor is None else (anchor[0] + 1, anchor[1])
+    system_texts = ([system] if system.strip() else []) + [t for _, t in g.system]
+    return encoded, last_src, system_texts, anchor
+
+
+def _encode(
+    messages: Sequence[Message], system: str, system_messages: SystemMessages, memo: EncodeMemo | None = None
+) -> Encoded:
+    """Encoded messages, for each the index of the last neutral message merged into it (-1 for
+    the placeholder), the system texts, and the block that ends the last user message marked
+    ``CACHE_ANCHOR`` (its last block able to carry a breakpoint; None when there is none), with
+    the index of the encoded message holding it. With ``memo``, what ``memo.encode`` gives (the
+    same)."""
     if memo is not None:
-        memo.turn()
-    return encoded, last_src, system_texts, None if anchor_block is None else (anchor_at, anchor_block)
+        return memo.encode(messages, system, system_messages)
+    skip = aborted_unanswered(messages)
+    g = Groups()
+    group(g, messages, 0, skip, system_messages, lambda m: _blocks(m, skip))
+    return finish(g, system)
 
 
 def _blocks(m: Message, skip: set[str]) -> list[dict[str, Any]]:

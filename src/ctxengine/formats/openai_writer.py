@@ -37,6 +37,8 @@ Like the Anthropic writer it encodes what it is given (a result without a call s
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import operator
 import threading
@@ -75,76 +77,138 @@ def to_openai_chat(
             passed through.
         system_messages: "hoist" joins ``system``-role messages (our notices) into the system
             prompt; "inline" keeps them in place as ``system`` messages.
-        memo: the previous body's encoded runs (``RunMemo``), for a caller that encodes
+        memo: the previous bodies' runs (``RunMemo``), for a caller that encodes
             projection after projection of one conversation and never changes a body: a run of
             messages already encoded gives the same dict objects (the same body).
 
     Returns:
         The body, ``{"model", "messages", "tools"?}``.
     """
-    skip = aborted_unanswered(messages)
-    system_texts = [system] if system.strip() else []
-    # (role, message) runs in order; hoisted system messages leave the flow
-    items: list[tuple[str, list[Message]]] = []
-    for m in messages:
-        if m.role == "system":
-            text = m.text()
-            if not text.strip():
-                continue
-            if system_messages == "hoist":
-                system_texts.append(text)
-            else:
-                items.append(("system", [m]))
-            continue
-        if not _has_content(m, skip):
-            continue
-        if items and items[-1][0] == m.role:
-            items[-1][1].append(m)
-        else:
-            items.append((m.role, [m]))
-
+    if memo is not None:
+        texts, encoded = memo.encode(messages, system_messages)
+    else:
+        skip = aborted_unanswered(messages)
+        items: list[_Item] = []
+        system_at: list[tuple[int, str]] = []
+        _group_runs(messages, 0, skip, system_messages, items, system_at)
+        texts = [t for _, t in system_at]
+        encoded = [_encode_item(role, run, skip) for role, run, _ in items]
+    system_texts = ([system] if system.strip() else []) + texts
     out: list[dict[str, Any]] = []
     if system_texts:
         out.append({"role": "system", "content": "\n\n".join(system_texts)})
-    for role, run in items:
-        if role == "system":
-            out.append({"role": "system", "content": run[0].text()})
-        else:
-            out.extend(_encode_run(role, run, skip) if memo is None else memo.encoded(role, run, skip))
-    if memo is not None:
-        memo.turn()
+    out.extend(itertools.chain.from_iterable(encoded))
     body: dict[str, Any] = {"model": model, "messages": out}
     if tools:
         body["tools"] = list(tools)
     return body
 
 
+_Item = tuple[str, list[Message], int]  # a run: its role, its messages, the index of its first
+
+
+def _group_runs(
+    messages: Sequence[Message],
+    start: int,
+    skip: set[str],
+    system_messages: SystemMessages,
+    items: list[_Item],
+    system_at: list[tuple[int, str]],
+) -> None:
+    """Add the runs of ``messages[start:]`` to ``items`` (same-role messages merged; an inline
+    system message a run of its own) and the hoisted system texts to ``system_at``."""
+    for i in range(start, len(messages)):
+        m = messages[i]
+        if m.role == "system":
+            text = m.text()
+            if not text.strip():
+                continue
+            if system_messages == "hoist":
+                system_at.append((i, text))
+            else:
+                items.append(("system", [m], i))
+            continue
+        if not _has_content(m, skip):
+            continue
+        if items and items[-1][0] == m.role:
+            items[-1][1].append(m)
+        else:
+            items.append((m.role, [m], i))
+
+
+def _encode_item(role: str, run: list[Message], skip: set[str]) -> list[dict[str, Any]]:
+    """The messages a run encodes to (an inline system message: one ``system`` message)."""
+    if role == "system":
+        return [{"role": "system", "content": run[0].text()}]
+    return _encode_run(role, run, skip)
+
+
 class RunMemo:
-    """The encoded messages of each run of same-role messages of the last body, by the run's
-    messages' identities (messages are treated as immutable; a run holding an aborted message,
-    whose encoding depends on the rest of the projection, is encoded again every time). Holds
-    the last body's runs only."""
+    """The runs of the previous body and their encoded messages, for call after call of one
+    conversation: when a projection starts with the previous one's messages (by identity;
+    messages are treated as immutable) and leaves out the same aborted calls, the runs those
+    messages close are kept as they were (the same dict objects) and the rest is grouped again;
+    a run met before is encoded once (one holding an aborted message, whose encoding depends on
+    the projection, every time)."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[int, ...], tuple[list[Message], list[dict[str, Any]]]] = {}
-        self._next: dict[tuple[int, ...], tuple[list[Message], list[dict[str, Any]]]] = {}
+        self._runs: dict[tuple[int, ...], tuple[list[Message], list[dict[str, Any]]]] = {}
+        self._messages: list[Message] = []
+        self._items: list[_Item] = []
+        self._encoded: list[list[dict[str, Any]]] = []
+        self._system_at: list[tuple[int, str]] = []
+        self._skip: set[str] | None = None
+        self._mode: SystemMessages = "hoist"
+        self.regrouped = 0  # messages grouped in all (the rest was kept from a previous body)
 
-    def encoded(self, role: str, run: list[Message], skip: set[str]) -> list[dict[str, Any]]:
-        """``_encode_run(role, run, skip)``, or what it gave for the same run of the last body."""
+    def encode(
+        self, messages: Sequence[Message], system_messages: SystemMessages
+    ) -> tuple[list[str], list[list[dict[str, Any]]]]:
+        """The hoisted system texts and each run's encoded messages, in order."""
+        skip = aborted_unanswered(messages)
+        k = -1
+        if skip == self._skip and system_messages == self._mode:
+            shared = _shared(self._messages, messages)
+            k = bisect.bisect_left([first for _, _, first in self._items], shared) - 1
+        start = self._items[k][2] if k >= 0 else 0
+        items, encoded = self._items[: max(k, 0)], self._encoded[: max(k, 0)]
+        system_at = [t for t in self._system_at if t[0] < start]
+        fresh: list[_Item] = []
+        _group_runs(messages, start, skip, system_messages, fresh, system_at)
+        items += fresh
+        encoded += [self.run(role, run, skip) for role, run, _ in fresh]
+        self.regrouped += len(messages) - start
+        self._messages, self._items, self._encoded = list(messages), items, encoded
+        self._system_at, self._skip, self._mode = system_at, skip, system_messages
+        return [t for _, t in system_at], encoded
+
+    def run(self, role: str, run: list[Message], skip: set[str]) -> list[dict[str, Any]]:
+        """``_encode_item(role, run, skip)``, or what it gave for the same run before."""
         key = tuple(map(id, run))
-        hit = self._last.get(key)
+        hit = self._runs.get(key)
         if hit is not None and all(map(operator.is_, hit[0], run)):
-            out = hit[1]
-        else:
-            out = _encode_run(role, run, skip)
-            if any(is_aborted(m) for m in run):
-                return out
-        self._next[key] = (run, out)
+            return hit[1]
+        out = _encode_item(role, run, skip)
+        if not any(is_aborted(m) for m in run):
+            if len(self._runs) >= _RUNS_MAX:
+                del self._runs[next(iter(self._runs))]
+            self._runs[key] = (run, out)
         return out
 
-    def turn(self) -> None:
-        """The body is done: remember its runs only."""
-        self._last, self._next = self._next, {}
+
+_RUNS_MAX = 20_000  # runs remembered by a RunMemo (the oldest forgotten first)
+
+
+def _shared(prev: Sequence[Message], messages: Sequence[Message]) -> int:
+    """How many leading messages ``messages`` shares with ``prev`` (by identity)."""
+    if len(messages) >= len(prev) and all(map(operator.is_, prev, messages)):
+        return len(prev)
+    n = 0
+    for a, b in zip(prev, messages, strict=False):
+        if a is not b:
+            break
+        n += 1
+    return n
 
 
 def _encode_run(role: str, run: list[Message], skip: set[str]) -> list[dict[str, Any]]:

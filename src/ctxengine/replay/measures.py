@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
+from ctxengine.eval.content_recall import ContentRecall
 from ctxengine.eval.fidelity import CallFidelity, FidelityTracker
-from ctxengine.formats.anthropic_writer import BlockMemo, to_anthropic
+from ctxengine.formats.anthropic_memo import BlockMemo
+from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.formats.validate_incremental import RequestChecker
@@ -105,14 +107,13 @@ class RecallTracker:
 
 class FidelityMeter:
     """``FidelityTracker`` over the replay (read recall, probes, re-fetches, on the files' words:
-    a line-number gutter is not a word), a second one for content recall as the shared anchor
-    script counts it (``gutters_are_words``), and how many probed compactions kept the latest
+    a line-number gutter is not a word), ``ContentRecall`` for content recall as the shared
+    anchor script counts it (a gutter is a word), and how many probed compactions kept the latest
     user request whole. ``count_text``: tokens of a text."""
 
     def __init__(self, system: str, count_text: Callable[[str], int]) -> None:
         self.tracker = FidelityTracker(system, count_text)
-        # content recall only: its re-fetch charges are not used, so no source is tokenized for them
-        self.content = FidelityTracker(system, lambda _text: 0, gutters_are_words=True)
+        self.content = ContentRecall(system)  # content recall alone, gutters as words
         self.requests_whole = 0
         self.requests_probed = 0
 
@@ -127,7 +128,7 @@ class FidelityMeter:
         count, the rest from the files' words."""
         compacted = any(e.layer in COMPACTION_LAYERS and "error" not in e.details for e in proj.events)
         fid = self.tracker.measure(call, proj.messages, proj.system, compaction=compacted)
-        anchored = self.content.measure(call, proj.messages, proj.system, compaction=False)
+        anchored = self.content.measure(call, proj.messages, proj.system)
         fid.hits, fid.grounded = anchored.hits, anchored.grounded
         if fid.request_whole is not None:
             self.requests_probed += 1

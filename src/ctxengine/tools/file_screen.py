@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 BLOCK_BYTES = 8 * 1024 * 1024  # files above this are searched block by block, never loaded whole
 PARALLEL_MIN_FILES = 2_000  # below this, starting a worker costs more than it saves
 _REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()\r\n")
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 class Large:
@@ -50,7 +51,7 @@ def read_screened(path: str, needle: bytes | None) -> Loaded:
     """The bytes of the file at ``path`` (``LARGE`` above ``BLOCK_BYTES``), or None when
     ``needle`` is given and not in them; the ``OSError`` when it cannot be read."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         return exc
     try:

@@ -182,6 +182,8 @@ def grep(
             if spec is None or spec.match_file(e.rel[len(prefix) :])
         )
         for rel, fspath, loaded in read_files(files, scan.needle):
+            if loaded is None:
+                continue  # screened out: no matching line (``LineScan.file`` would do nothing)
             try:
                 scan.file(rel, fspath, loaded)
             except OSError as exc:
