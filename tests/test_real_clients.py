@@ -204,7 +204,9 @@ def test_aider_on_chat_completions(tmp_path: Path, caplog: pytest.LogCaptureFixt
     assert any("realigned:" in rec.getMessage() for rec in caplog.records)
 
 
-def test_aider_edits_applied_rewrite_its_files_message(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_aider_edits_applied_rewrite_its_files_message(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Every edit applies to the file in the chat and a failing lint command makes aider go on
     (it answers the lint errors, up to its 3 reflections): each request after an edit carries the
     files message rewritten with the file's new text under the same reply. One session."""
