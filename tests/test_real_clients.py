@@ -232,6 +232,8 @@ def test_aider_edits_applied_rewrite_its_files_message(
     assert len(main) == 1, report["sessions"]
     assert main[0]["branch_of"] is None and main[0]["calls"] == 4, main
     assert sum(s["compactions"] for s in report["sessions"]) >= 1, report["sessions"]
+    realigned = [rec.getMessage() for rec in caplog.records if "realigned:" in rec.getMessage()]
+    assert len(realigned) == 3, realigned  # each request after an edit
 
 
 def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
