@@ -6,9 +6,11 @@ tests' loopback upstream (``tests/proxy_servers.Upstream``, which checks every r
 the provider's rules). Per agent: requests the upstream got, tokens the agent sent vs tokens
 sent upstream (the proxy's figures, summed over the agent's sessions), compactions, invalid
 upstream requests, and the proxy's own time before each upstream call (``added=`` of its log
-lines), p50 / p99 in milliseconds.
+lines), p50 / p99 in milliseconds. aider runs twice: its task (three edits that do not apply,
+then one that does) and ``aider (edits)``, where every edit applies to the file in the chat and a
+failing lint command makes it go on (its files message rewritten on every request).
 
-    python benchmarks/bench_agents.py [--rounds 30] [--json OUT]
+    python benchmarks/bench_agents.py [--rounds 30] [--agent aider] [--json OUT]
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _command(agent: str, exe: str, base: str, home: Path) -> tuple[list[str], dict[str, str]]:
+def _command(agent: str, exe: str, base: str, home: Path, edits: bool) -> tuple[list[str], dict[str, str]]:
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb", **QUIET}
     if agent == "claude":
         env |= {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-ant-bench"}
@@ -70,17 +72,20 @@ def _command(agent: str, exe: str, base: str, home: Path) -> tuple[list[str], di
         "--no-show-model-warnings", "--no-analytics", "--no-auto-commits", "--no-pretty", "--no-stream",
         "--message", "Add hello.py that prints hello.", "src/mod_1.py",
     ]  # fmt: skip
+    if edits:  # every edit applies; the lint command fails: aider answers it (3 reflections)
+        cmd[-2:-1] = ["Comment the functions of src/mod_1.py."]
+        cmd[-3:-3] = ["--lint-cmd", "python: false", "--auto-lint"]
     return cmd, env | {"OPENAI_API_KEY": "sk-bench"}
 
 
-def measure(agent: str, window: int, rounds: int) -> dict[str, Any]:
-    """One agent's run (see the module docstring)."""
+def measure(agent: str, window: int, rounds: int, edits: bool = False) -> dict[str, Any]:
+    """One agent's run (see the module docstring; ``edits``: aider's edits all apply)."""
     exe = client(agent)
     if exe is None:
         return {"agent": agent, "skipped": "not installed"}
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{agent}-"))
     ws = workspace(tmp / "ws")
-    up = Upstream(plan=AgentTask(ws, rounds=rounds))
+    up = Upstream(plan=AgentTask(ws, rounds=rounds, edits=edits))
     lines = Lines()
     logger = logging.getLogger("ctxengine.proxy")
     logger.addHandler(lines)
@@ -92,7 +97,7 @@ def measure(agent: str, window: int, rounds: int) -> dict[str, Any]:
             )
             app = create_app(cfg)
             with serve(app) as base:
-                cmd, env = _command(agent, exe, base, tmp / "home")
+                cmd, env = _command(agent, exe, base, tmp / "home", edits)
                 done = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=900)
                 report = httpx.get(base + "/ctxengine/sessions", timeout=60).json()
     finally:
@@ -100,7 +105,7 @@ def measure(agent: str, window: int, rounds: int) -> dict[str, Any]:
     added = [float(x.split("added=")[1].split("ms")[0]) for x in lines.lines if "added=" in x]
     sessions = report["sessions"]
     return {
-        "agent": agent,
+        "agent": agent + (" (edits)" if edits else ""),
         "window": window,
         "exit": done.returncode,
         "requests": len(up.seen),
@@ -118,14 +123,17 @@ def measure(agent: str, window: int, rounds: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--agent", choices=("claude", "codex", "aider"), help="only this agent's rows")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    rows = [
-        measure("claude", 64_000, args.rounds),
-        measure("claude", 32_000, args.rounds),
-        measure("codex", 16_000, args.rounds),
-        measure("aider", 16_000, 0),
+    runs = [
+        ("claude", 64_000, args.rounds, False),
+        ("claude", 32_000, args.rounds, False),
+        ("codex", 16_000, args.rounds, False),
+        ("aider", 16_000, 0, False),
+        ("aider", 16_000, 0, True),
     ]
+    rows = [measure(*run) for run in runs if args.agent in (None, run[0])]
     for row in rows:
         print(json.dumps(row))
     if args.json:

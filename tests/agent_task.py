@@ -7,7 +7,9 @@ fifth round; Codex: ``exec_command`` / ``shell`` with ``cat``, each call after a
 reasoning item, as OpenAI's reasoning models answer), ``rounds`` calls per client session (Claude
 Code's ``x-claude-code-session-id``, Codex's ``prompt_cache_key``), then a final text; aider
 (no tools) gets a SEARCH/REPLACE edit whose SEARCH text is not in the file ``misses`` times (it
-answers each with the error, a further turn) and then one that applies. ``client(name)`` finds an
+answers each with the error, a further turn) and then one that applies; with ``edits`` every edit
+applies instead, to ``src/mod_1.py`` (a line of it gets a comment: the file in the chat changes,
+so aider's files message is rewritten on its next request). ``client(name)`` finds an
 installed client (``CTXENGINE_AGENT_BIN``, then ``PATH``).
 """
 
@@ -62,6 +64,7 @@ class AgentTask:
     root: Path
     rounds: int = 12
     misses: int = 3
+    edits: bool = False  # aider: every edit applies to src/mod_1.py (see the module docstring)
     counts: dict[str, int] = field(default_factory=dict)
     reasoning_sent: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -139,7 +142,11 @@ class AgentTask:
             k = self.counts.get("aider", 0)
             self.counts["aider"] = k + 1
         source = (self.root / "src" / "mod_1.py").read_text()
-        if k < self.misses:  # a SEARCH that does not match: aider answers with the error
+        if self.edits:  # the k-th line gets a comment: found in the file, so the edit applies
+            line = source.splitlines()[k]
+            block = f"<<<<<<< SEARCH\n{line}\n=======\n{line}  # edited {k}\n>>>>>>> REPLACE"
+            edit = f"src/mod_1.py\n```python\n{block}\n```\n"
+        elif k < self.misses:  # a SEARCH that does not match: aider answers with the error
             search = source.replace("return", f"yield{k}")
             edit = f"src/mod_1.py\n```python\n<<<<<<< SEARCH\n{search}=======\n{source}>>>>>>> REPLACE\n```\n"
         else:

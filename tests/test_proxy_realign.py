@@ -51,9 +51,18 @@ def reply(t: int) -> str:
     return f"Here is the change {t}.\n\nsrc/app.py\n```python\n{block}\n```"
 
 
-def aider_request(t: int) -> list[dict[str, Any]]:
+def files_pair(version: int) -> list[dict[str, Any]]:
+    """aider's files message once the file was edited ``version`` times (its text is the chat
+    files' current contents), and its fixed reply."""
+    if version == 0:
+        return FILES
+    text = "I have *added these files to the chat*\n\nsrc/app.py\n" + f"x = edited({version})\n" * 250
+    return [{"role": "user", "content": text}, FILES[1]]
+
+
+def aider_request(t: int, edits: bool = False) -> list[dict[str, Any]]:
     """aider's request of turn ``t``: the turns before it done, the files pair moved before the
-    newest prompt, the reminder last."""
+    newest prompt (with ``edits``, rewritten: each turn's edit applied), the reminder last."""
     done: list[dict[str, Any]] = []
     for k in range(t):
         done += [
@@ -66,7 +75,7 @@ def aider_request(t: int) -> list[dict[str, Any]]:
         SYSTEM,
         *REPO_MAP,
         *done,
-        *FILES,
+        *(files_pair(t) if edits else FILES),
         {"role": "user", "content": f"Step {t}: change the parser."},
         REMINDER,
     ]
@@ -145,6 +154,46 @@ def test_aider_shaped_requests_are_one_session(rig: Rig, caplog: pytest.LogCaptu
     assert all(
         "realigned: 4 messages moved" in line or "realigned: 3 messages moved" in line for line in lines
     )
+
+
+def test_aider_files_message_rewritten_after_each_edit_is_one_session(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After each edit aider's files message holds the file's new text under the same "Ok"
+    reply: the old text leaves the view, the new one is ingested where it stands, one session."""
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    same = 0
+    for t in range(TURNS):
+        request = aider_request(t, edits=True)
+        sent = send(rig, request)
+        fresh = send(rig, request, key=f"sk-fresh-{t}")
+        assert sent["messages"][-2:] == request[-2:]  # the newest prompt, the reminder: in place
+        texts = [str(m.get("content")) for m in sent["messages"]]
+        assert not any(files_pair(v)[0]["content"] in x for v in range(t) for x in texts)  # old texts left
+        if not compacted(sent):
+            assert sent["messages"][-4:-2] == request[-4:-2]  # the new files pair, where it stands
+        assert in_client_order(sent["messages"], request)
+        if not compacted(sent) and not compacted(fresh):
+            assert sent == fresh
+            same += 1
+    sessions = rig.sessions()["sessions"]
+    ours = [s for s in sessions if s["calls"] == TURNS]
+    assert len(ours) == 1, sessions
+    assert ours[0]["branch_of"] is None and ours[0]["compactions"] >= 1
+    assert ours[0]["messages"] == len(aider_request(TURNS - 1)) - 1
+    assert len(sessions) == 1 + TURNS and all(s["branch_of"] is None for s in sessions)
+    assert same >= 4
+    assert len(log_lines(caplog, "realigned:", TURNS - 1)) == TURNS - 1
+
+
+def test_a_changed_reply_under_a_rewritten_files_message_branches(rig: Rig) -> None:
+    for t in range(2):
+        send(rig, aider_request(t, edits=True))
+    request = aider_request(2, edits=True)
+    request[-3] = {"role": "assistant", "content": "Ok, I will edit those files."}  # the files reply
+    send(rig, request)
+    sessions = rig.sessions()["sessions"]
+    assert len(sessions) == 2 and sessions[1]["branch_of"] == sessions[0]["id"]
 
 
 def test_a_rewind_still_branches(rig: Rig) -> None:

@@ -204,6 +204,38 @@ def test_aider_on_chat_completions(tmp_path: Path, caplog: pytest.LogCaptureFixt
     assert any("realigned:" in rec.getMessage() for rec in caplog.records)
 
 
+def test_aider_edits_applied_rewrite_its_files_message(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every edit applies to the file in the chat and a failing lint command makes aider go on
+    (it answers the lint errors, up to its 3 reflections): each request after an edit carries the
+    files message rewritten with the file's new text under the same reply. One session."""
+    exe = need("aider")
+    key = "sk-test-real-aider-edits"
+    with caplog.at_level(logging.INFO), run(tmp_path, 16_000, edits=True) as r:
+        env = r.env | {"OPENAI_API_KEY": key}
+        cmd = [
+            exe, "--openai-api-base", r.base + "/v1", "--model", "openai/gpt-4o", "--yes",
+            "--no-check-update", "--no-show-model-warnings", "--no-analytics", "--no-auto-commits",
+            "--no-pretty", "--no-stream", "--lint-cmd", "python: false", "--auto-lint",
+            "--message", "Comment the functions of src/mod_1.py.", "src/mod_1.py",
+        ]  # fmt: skip
+        out = subprocess.run(cmd, cwd=r.task.root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+        report = r.check(caplog, key)
+        bodies = [b for b in r.sent.bodies["/v1/chat/completions"] if b["model"] == "gpt-4o"]
+    source = (r.task.root / "src" / "mod_1.py").read_text()
+    assert [f"# edited {k}" in source for k in range(4)] == [True] * 4  # the first answer, 3 reflections
+    files = {m["content"] for b in bodies for m in b["messages"] if "added these files" in str(m["content"])}
+    assert len(bodies) == 4 and len(files) == 4  # each request with the file's text of its time
+    main = [s for s in report["sessions"] if s["model"] == "gpt-4o"]
+    assert len(main) == 1, report["sessions"]
+    assert main[0]["branch_of"] is None and main[0]["calls"] == 4, main
+    assert sum(s["compactions"] for s in report["sessions"]) >= 1, report["sessions"]
+    realigned = [rec.getMessage() for rec in caplog.records if "realigned:" in rec.getMessage()]
+    assert len(realigned) == 3, realigned  # each request after an edit
+
+
 def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
     exe = need("claude")
     ws = workspace(tmp_path / "ws", modules=4)

@@ -11,7 +11,9 @@ A message is hashed as its JSON bytes (the client's key order: a client serializ
 the same way on every request), in a normal form when it holds ``cache_control`` markers: they
 are left out (a client such as Claude Code moves its breakpoint to the newest message on every
 request; the conversation is the same), and a content of one text block is its string (the same
-prompt sent either way). Hashes are BLAKE2b, 16 bytes.
+prompt sent either way). Hashes are BLAKE2b, 16 bytes. A message's own digest (what ``align``
+compares) is its role's tag (``USER_TAG``, ``ASSISTANT_TAG``, ``OTHER_TAG``: one byte) and the
+hash of its normal form.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ _MARK = b'"cache_control"'
 # request headers that carry the client's credentials (never stored or logged)
 AUTH_HEADERS = ("x-api-key", "authorization", "api-key")
 SESSION_HEADER = "x-ctxengine-session"
+
+# the first byte of a message's own digest: its role (``align`` tells user and assistant apart)
+USER_TAG = b"u"
+ASSISTANT_TAG = b"a"
+OTHER_TAG = b"o"  # system, developer, tool, an item without a role (Responses function calls)
+_TAGS = {"user": USER_TAG, "assistant": ASSISTANT_TAG}
 
 
 def digest(*parts: bytes) -> bytes:
@@ -98,7 +106,8 @@ def chain(start: bytes, messages: Sequence[Any]) -> list[bytes]:
 
 def chain_and_digests(start: bytes, messages: Sequence[Any]) -> tuple[list[bytes], list[bytes]]:
     """``chain(start, messages)``, and each message's own digest (its normal form's, whatever
-    precedes it: what ``align`` compares when a client moves messages), each message encoded once."""
+    precedes it, after its role's tag: what ``align`` compares when a client moves messages), each
+    message encoded once."""
     links: list[bytes] = []
     digests: list[bytes] = []
     prev = start
@@ -106,5 +115,12 @@ def chain_and_digests(start: bytes, messages: Sequence[Any]) -> tuple[list[bytes
         raw = message_bytes(m)
         prev = digest(prev, raw)
         links.append(prev)
-        digests.append(digest(raw))
+        digests.append(role_tag(m) + digest(raw))
     return links, digests
+
+
+def role_tag(message: Any) -> bytes:
+    """The tag of ``message``'s role that starts its own digest (``USER_TAG``, ``ASSISTANT_TAG``
+    or ``OTHER_TAG``)."""
+    role = message.get("role") if isinstance(message, dict) else None
+    return _TAGS.get(role, OTHER_TAG) if isinstance(role, str) else OTHER_TAG

@@ -5,7 +5,8 @@ longest prefix of the request's (``identity``): the session continues when the w
 prefix; when only part of it is (the client edited or rewound its history: Claude Code's own
 ``/compact``, a rewind, a regenerated turn) a new *branch* starts, a new session that ingests the
 request's history from the start, so the stored session is never corrupted; unless the client only
-moved messages (aider: ``align``), when the session is *realigned* and continues. An explicit
+moved messages or rewrote a context message under its unchanged reply (aider: ``align``), when the
+session is *realigned* and continues. An explicit
 ``x-ctxengine-session`` header names the session instead (scoped by the key digest too).
 
 Each session has an ``asyncio.Lock``: the proxy holds it from the request's ingest to the end of
@@ -87,8 +88,8 @@ class ProxySession:
 
     def realigns(self, digests: Sequence[bytes]) -> int | None:
         """Where a request whose messages have ``digests`` realigns this session (``align``: the
-        client moved messages; those of the session from there on leave the view), or None (the
-        session continues as it is, or the request branches off it)."""
+        client moved messages, or rewrote a context message; those of the session from there on
+        leave the view), or None (the session continues as it is, or the request branches off it)."""
         if self.ingested != len(self.digests):
             return None  # a request of it is under way
         found = align(self.digests, digests)

@@ -13,9 +13,9 @@ saw it turns ago, replays the recorded turns on a new or its cached engine:
 once the projection is made (``prepare``: with the engine's entries and the request's links, in
 one transaction), its usage and figures once the upstream answered (``finish``, ``release``):
 what ``GET /ctxengine/sessions`` reports is the store's, the same on every node. A request that
-only moves the session's messages (``align``: aider) realigns it on the node that holds its
-engine at the last turn; a node that would first have to replay turns a realignment has moved
-since starts a branch instead (``index.replayable``, one log line).
+only moves the session's messages or rewrites a context message (``align``: aider) realigns it
+on the node that holds its engine at the last turn; a node that would first have to replay turns
+a realignment has moved since starts a branch instead (``index.replayable``, one log line).
 
 Any failure of the store or of the lock service makes the request fail open (forwarded
 unchanged, counted; a warning once per outage, ``Outage``); the session catches up at the first
