@@ -113,22 +113,3 @@ def test_plain_scripts_give_each_pipelines_first_command(
 )
 def test_what_is_not_plain_is_left_to_bashlex(script: str) -> None:
     assert plain_pipes(script) is None
-
-
-def test_a_stage_without_backslashes_splits_as_shlex_splits_it() -> None:
-    """``scan.stage_words`` skips ``shlex`` when the text holds no backslash and its quotes close
-    (``scan._split_plain``): the words are the ones ``shlex.split`` gives."""
-    import shlex
-
-    from ctxengine.tools.shell.scan import _split_plain
-
-    rng = random.Random(30)
-    chars = [*"ab1-_./#$()|;&<>*?~= \t\r\n\x0b\x0c\xa0\u2028\x1c\x85'\"\\中", "''", '""', "'a b'", '"c d"']
-    fast = 0
-    for _ in range(20_000):
-        text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 12)))
-        words = _split_plain(text)
-        if words is not None:
-            fast += 1
-            assert words == shlex.split(text), repr(text)
-    assert fast > 10_000
