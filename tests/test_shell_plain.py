@@ -113,3 +113,31 @@ def test_plain_scripts_give_each_pipelines_first_command(
 )
 def test_what_is_not_plain_is_left_to_bashlex(script: str) -> None:
     assert plain_pipes(script) is None
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "a;b",  # refused by the regex reader, read by the tree
+        "cd x && ls -la d/ 2>/dev/null",  # tree-sitter-bash hangs the redirection on the whole list
+        "a | b 2>&1 && c >> log d",  # ... and the words after its target on the redirection
+        "cat f > out x y",
+        "a && cat <<EOF > f\nEOF\nls",  # a here-document hung on the list, redirected too
+        "A=1 B=2 cmd",
+    ],
+)
+def test_shapes_of_tree_sitter_bashs_tree_read_as_bashlex_reads_them(script: str) -> None:
+    assert agrees(script) is True
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "0>f cat",  # tree-sitter-bash makes ``0`` the command: left to bashlex
+        "- 1>f x",  # its tree leaves the ``-`` out: a byte no token takes
+        "a \\\nb",  # a line continuation (tree-sitter's extras)
+        "[ab] x",  # a test_command in its tree
+    ],
+)
+def test_what_tree_sitter_bash_reads_otherwise_than_bash_is_left_to_bashlex(script: str) -> None:
+    assert plain_pipes(script) is None
