@@ -137,6 +137,7 @@ def test_shapes_of_tree_sitter_bashs_tree_read_as_bashlex_reads_them(script: str
         "- 1>f x",  # its tree leaves the ``-`` out: a byte no token takes
         "a \\\nb",  # a line continuation (tree-sitter's extras)
         "[ab] x",  # a test_command in its tree
+        "x -c<<EOF\nEOF",  # its lexer takes ``-c<<`` for the operator
     ],
 )
 def test_what_tree_sitter_bash_reads_otherwise_than_bash_is_left_to_bashlex(script: str) -> None:

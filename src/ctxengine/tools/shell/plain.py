@@ -106,7 +106,7 @@ def plain_pipes(script: str, alone: bool = True) -> tuple[PlainPipe, ...] | None
         return None
     walk = _Walk(src)
     try:
-        walk.statement(root, True)
+        walk.statements(root)
     except _NotPlain:
         return None
     # what the tree leaves out (tree-sitter's extras: a line continuation, ...) is not plain
@@ -129,34 +129,48 @@ class _Walk:
         self.pipelines: list[list[_Stage]] = []
         self.spans: list[tuple[int, int]] = []
 
-    def statement(self, node: Node, new: bool) -> None:
-        """Read a statement into ``pipelines`` (``new``: it starts a pipeline, else it is the next
-        command of the last one). tree-sitter-bash hangs the redirections that end a list or a
-        pipeline on the whole of it (``a && b 2>/dev/null``); bash gives them to its last command."""
-        kind = node.type
-        if kind in ("program", "list", "pipeline"):
-            first = True
-            for child in node.children:
-                if child.type in (";", "&&", "||", "|") and (child.type == "|") == (kind == "pipeline"):
-                    self.spans.append((child.start_byte, child.end_byte))
-                else:
-                    self.statement(child, new if kind == "pipeline" and first else kind != "pipeline")
-                    first = False
-        elif kind == "redirected_statement" and node.children[0].type in ("list", "pipeline"):
-            body, *redirects = node.children
-            self.statement(body, new)
-            self.parts(redirects, body.end_byte, self.pipelines[-1][-1])
-        elif kind in ("command", "redirected_statement", "variable_assignment"):
-            stage = _Stage()
-            if new:
-                self.pipelines.append([stage])
-            elif self.pipelines:
-                self.pipelines[-1].append(stage)
+    def statements(self, root: Node) -> None:
+        """Read the script's statements into ``pipelines``, in order, with a stack of what is
+        left to read (tree-sitter-bash nests ``a && b && c`` to the left: recursing down a
+        script of thousands would reach Python's limit). tree-sitter-bash hangs the redirections
+        that end a list or a pipeline on the whole of it (``a && b 2>/dev/null``); bash gives
+        them to its last command, and so does this."""
+        todo: list[tuple[Node, bool] | tuple[list[Node], int]] = [(root, True)]
+        while todo:
+            item = todo.pop()
+            if isinstance(item[0], list):
+                self.parts(item[0], item[1], self.pipelines[-1][-1])  # the trailing redirections
+                continue
+            node, new = item
+            kind = node.type
+            if kind in ("program", "list", "pipeline"):
+                later: list[tuple[Node, bool] | tuple[list[Node], int]] = []
+                for child in node.children:
+                    if child.type in (";", "&&", "||", "|") and (child.type == "|") == (kind == "pipeline"):
+                        self.token(child)
+                    else:  # a pipeline's first command starts it if the pipeline starts one
+                        later.append((child, new and not later if kind == "pipeline" else True))
+                todo.extend(reversed(later))
+            elif kind == "redirected_statement" and node.children[0].type in ("list", "pipeline"):
+                body, *redirects = node.children
+                todo.append((redirects, body.end_byte))
+                todo.append((body, new))
             else:
-                raise _NotPlain
-            self.parts(node.children if kind != "variable_assignment" else [node], node.start_byte, stage)
-        else:
+                self.stage(node, new)
+
+    def stage(self, node: Node, new: bool) -> None:
+        """A simple command: it starts a pipeline (``new``) or is the last one's next."""
+        kind = node.type
+        if kind not in ("command", "redirected_statement", "variable_assignment"):
             raise _NotPlain  # ``&``, ``|&``, a compound command, a comment, ...
+        stage = _Stage()
+        if new:
+            self.pipelines.append([stage])
+        elif self.pipelines:
+            self.pipelines[-1].append(stage)
+        else:
+            raise _NotPlain
+        self.parts(node.children if kind != "variable_assignment" else [node], node.start_byte, stage)
 
     def parts(self, nodes: list[Node], at: int, stage: _Stage) -> None:
         """Add the words and redirections ``nodes`` (one simple command's, from byte ``at``, on
@@ -193,6 +207,13 @@ class _Walk:
         self.spans.append((node.start_byte, node.end_byte))
         return self.src[node.start_byte : node.end_byte].decode()
 
+    def token(self, node: Node) -> None:
+        """Take an operator's span, checking its text is the operator: tree-sitter-bash's lexer
+        can take a word into it (``x -c<<EOF``: ``-c<<`` is its ``<<``)."""
+        if self.src[node.start_byte : node.end_byte] != node.type.encode():
+            raise _NotPlain
+        self.spans.append((node.start_byte, node.end_byte))
+
     def separate(self, at: int) -> None:
         """A redirection starts at ``at``: it must follow a space or tab (``a2>x``: bash reads
         ``2>``, bashlex does not), or open the script."""
@@ -214,6 +235,7 @@ class _Walk:
             raise _NotPlain
         op, target, *more = children
         self.separate(node.start_byte)
+        self.token(op)
         if op.type in (">", ">>") and target.type in _WORDS:
             if not _SPACES.fullmatch(self.src, op.end_byte, target.start_byte):
                 raise _NotPlain
@@ -225,7 +247,8 @@ class _Walk:
             out = False
         else:
             raise _NotPlain
-        self.spans.append((node.start_byte, target.end_byte))
+        self.spans.append((node.start_byte, op.start_byte))  # the descriptor (or nothing)
+        self.spans.append((target.start_byte, target.end_byte))
         at = target.end_byte
         for word in more:
             if word.type not in _WORDS or word.start_byte == at:
@@ -242,6 +265,7 @@ class _Walk:
             raise _NotPlain
         op, start, *middle, body, end = children
         self.separate(op.start_byte)
+        self.token(op)
         name = self.src[start.start_byte : start.end_byte]
         if (
             not _NAME.fullmatch(name)
@@ -255,7 +279,7 @@ class _Walk:
             or _BARE.match(self.src, start.end_byte)
         ):
             raise _NotPlain
-        self.spans.append((op.start_byte, start.end_byte))
+        self.spans.append((start.start_byte, start.end_byte))
         self.spans.append((end.start_byte, end.end_byte))
         self.parts(middle, start.end_byte, stage)  # redirections (or words) after it, on its line
         last = middle[-1].end_byte if middle else start.end_byte
