@@ -306,7 +306,7 @@ def _check_word(node: Node) -> None:
         ok = True
     elif kind == "variable_assignment":
         name, *rest = node.children
-        ok = name.type == "variable_name" and bool(rest) and rest[0].type in ("=", "+=") and len(rest) <= 2
+        ok = name.type == "variable_name" and bool(rest) and _is(rest[0], ("=", "+=")) and len(rest) <= 2
         if ok and len(rest) == 2:
             _check_word(rest[1])
     else:
@@ -315,11 +315,16 @@ def _check_word(node: Node) -> None:
         raise _NotPlain
 
 
+def _is(node: Node, operators: tuple[str, ...]) -> bool:
+    """``node`` is one of ``operators``, its text too (tree-sitter-bash's lexer can widen one)."""
+    return node.type in operators and node.text == node.type.encode()
+
+
 def _double_quoted(node: Node) -> bool:
     """A ``"..."`` string of text (a backslash escaping the next character) and simple
     parameters, without a backquote."""
     children = node.children
-    if len(children) < 2 or children[0].type != '"' or children[-1].type != '"':
+    if len(children) < 2 or not _is(children[0], ('"',)) or not _is(children[-1], ('"',)):
         return False
     for child in children[1:-1]:
         text = child.text or b""
