@@ -14,11 +14,6 @@ from typing import NamedTuple
 _HEREDOC = re.compile(r"(?<!<)<<-?(?!<)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _SUB_MARK = "\x00"  # around a substitution's index in a stage's text (never in a command)
 _SUB_RE = re.compile(_SUB_MARK + r"(\d+)" + _SUB_MARK)
-# a word as shlex.split reads it when the text has no backslash: characters other than its white
-# space (space, tab, CR, LF) and quotes, and quoted strings, joined
-_SHLEX_TOKEN = re.compile(r"[ \t\r\n]+|((?:[^ \t\r\n'\"\\]|'[^']*'|\"[^\"]*\")+)")
-_SHLEX_WHITE = re.compile(r"[ \t\r\n]+")
-_SHLEX_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _DOUBLE_STOP = re.compile(r'[\\"`]|\$\(')  # what matters inside double quotes
 
 
@@ -249,12 +244,10 @@ def scan(script: str) -> list[list[_Stage]]:
 def stage_words(stage: _Stage) -> list[str]:
     """The words of one simple command, quotes removed (``shlex``; a plain whitespace split if
     ``shlex`` refuses it: an unbalanced quote), substitutions put back as they were written."""
-    words = _split_plain(stage.text)
-    if words is None:
-        try:
-            words = shlex.split(stage.text)
-        except ValueError:
-            words = stage.text.split()
+    try:
+        words = shlex.split(stage.text)
+    except ValueError:
+        words = stage.text.split()
     if not stage.subs:
         return words
 
@@ -263,29 +256,6 @@ def stage_words(stage: _Stage) -> list[str]:
         return stage.subs[k] if k < len(stage.subs) else ""
 
     return [_SUB_RE.sub(put_back, w) for w in words]
-
-
-def _split_plain(text: str) -> list[str] | None:
-    """``shlex.split(text)`` for a text without a backslash whose quotes all close (shlex reads
-    character by character in Python; this is one regular expression), else None."""
-    if "\\" in text:
-        return None
-    if "'" not in text and '"' not in text:
-        return _SHLEX_WHITE.split(text.strip(" \t\r\n")) if text.strip(" \t\r\n") else []
-    words: list[str] = []
-    pos, end = 0, len(text)
-    while pos < end:
-        m = _SHLEX_TOKEN.match(text, pos)
-        if m is None:
-            return None  # a quote that does not close: shlex refuses it
-        if m.group(1) is not None:
-            words.append(_SHLEX_QUOTED.sub(_inside, m.group(1)))
-        pos = m.end()
-    return words
-
-
-def _inside(q: re.Match[str]) -> str:
-    return q.group()[1:-1]
 
 
 def split_commands(script: str) -> list[list[list[str]]]:
