@@ -15,7 +15,6 @@ only the block dicts are shared between bodies (breakpoints are set on copies).
 from __future__ import annotations
 
 import bisect
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +26,7 @@ from ctxengine.formats.anthropic_writer import (
     finish,
     group,
 )
-from ctxengine.messages.model import Message
+from ctxengine.messages.model import Message, shared_prefix
 from ctxengine.messages.tool_turns import aborted_unanswered, is_aborted
 
 BLOCKS_MAX = 20_000  # messages whose blocks are remembered (the oldest forgotten first)
@@ -64,7 +63,7 @@ class BlockMemo:
         g = self._groups
         start = 0
         if g is not None and skip == self._skip and system_messages == self._mode:
-            k = bisect.bisect_left(g.first_src, _shared(self._messages, messages)) - 1
+            k = bisect.bisect_left(g.first_src, shared_prefix(self._messages, messages)) - 1
             start = g.cut(k) if k >= 0 else 0
             if k < 0:
                 g = Groups()
@@ -75,14 +74,3 @@ class BlockMemo:
         self._groups, self._messages, self._skip, self._mode = g, list(messages), skip, system_messages
         return finish(g, system)
 
-
-def _shared(prev: Sequence[Message], messages: Sequence[Message]) -> int:
-    """How many leading messages ``messages`` shares with ``prev`` (by identity)."""
-    if len(messages) >= len(prev) and all(map(operator.is_, prev, messages)):
-        return len(prev)
-    n = 0
-    for a, b in zip(prev, messages, strict=False):
-        if a is not b:
-            break
-        n += 1
-    return n

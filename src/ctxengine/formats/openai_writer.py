@@ -45,7 +45,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ctxengine.messages.model import Document, Image, Message, ResultPart, Text, ToolCall, ToolResult
+from ctxengine.messages.model import (
+    Document,
+    Image,
+    Message,
+    ResultPart,
+    Text,
+    ToolCall,
+    ToolResult,
+    shared_prefix,
+)
 from ctxengine.messages.tool_turns import aborted_unanswered, is_aborted
 
 EMPTY_RESULT_TEXT = "(no output)"  # a tool result with no text and no media
@@ -168,7 +177,7 @@ class RunMemo:
         skip = aborted_unanswered(messages)
         k = -1
         if skip == self._skip and system_messages == self._mode:
-            shared = _shared(self._messages, messages)
+            shared = shared_prefix(self._messages, messages)
             k = bisect.bisect_left([first for _, _, first in self._items], shared) - 1
         start = self._items[k][2] if k >= 0 else 0
         items, encoded = self._items[: max(k, 0)], self._encoded[: max(k, 0)]
@@ -198,17 +207,6 @@ class RunMemo:
 
 _RUNS_MAX = 20_000  # runs remembered by a RunMemo (the oldest forgotten first)
 
-
-def _shared(prev: Sequence[Message], messages: Sequence[Message]) -> int:
-    """How many leading messages ``messages`` shares with ``prev`` (by identity)."""
-    if len(messages) >= len(prev) and all(map(operator.is_, prev, messages)):
-        return len(prev)
-    n = 0
-    for a, b in zip(prev, messages, strict=False):
-        if a is not b:
-            break
-        n += 1
-    return n
 
 
 def _encode_run(role: str, run: list[Message], skip: set[str]) -> list[dict[str, Any]]:

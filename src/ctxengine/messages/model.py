@@ -11,6 +11,8 @@ Data flows one way: reader -> ``Session`` -> engine (layers) -> projection -> wr
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 import msgspec
@@ -303,3 +305,16 @@ class Session(msgspec.Struct):
 class TranscriptError(Exception):
     """A transcript cannot be read at all: missing path, unknown format, empty or binary file.
     The message is one line that names the path."""
+
+
+def shared_prefix(prev: Sequence[Message], messages: Sequence[Message]) -> int:
+    """How many leading messages ``messages`` shares with ``prev``, by identity (the same objects:
+    a projection that only grew shares all of ``prev``). For the request writers' memos."""
+    if len(messages) >= len(prev) and all(map(operator.is_, prev, messages)):
+        return len(prev)
+    n = 0
+    for a, b in zip(prev, messages, strict=False):
+        if a is not b:
+            break
+        n += 1
+    return n
