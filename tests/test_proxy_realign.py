@@ -269,3 +269,28 @@ def test_a_realigned_turn_replays_on_an_engine_at_the_turn_before() -> None:
     ]
     added = sum(served.engine.counter.count_message(m) for m in done.new)  # by ``finish``
     assert (replayed.ingested, replayed.history_tokens) == (served.ingested, served.history_tokens + added)
+
+
+def test_a_client_clearing_an_old_tool_result_realigns_its_session(tmp_path: Path) -> None:
+    """Claude Code clears old tool results itself (a user message of results rewritten, the
+    assistant message after it unchanged): the rewrite rule realigns the session instead of
+    starting a branch; what goes upstream is the client's cleared text, valid, in its order."""
+    import copy
+
+    from test_proxy import _rig as anthropic_rig
+    from test_proxy import _turns
+
+    for r in anthropic_rig(tmp_path, window=64_000):
+        msgs = _turns(6, size=2_000)
+        client = r.anthropic()
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=msgs)
+        cleared = copy.deepcopy(msgs) + _turns(7, size=2_000)[-2:]
+        cleared[2]["content"][0]["content"] = "[Old tool result content cleared]"  # round 0's result
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=cleared)
+        seen = r.upstream.seen[-1]
+        assert seen.problems == []
+        body = str(seen.body["messages"])
+        assert "[Old tool result content cleared]" in body and "line 0.7 " not in body
+        assert "line 6.3 " in body  # the new round
+        sessions = r.sessions()["sessions"]
+        assert len(sessions) == 1 and sessions[0]["calls"] == 2, sessions
