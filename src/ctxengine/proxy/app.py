@@ -61,7 +61,7 @@ from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
 from ctxengine.store.base import SessionStore, StoreError
-from ctxengine.tokens.encoders import warm
+from ctxengine.tokens.encoders import encoder
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -76,7 +76,7 @@ class Proxy:
         self.table = SessionTable()
         self.totals = Totals()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
-        self.warm_up: asyncio.Future[None] | None = None  # the tokenizer's build at start-up
+        self.warm_up: asyncio.Future[Any] | None = None  # the tokenizer's build at start-up
         self._store: ProxyStore | None = None
         self._client: httpx.AsyncClient | None = None
         self._creating = asyncio.Lock()
@@ -427,7 +427,7 @@ def create_app(config: ProxyConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # the tokenizer built on the engine thread before any request needs it (a first request
         # waits for what is left of it instead of paying all of it)
-        proxy.warm_up = asyncio.ensure_future(proxy.run(warm))
+        proxy.warm_up = asyncio.ensure_future(proxy.run(encoder))
         if proxy.shared is not None:  # its job worker
             await proxy.shared.start()
         yield

@@ -101,12 +101,6 @@ def build_in_background(name: Encoding = "o200k_base") -> Callable[[], None]:
     return wait
 
 
-def warm(encodings: tuple[Encoding, ...] = ("o200k_base",)) -> None:
-    """Build the tokenizers of ``encodings`` now (about 50 ms each on this project's machines), so
-    that a long-running process (the proxy) does not build them inside its first request."""
-    for name in encodings:
-        encoder(name)
-
 
 def count_tokens(text: str, encoding: Encoding = "o200k_base") -> int:
     """Exact number of tokens of ``text`` in ``encoding`` (tiktoken ``encode_ordinary``
