@@ -112,8 +112,9 @@ def test_plain_command_line_is_parsed() -> None:
 
 
 def test_console_script_replay_skips_typer_option_parsing(tmp_path: Path) -> None:
-    """Through the console script's ``main``: exit 0, the report written, and pydantic (which typer
-    builds each option's parser with) never imported."""
+    """Through the console script's ``main``: exit 0, the report written, and never imported:
+    pydantic (which typer builds each option's parser with), the proxy's commands, rich's progress
+    bars (one session: no bar) and tenacity (the LLM summarizer's retries; no ``--llm``)."""
     out = tmp_path / "r.json"
     probe = (
         "import sys\n"
@@ -122,11 +123,12 @@ def test_console_script_replay_skips_typer_option_parsing(tmp_path: Path) -> Non
         "try:\n"
         "    main()\n"
         "except SystemExit as exc:\n"
-        "    print(exc.code, 'pydantic' in sys.modules)\n"
+        "    heavy = ['pydantic', 'ctxengine.proxy.command', 'rich.progress', 'tenacity']\n"
+        "    print(exc.code, [m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(SIDECHAIN), str(out)], capture_output=True, text=True, check=True
     )
-    assert done.stdout.strip().splitlines()[-1] == "0 False"
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
     assert done.stderr.strip().splitlines() == [f"wrote {out}"]
     assert json.loads(out.read_text())["session"]["calls"] > 0

@@ -35,6 +35,7 @@ from ctxengine.cli.common import (
     report_layer_failures,
     require_paths,
     say,
+    sessions_bar,
     stdout_console,
     window_error,
     window_message,
@@ -139,7 +140,8 @@ def _mount_proxy() -> None:
     )
 
 
-_mount_proxy()
+if _command_asked() is None:  # ``replay``, ``tool``, ``mcp``, ``bench`` and ``eval`` do not need them
+    _mount_proxy()
 
 
 def newest_user_session() -> Path | None:
@@ -303,7 +305,7 @@ def _replay_sessions(
     recorded_reports: list[SessionReport] | None = [] if with_recorded else None
     rec_policy = get_policy("recorded")
     refused: list[tuple[WindowTooSmallError, Session]] = []
-    with progress_bar(disable=len(sessions) < 2) as progress:
+    with sessions_bar(len(sessions)) as progress:
         task = progress.add_task(f"replay ({pol.name})", total=len(sessions))
         for s in sessions:
             try:

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ctxengine.cli.outputs import check_distinct_outputs as check_distinct_outputs
 from ctxengine.cli.outputs import check_not_an_input as check_not_an_input
 from ctxengine.cli.outputs import check_output as check_output
+from ctxengine.cli.progress import progress_bar as progress_bar
+from ctxengine.cli.progress import sessions_bar as sessions_bar
 from ctxengine.cli.stderr import err as err
 from ctxengine.cli.stderr import fail as fail
 from ctxengine.cli.stderr import say as say
@@ -105,19 +106,6 @@ def stdout_console() -> Console:
     set (as rich reads it), else ``TABLE_WIDTH`` columns."""
     columns = os.environ.get("COLUMNS", "")
     return Console() if sys.stdout.isatty() or columns.isdigit() else Console(width=TABLE_WIDTH)
-
-
-def progress_bar(*, disable: bool = False) -> Progress:
-    """A transient progress bar on stderr (description, bar, done/total, elapsed time)."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=disable,
-    )
 
 
 BREAKER_FAILURES = 3  # consecutive failed LLM calls after which the run makes no more
