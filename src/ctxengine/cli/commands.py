@@ -318,6 +318,7 @@ def _replay_sessions(
                         engine_id=engine,
                         engines=engines,
                         llm=client,
+                        measure_worker=client is None,  # the measures beside, on another core
                     )
                 )
             except WindowTooSmallError as exc:
