@@ -259,7 +259,7 @@ def replay_session(
     size = size_session(session, model, registry, window, count, counter.count_text)
     provider = _provider(session, model)
     measures: Measures = (
-        ForkedMeasures(session, provider, model.name, counter.count_text, validate=validate)
+        ForkedMeasures(session, provider, model.name, counter, validate=validate)
         if measure_worker and can_fork()
         else LocalMeasures(session.system, provider, model.name, counter.count_text, validate=validate)
     )
