@@ -114,7 +114,8 @@ def test_plain_command_line_is_parsed() -> None:
 def test_console_script_replay_skips_typer_option_parsing(tmp_path: Path) -> None:
     """Through the console script's ``main``: exit 0, the report written, and never imported:
     pydantic (which typer builds each option's parser with), the proxy's commands, rich's progress
-    bars (one session: no bar) and tenacity (the LLM summarizer's retries; no ``--llm``)."""
+    bars (one session: no bar), tenacity (the LLM summarizer's retries; no ``--llm``) and the
+    sub-agents' spawning (none spawned)."""
     out = tmp_path / "r.json"
     probe = (
         "import sys\n"
@@ -123,7 +124,8 @@ def test_console_script_replay_skips_typer_option_parsing(tmp_path: Path) -> Non
         "try:\n"
         "    main()\n"
         "except SystemExit as exc:\n"
-        "    heavy = ['pydantic', 'ctxengine.proxy.command', 'rich.progress', 'tenacity']\n"
+        "    heavy = ['pydantic', 'ctxengine.proxy.command', 'rich.progress', 'tenacity',"
+        " 'ctxengine.subagents.spawn']\n"
         "    print(exc.code, [m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(
