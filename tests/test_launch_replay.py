@@ -94,6 +94,22 @@ def test_other_command_lines_go_to_the_full_command_line(args: list[str]) -> Non
     assert parse_replay(args) is None
 
 
+def test_a_refusal_exits_2_with_one_error_line(tmp_path: Path) -> None:
+    """The exit ``fail`` makes (typer's, imported then) is the exit code, through ``main``."""
+    probe = (
+        "import sys\n"
+        "sys.argv = ['ctxengine', 'replay', sys.argv[1], '--quiet', '--json', sys.argv[2]]\n"
+        "from ctxengine.cli.launch import main\n"
+        "main()\n"
+    )
+    missing = tmp_path / "missing.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(missing), str(tmp_path / "r.json")], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: {missing}: no such file or directory"]
+
+
 def test_other_commands_are_not_taken() -> None:
     assert fast_replay(["bench", "f.jsonl"]) is None
     assert fast_replay([]) is None
@@ -113,9 +129,10 @@ def test_plain_command_line_is_parsed() -> None:
 
 def test_console_script_replay_skips_typer_option_parsing(tmp_path: Path) -> None:
     """Through the console script's ``main``: exit 0, the report written, and never imported:
-    pydantic (which typer builds each option's parser with), the proxy's commands, rich's progress
-    bars (one session: no bar), tenacity (the LLM summarizer's retries; no ``--llm``) and the
-    sub-agents' spawning (none spawned)."""
+    typer and its click, pydantic (which typer builds each option's parser with), the typer
+    application, the proxy's commands, rich's progress bars (one session: no bar), tenacity (the
+    LLM summarizer's retries; no ``--llm``), the sub-agents' spawning (none spawned) and jinja2
+    (no ``--html``)."""
     out = tmp_path / "r.json"
     probe = (
         "import sys\n"
@@ -124,8 +141,8 @@ def test_console_script_replay_skips_typer_option_parsing(tmp_path: Path) -> Non
         "try:\n"
         "    main()\n"
         "except SystemExit as exc:\n"
-        "    heavy = ['pydantic', 'ctxengine.proxy.command', 'rich.progress', 'tenacity',"
-        " 'ctxengine.subagents.spawn']\n"
+        "    heavy = ['typer', 'click', 'pydantic', 'ctxengine.cli.commands', 'ctxengine.proxy.command',"
+        " 'rich.progress', 'tenacity', 'ctxengine.subagents.spawn', 'jinja2']\n"
         "    print(exc.code, [m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(

@@ -3,13 +3,14 @@ command line (``ctxengine.cli.launch`` calls ``fast_replay`` first).
 
 typer (0.2x) builds a pydantic ``TypeAdapter`` for each of the command's sixteen parameters on
 every run before it calls the command: ~0.09 s of CPU, a seventh of replaying the largest shared
-transcript. A plain ``replay`` command line (one transcript path, and options among
-``_VALUE_OPTIONS`` and ``--quiet``, each at most once, integer values as digits, no value that is
-empty or starts with ``-``) is parsed here and handed to the very function the full command line
-calls (``ctxengine.cli.commands.replay``) with the same arguments, so the output, the files
-written, the ``error:`` lines and the exit codes are the command's own: 0, or the code of the
-``typer.Exit`` it raises (2 after an ``error:`` line). ctxengine's warnings print as ``warning:``
-lines as under the full command line (``commands.main``); an interrupt exits 130 and a closed
+transcript, and importing typer itself ~0.04 s more. A plain ``replay`` command line (one
+transcript path, and options among ``_VALUE_OPTIONS`` and ``--quiet``, each at most once, integer
+values as digits, no value that is empty or starts with ``-``) is parsed here and handed to the
+very function the full command line's ``replay`` calls (``cli.replay_command.run_replay``) with
+the same arguments, so the output, the files written, the ``error:`` lines and the exit codes are
+the command's own: 0, or the code of the ``typer.Exit`` it raises (2 after an ``error:`` line;
+typer is imported only then). ctxengine's warnings print as ``warning:`` lines as under the full
+command line (``commands.main``); an interrupt exits 130 and a closed
 stdout 1, as typer's main does. Any other command line (help, no
 path, an option not listed here, a repeated option, ``--``) goes to the full command line, which
 parses and reports it as before. An unexpected exception is Python's traceback here (typer
@@ -96,15 +97,12 @@ def fast_replay(argv: list[str]) -> int | None:
         return None
     import warnings
 
-    from typer import Exit
+    from ctxengine.cli.replay_command import run_replay, show_warning
 
-    from ctxengine.cli import commands
-
-    warnings.showwarning = commands._show_warning
+    warnings.showwarning = show_warning
+    path = fields.pop("path")
     try:
-        commands.replay(**fields)  # type: ignore[arg-type]
-    except Exit as exc:
-        return int(exc.exit_code)
+        run_replay(path, **fields)  # type: ignore[arg-type]
     except KeyboardInterrupt:  # pragma: no cover
         return 130
     except BrokenPipeError:  # pragma: no cover
@@ -113,4 +111,9 @@ def fast_replay(argv: list[str]) -> int | None:
         sys.stdout = PacifyFlushWrapper(sys.stdout)
         sys.stderr = PacifyFlushWrapper(sys.stderr)
         return 1
+    except Exception as exc:
+        typer = sys.modules.get("typer")  # imported by ``cli.stderr.fail`` when it made the exit
+        if typer is not None and isinstance(exc, typer.Exit):
+            return int(exc.exit_code)
+        raise
     return 0
