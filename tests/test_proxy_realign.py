@@ -186,6 +186,54 @@ def test_aider_files_message_rewritten_after_each_edit_is_one_session(
     assert len(log_lines(caplog, "realigned:", TURNS - 1)) == TURNS - 1
 
 
+def repo_map_pair(version: int) -> list[dict[str, Any]]:
+    """aider's repo map (its first message) once the repository changed ``version`` times, and
+    its fixed reply."""
+    if version == 0:
+        return REPO_MAP
+    text = REPO_MAP[0]["content"].replace("def f()", f"def g{version}()")
+    return [{"role": "user", "content": text}, REPO_MAP[1]]
+
+
+def test_aider_repo_map_rewritten_is_one_session(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    """When the repository changes aider rewrites its first message (the repo map) under the same
+    "Ok": no leading message is shared, the newest session of the chain root (same key, same
+    system prompt) is realigned from its first message. What the session had compacted and the
+    request holds unchanged where it stood stays behind its summary (not shown twice)."""
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    before: list[dict[str, Any]] = []
+    previous: dict[str, Any] = {}
+    hidden_checked = 0
+    for t in range(TURNS):
+        request = aider_request(t, edits=True)
+        request[1:3] = repo_map_pair(t // 3)  # the repository changed at turns 3 and 6
+        sent = send(rig, request)
+        assert sent["messages"][-2:] == request[-2:]  # the newest prompt, the reminder: in place
+        assert in_client_order(sent["messages"], request)
+        if t % 3 == 0 and t and compacted(previous):  # rewritten; the old session had compacted
+            stayed = [m for k, m in enumerate(request) if k < len(before) and before[k] == m]
+            once = [m for m in stayed if m["role"] == "assistant" and request.count(m) == 1]  # a reply
+            hidden = [m for m in once if m not in previous["messages"]]
+            assert hidden and not any(m in sent["messages"] for m in hidden)
+            hidden_checked += 1
+        before, previous = request, sent
+    assert hidden_checked >= 1
+    sessions = rig.sessions()["sessions"]
+    assert len(sessions) == 1 and sessions[0]["calls"] == TURNS and sessions[0]["branch_of"] is None
+    assert len(log_lines(caplog, "realigned:", TURNS - 1)) == TURNS - 1
+    for t in range(TURNS):  # the same conversation with a repo map that never changes
+        send(rig, aider_request(t, edits=True), key="sk-aider-still-repository")
+    plain = [s for s in rig.sessions()["sessions"] if s["id"] != sessions[0]["id"]]
+    assert len(plain) == 1 and 1 <= sessions[0]["compactions"] <= plain[0]["compactions"], (sessions, plain)
+    sessions = [s for s in rig.sessions()["sessions"] if s["id"] == sessions[0]["id"]]
+    # a one-shot request with the same key and system prompt is another conversation: a new
+    # session, not a branch of the first, which it leaves as it was
+    send(rig, [SYSTEM, {"role": "user", "content": "Summarize this chat."}])
+    after = {s["id"]: s for s in rig.sessions()["sessions"]}
+    assert len(after) == 3 and all(s["branch_of"] is None for s in after.values())
+    assert after[sessions[0]["id"]]["calls"] == TURNS
+
+
 def test_a_changed_reply_under_a_rewritten_files_message_branches(rig: Rig) -> None:
     for t in range(2):
         send(rig, aider_request(t, edits=True))

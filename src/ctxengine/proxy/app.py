@@ -51,7 +51,7 @@ from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
 from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
-from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.sessions import ProxySession, SessionTable, branched_off
 from ctxengine.proxy.shared import SharedSessions
 from ctxengine.proxy.shared_open import open_sessions
 from ctxengine.proxy.store import ProxyStore
@@ -153,24 +153,25 @@ class Proxy:
         label = headers.get(SESSION_HEADER)
         name = (key, label) if label else None
         while True:
-            found, whole = self.table.match(links, name)
+            found, whole = self.table.match(links, name, start)
             moved = None if found is None or whole else found.realigns(digests)  # ``align``
             if found is not None and (whole or moved is not None):
                 await found.lock.acquire()
-                if self.table.match(links, name) == (found, whole) and moved == found.realigns(digests):
+                again = self.table.match(links, name, start)
+                if again == (found, whole) and moved == found.realigns(digests):
                     found.last_used, found.realign = time.monotonic(), moved
                     self.table.advance(found, links, digests, moved)
                     return found
                 found.lock.release()  # extended meanwhile: match again
                 continue
             async with self._creating:
-                if self.table.match(links, name) != (found, whole):
+                if self.table.match(links, name, start) != (found, whole):
                     continue  # made meanwhile by a concurrent request: match again
                 sid = self.table.new_id(wire.provider)
                 engine = await self.run(self._engine, sid, request.model, upstream.beta_window(headers))
                 new = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), key=key)
-                new.agent = agent_name(headers.get("user-agent", ""))
-                self.table.add(new, branch_of=found, name=name)
+                new.agent, new.root = agent_name(headers.get("user-agent", "")), start
+                self.table.add(new, branch_of=branched_off(found, links, name), name=name)
                 await new.lock.acquire()
                 self.table.advance(new, links, digests)  # a concurrent request of it now waits for this one
                 return new

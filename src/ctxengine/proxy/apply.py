@@ -133,9 +133,10 @@ def _ingest(
     session: ProxySession, request: ClientRequest, upto: int, check_reply: Wire | None
 ) -> list[Message]:
     """Ingest the request's client messages ``session.ingested:upto`` (bootstrapping a new
-    engine with the request's fixed prefix first); returns them."""
+    engine with the request's fixed prefix first: not one realigned from its first message,
+    whose ledger keeps its anchor); returns them."""
     engine = session.engine
-    if session.ingested == 0:
+    if session.ingested == 0 and not engine.history:
         prefix = engine.counter.count_text(request.prefix_text)
         engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
     start = session.ingested

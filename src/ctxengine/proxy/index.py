@@ -36,13 +36,18 @@ _USAGE = msgspec.msgpack.Decoder(Usage)
 
 class Found(msgspec.Struct, frozen=True):
     """A stored session a request may continue: ``whole`` when all of its chain (``messages``
-    client messages) is a prefix of the request's."""
+    client messages) is a prefix of the request's; ``shared``: how many leading client messages
+    the two have in common (0: only the chain's root, ``ROOT_POS``)."""
 
     id: str
     messages: int
     turns: int
     model: str
     whole: bool
+    shared: int = 0
+
+
+ROOT_POS = -1  # the position of a chain's root in ``ctx_proxy_links``: the link of no message
 
 
 class TurnRecord(msgspec.Struct, frozen=True):
@@ -74,6 +79,12 @@ def replayable(turns: Sequence[TurnRecord], realigned_now: int | None = None) ->
     return True
 
 
+def found(row: Sequence[Any]) -> Found:
+    """The ``Found`` of a row ``(id, messages, turns, model, pos)`` of a link lookup."""
+    shared = int(row[4]) + 1
+    return Found(row[0], int(row[1]), int(row[2]), row[3], int(row[1]) == shared, shared)
+
+
 class IndexStore(SessionStore, Protocol):
     """A store that holds the index too: ``PostgresStore``, or the proxy's SQLite file
     (``local.LocalStore``)."""
@@ -101,25 +112,38 @@ class ConversationIndex:
     def __init__(self, store: IndexStore) -> None:
         self.store = store
 
-    def match(self, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
+    def match(self, key: str, links: Sequence[bytes], name: str | None, root: bytes = b"") -> Found | None:
         """The session whose chain is the longest prefix of ``links`` (or the one ``name`` names
-        for ``key``), None when there is none. Never one of another key (the key is in each link)."""
+        for ``key``), None when there is none. Never one of another key (the key is in each link).
+        When no link is known, the newest session of the chain's ``root`` if given (``claim_root``:
+        a client that rewrote its first message may still realign it, ``align``)."""
         with self.store.connection() as conn:
-            return self._match(conn, key, links, name)
+            return self._match(conn, key, links, name, root)
 
     def claim_and_match(
-        self, sid: str, key: str, links: Sequence[bytes], name: str | None
+        self, sid: str, key: str, links: Sequence[bytes], name: str | None, root: bytes = b""
     ) -> tuple[Found | None, int]:
         """``sid``'s next fencing number (``PostgresStore.claim``: the caller holds its lock), and
         ``match``, on one connection."""
         with self.store.connection() as conn:
             fence = self.store.claim(sid, conn)
-            return self._match(conn, key, links, name), fence
+            return self._match(conn, key, links, name, root), fence
+
+    @staticmethod
+    def claim_root(conn: Any, sid: str, root: bytes) -> None:
+        """Make ``sid`` the session ``root`` finds (at ``ROOT_POS``), inside the caller's
+        transaction on ``conn``: the newest session of a root is the one it finds."""
+        conn.execute(
+            "INSERT INTO ctx_proxy_links (link, session, pos) VALUES (%s, %s, %s) "
+            "ON CONFLICT (link) DO UPDATE SET session = EXCLUDED.session, pos = EXCLUDED.pos",
+            (root, sid, ROOT_POS),
+        )
 
     @staticmethod
     def _match(
-        conn: psycopg.Connection[Any], key: str, links: Sequence[bytes], name: str | None
+        conn: psycopg.Connection[Any], key: str, links: Sequence[bytes], name: str | None, root: bytes = b""
     ) -> Found | None:
+        """``match`` on ``conn``."""
         if name is not None:
             row = conn.execute(
                 "SELECT id, messages, turns, model, last_link FROM ctx_proxy_sessions "
@@ -130,18 +154,19 @@ class ConversationIndex:
                 return None
             n = int(row[1])
             whole = n == 0 or (n <= len(links) and bytes(row[4]) == links[n - 1])
-            return Found(row[0], n, int(row[2]), row[3], whole)
-        if not links:
+            return Found(row[0], n, int(row[2]), row[3], whole, n if whole else 0)
+        wanted = [root, *links] if root else list(links)
+        if not wanted:
             return None
         row = conn.execute(
             "SELECT s.id, s.messages, s.turns, s.model, l.pos FROM ctx_proxy_links l "
             "JOIN ctx_proxy_sessions s ON s.id = l.session "
             "WHERE l.link = ANY(%s) AND NOT s.dropped ORDER BY l.pos DESC LIMIT 1",
-            (list(links),),
+            (wanted,),
         ).fetchone()
         if row is None:
             return None
-        return Found(row[0], int(row[1]), int(row[2]), row[3], int(row[1]) == int(row[4]) + 1)
+        return found(row)
 
     def create(
         self,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxengine.proxy.index import STAT_FIELDS, ConversationIndex, Found
+from ctxengine.proxy.index import found as index_found
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind, StoreError
 
@@ -193,12 +194,15 @@ class SQLiteConversationIndex(ConversationIndex):
     """``ConversationIndex`` on a ``LocalStore`` (its two PostgreSQL-only statements rewritten)."""
 
     @staticmethod
-    def _match(conn: Any, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
-        if name is not None or not links:
+    def _match(
+        conn: Any, key: str, links: Sequence[bytes], name: str | None, root: bytes = b""
+    ) -> Found | None:
+        wanted = [root, *links] if root else list(links)
+        if name is not None or not wanted:
             return ConversationIndex._match(conn, key, links, name)
         found = None
-        for start in range(0, len(links), 500):  # SQLite's parameters per statement
-            part = list(links[start : start + 500])
+        for start in range(0, len(wanted), 500):  # SQLite's parameters per statement
+            part = wanted[start : start + 500]
             marks = ", ".join("?" * len(part))
             row = conn.execute(
                 "SELECT s.id, s.messages, s.turns, s.model, l.pos FROM ctx_proxy_links l "
@@ -208,9 +212,7 @@ class SQLiteConversationIndex(ConversationIndex):
             ).fetchone()
             if row is not None and (found is None or int(row[4]) > found[4]):
                 found = row
-        if found is None:
-            return None
-        return Found(found[0], int(found[1]), int(found[2]), found[3], int(found[1]) == int(found[4]) + 1)
+        return None if found is None else index_found(found)
 
     def advance(self, sid: str, links: Sequence[bytes], known: int, conn: Any = None) -> None:
         if conn is None:

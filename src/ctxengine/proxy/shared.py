@@ -121,16 +121,16 @@ class SharedSessions:
         key = key_digest(headers)
         start = root(wire.provider, key, request.fixed_prefix)
         links, digests = chain_and_digests(start, request.conversation)
-        name = headers.get(SESSION_HEADER) or None
+        name, keyed = headers.get(SESSION_HEADER) or None, (key, start)
         for attempt in range(MATCH_TRIES):
             # first a guess from this node's cache (no round trip), checked once locked
             sid = self._cached(links) if attempt == 0 and name is None else None
             if sid is None:
-                found = await self.io(self.index.match, key, links, name)
+                found = await self.io(self.index.match, key, links, name, start)
                 if found is not None and not found.whole and self._realigns(found, digests) is not None:
                     sid = found.id  # the client moved messages: the session continues, realigned
                 elif found is None or not found.whole:
-                    made = await self._create(wire, request, key, (links, digests, 0), name, found, window)
+                    made = await self._create(wire, request, keyed, (links, digests, 0), name, found, window)
                     if made is None:
                         continue  # made meanwhile by a concurrent request: match again
                     return made
@@ -139,9 +139,10 @@ class SharedSessions:
             local, held = await self._lock(sid)
             try:
                 if held.fenced:
-                    again, held.fence = await self.io(self.index.claim_and_match, sid, key, links, name)
+                    claim = self.index.claim_and_match
+                    again, held.fence = await self.io(claim, sid, key, links, name, start)
                 else:
-                    again = await self.io(self.index.match, key, links, name)
+                    again = await self.io(self.index.match, key, links, name, start)
                 if again is not None and again.id == sid:
                     known = again.messages if again.whole else self._realigns(again, digests)
                     if known is not None:
@@ -150,7 +151,7 @@ class SharedSessions:
             except Unreplayable as exc:
                 await self._unlock(local, held)
                 log.warning("proxy: session %s: %s; the request starts a branch of it", sid, exc)
-                made = await self._create(wire, request, key, (links, digests, 0), name, again, window)
+                made = await self._create(wire, request, keyed, (links, digests, 0), name, again, window)
                 if made is None:
                     continue
                 return made
@@ -212,27 +213,30 @@ class SharedSessions:
                 local.release()
 
     async def _create(
-        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
-        branch_of: Found | None, window: int | None,
+        self, wire: Wire, request: ClientRequest, keyed: tuple[str, bytes], chained: Chain,
+        name: str | None, branch_of: Found | None, window: int | None,
     ) -> ProxySession | None:  # fmt: skip
-        """A new session for ``request``, made one at a time for one conversation on every node
-        (this node's lock, then the lock across nodes of the request's last link); None when a
-        concurrent request made it meanwhile."""
+        """A new session for ``request`` (``keyed``: the key digest and the chain's root), made
+        one at a time for one conversation on every node (this node's lock, then the lock across
+        nodes of the request's last link); None when a concurrent request made it meanwhile.
+        ``branch_of``: what the lookup found (a branch's parent when it shares a message)."""
+        key, start = keyed
         async with self._creating:
             links = chained[0]
             held = await self.locks.acquire("new-" + (links[-1].hex() if links else key))
             try:
-                if await self.io(self.index.match, key, links, name) != branch_of:
+                if await self.io(self.index.match, key, links, name, start) != branch_of:
                     return None
-                return await self._new(wire, request, key, chained, name, branch_of, window)
+                parent = branch_of if branch_of is not None and (branch_of.shared or name) else None
+                return await self._new(wire, request, keyed, chained, name, parent, window)
             finally:
                 await held.release()
 
     async def _new(
-        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
-        branch_of: Found | None, window: int | None,
+        self, wire: Wire, request: ClientRequest, keyed: tuple[str, bytes], chained: Chain,
+        name: str | None, branch_of: Found | None, window: int | None,
     ) -> ProxySession:  # fmt: skip
-        links = chained[0]
+        (key, start), links = keyed, chained[0]
         sid = self.table.new_id(wire.provider)
         writer = FencedWriter(self.store)
         engine = await self.run(self._make, sid, request.model, window, writer)
@@ -240,11 +244,12 @@ class SharedSessions:
         await self.io(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
         local, held = await self._lock(sid)
         try:  # its links now, so that a concurrent request of the conversation finds it
-            await self.io(self._start, sid, held, links)
+            await self.io(self._start, sid, held, links, start)
         except BaseException:
             await self._unlock(local, held)
             raise
         s = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), lock=local, key=key)
+        s.root = start
         self.table.add(s, branch_of=None, name=None)
         s.branch_of, s.name = parent, name
         self._attach(s, held, writer)
@@ -310,10 +315,11 @@ class SharedSessions:
         """``sid``'s turns from ``start`` on, and the job outcomes they applied."""
         return self.index.turns(sid, start), self.job_index.applied_since(sid, start) if self.jobs else []
 
-    def _start(self, sid: str, held: Held, links: list[bytes]) -> None:
+    def _start(self, sid: str, held: Held, links: list[bytes], start: bytes) -> None:
         with self.store.connection() as conn, conn.transaction():
             if held.fenced:
                 held.fence = self.store.claim(sid, conn)
+            self.index.claim_root(conn, sid, start)
             self.index.advance(sid, links, 0, conn)
 
     def _attach(self, s: ProxySession, held: Held, writer: FencedWriter) -> None:
