@@ -9,6 +9,7 @@ proxy (memory-only and with ``--store``), at a small window so that the session 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,35 +256,42 @@ def test_a_rewind_still_branches(rig: Rig) -> None:
     assert sessions[0]["calls"] == 3
 
 
-def test_a_restarted_node_that_cannot_replay_a_realignment_branches(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("where", ["store", "postgres"])
+def test_a_restarted_node_replays_a_realignment_from_the_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, where: str
 ) -> None:
     """A node that must replay the session's turns from a request whose messages a realignment
-    moved since cannot rebuild its engine faithfully: it starts a branch, and says so."""
+    moved since replays them from the store's entries (``stored_replay``): the same session goes
+    on, and the node sends what a node that never restarted sends."""
     caplog.set_level(logging.INFO, logger="ctxengine.proxy")
     head = [SYSTEM, *REPO_MAP]
     a = {"role": "user", "content": "first " * 300}
     b = {"role": "assistant", "content": "second " * 300}
     c = {"role": "user", "content": "third"}
     first, moved = [*head, a, b, c], [*head, c, {"role": "assistant", "content": "fourth"}, a, b]
-    later = [*moved, {"role": "user", "content": "fifth"}]
-    gen = _rig(tmp_path, store=True)
-    rig = next(gen)
-    send(rig, first)
-    send(rig, moved)  # realigned
-    (s,) = rig.sessions()["sessions"]
-    assert s["calls"] == 2 and s["branch_of"] is None
-    gen.close()
-    gen = _rig(tmp_path, store=True)  # a restart on the same --store: nothing cached
-    rig = next(gen)
-    try:
-        sent = send(rig, later)  # continues the stored chain, but its turn 0 cannot be replayed
-        assert sent["messages"] == later
-        sessions = rig.sessions()["sessions"]
-        assert len(sessions) == 2 and sessions[1]["branch_of"] == sessions[0]["id"]
-        assert log_lines(caplog, "cannot be replayed")
-    finally:
+    later = [*moved, {"role": "assistant", "content": "fifth"}, {"role": "user", "content": "sixth"}]
+    with contextlib.ExitStack() as stack:
+        url: str | bool = stack.enter_context(pg_schema_url()) if where == "postgres" else True
+        gen = _rig(tmp_path / "restarted", store=url)
+        rig = next(gen)
+        send(rig, first)
+        send(rig, moved)  # realigned
+        (s,) = rig.sessions()["sessions"]
+        assert s["calls"] == 2 and s["branch_of"] is None
         gen.close()
+        gen = _rig(tmp_path / "restarted", store=url)  # a restart on the same store: nothing cached
+        rig = next(gen)
+        stack.callback(gen.close)
+        sent = send(rig, later)  # continues the stored chain; its turn 1 moved turn 0's messages
+        (s,) = rig.sessions()["sessions"]
+        assert s["calls"] == 3 and s["branch_of"] is None
+        assert not log_lines(caplog, "cannot be replayed", 0)
+        control_gen = _rig(tmp_path / "control", store=True)  # one node that served all three
+        control = next(control_gen)
+        stack.callback(control_gen.close)
+        for request in (first, moved):
+            send(control, request)
+        assert send(control, later) == sent
 
 
 def test_a_realigned_turn_replays_on_an_engine_at_the_turn_before() -> None:

@@ -136,9 +136,7 @@ def _ingest(
     engine with the request's fixed prefix first: not one realigned from its first message,
     whose ledger keeps its anchor); returns them."""
     engine = session.engine
-    if session.ingested == 0 and not engine.history:
-        prefix = engine.counter.count_text(request.prefix_text)
-        engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
+    bootstrap_once(session, request)
     start = session.ingested
     new = session.reader.read(request.conversation[start:upto], start)
     if check_reply is not None:
@@ -147,6 +145,15 @@ def _ingest(
         engine.ingest(m)
     session.ingested = upto
     return new
+
+
+def bootstrap_once(session: ProxySession, request: ClientRequest) -> None:
+    """Bootstrap the session's engine with the request's fixed prefix when it has ingested
+    nothing yet (not one realigned from its first message, whose ledger keeps its anchor)."""
+    engine = session.engine
+    if session.ingested == 0 and not engine.history:
+        prefix = engine.counter.count_text(request.prefix_text)
+        engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
 
 
 def replay_turn(session: ProxySession, wire: Wire, request: ClientRequest, turn: TurnRecord) -> None:
@@ -167,8 +174,14 @@ def replay_turn(session: ProxySession, wire: Wire, request: ClientRequest, turn:
     session.realign = turn.realigned
     _take_out_moved(session, wire, request)
     new = _ingest(session, request, turn.messages, check_reply=None)
+    session.history_tokens += sum(session.engine.counter.count_message(m) for m in new)
+    after_replayed(session, turn)
+
+
+def after_replayed(session: ProxySession, turn: TurnRecord) -> None:
+    """The rest of a replayed turn once its messages are in: the same ``assemble`` (budget,
+    clock), the same usage to ``after_turn`` (none when the upstream failed or never answered)."""
     engine = session.engine
-    session.history_tokens += sum(engine.counter.count_message(m) for m in new)
     engine.assemble(turn.budget, now=turn.at)
     if turn.status is not None and turn.status < 400:
         engine.after_turn(turn.usage)

@@ -14,8 +14,9 @@ once the projection is made (``prepare``: with the engine's entries and the requ
 one transaction), its usage and figures once the upstream answered (``finish``, ``release``):
 what ``GET /ctxengine/sessions`` reports is the store's, the same on every node. A request that
 only moves the session's messages or rewrites a context message (``align``: aider) realigns it
-on the node that holds its engine at the last turn; a node that would first have to replay turns
-a realignment has moved since starts a branch instead (``index.replayable``, one log line).
+on the node that holds its engine at the last turn; a node that must first replay turns a
+realignment has moved since (``index.replayable``) replays them from the store's entries instead
+(``stored_replay``).
 
 Any failure of the store or of the lock service makes the request fail open (forwarded
 unchanged, counted; a warning once per outage, ``Outage``); the session catches up at the first
@@ -45,6 +46,7 @@ from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
 from ctxengine.proxy.outage import Outage
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import FencedWriter
+from ctxengine.proxy.stored_replay import StoredTurns
 from ctxengine.proxy.wire import ClientRequest, Wire
 from ctxengine.store.base import NO_FENCE, EntryKind, StoreError
 
@@ -65,8 +67,8 @@ Chain = tuple[list[bytes], list[bytes], int]  # a request's links, its messages'
 
 
 class Unreplayable(Exception):
-    """The session's recorded turns cannot be replayed from the request (a realignment since
-    moved their messages): the request starts a branch instead."""
+    """The session's recorded turns cannot be replayed (the store's entries do not hold them):
+    the request starts a branch instead."""
 
 
 class SharedSessions:
@@ -261,41 +263,34 @@ class SharedSessions:
         locks: tuple[asyncio.Lock, Held],
         window: int | None,
     ) -> ProxySession:  # fmt: skip
-        """``found``'s cached engine brought up to its last turn (replayed from ``request``), to
-        take the request (``chained``: its links, digests, and how many of them the session
-        keeps; fewer than ``found.messages``: the client moved the rest, ``align``).
+        """``found``'s cached engine brought up to its last turn (replayed from ``request``, or
+        from the store's entries when a realignment moved the turns' messages since:
+        ``stored_replay``), to take the request (``chained``: its links, digests, and how many of
+        them the session keeps; fewer than ``found.messages``: the client moved the rest, ``align``).
 
         Raises:
-            Unreplayable: when the turns to replay cannot be (``replayable``)."""
+            Unreplayable: when the store's entries do not hold the turns to replay."""
         s = self.table.sessions.get(found.id)
         if s is None or s.turns > found.turns or s.ingested > found.messages:
-            if s is not None:  # ahead of the store (a write that failed): rebuilt from it
-                self.table.drop(s)
-            self.rebuilt += 1
-            writer = FencedWriter(self.store)
-            engine = await self.run(self._make, found.id, found.model, window, writer)
-            s = ProxySession(
-                found.id,
-                wire.provider,
-                found.model,
-                engine,
-                wire.reader(),
-                lock=locks[0],
-                key=key,
-            )
-            self.table.add(s, branch_of=None, name=None)
-        assert isinstance(s.engine.store, FencedWriter)
-        self._attach(s, locks[1], s.engine.store)
+            s = await self._rebuild(found, wire, key, locks[0], window, s)  # s: ahead of the store
         try:
             if s.turns < found.turns:
                 turns, applied = await self.io(self._history, s.id, s.turns)
-                if not replayable(turns):
-                    raise Unreplayable(
-                        "its recorded turns cannot be replayed from this request (the client moved "
-                        "messages since: a realignment)"
-                    )
-                await self.run(_replay, s, wire, request, turns, applied)
+                step: Callable[[TurnRecord], None] = functools.partial(replay_turn, s, wire, request)
+                if not replayable(turns):  # from the store, on an engine rebuilt from the start
+                    if s.turns:
+                        s = await self._rebuild(found, wire, key, locks[0], window, s)
+                        turns, applied = await self.io(self._history, s.id, 0)
+                    entries = await self.io(self.store.entries, s.id)
+                    try:
+                        step = StoredTurns(s, wire, request, turns, entries)
+                    except ValueError as exc:
+                        raise Unreplayable(f"its recorded turns cannot be replayed: {exc}") from exc
+                self._attach(s, locks[1], _writer(s))
+                await self.run(_replay, s, turns, applied, step)
                 self.replayed += len(turns)
+            else:
+                self._attach(s, locks[1], _writer(s))
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
             raise
@@ -303,6 +298,20 @@ class SharedSessions:
         if chained[2] < found.messages:
             s.realign = chained[2]
         self._chains[s.id] = chained
+        return s
+
+    async def _rebuild(
+        self, found: Found, wire: Wire, key: str, local: asyncio.Lock, window: int | None,
+        old: ProxySession | None,
+    ) -> ProxySession:  # fmt: skip
+        """A new engine for ``found`` (``old``, its cached one, forgotten), to replay its turns."""
+        if old is not None:
+            self.table.drop(old)
+        self.rebuilt += 1
+        writer = FencedWriter(self.store)
+        engine = await self.run(self._make, found.id, found.model, window, writer)
+        s = ProxySession(found.id, wire.provider, found.model, engine, wire.reader(), lock=local, key=key)
+        self.table.add(s, branch_of=None, name=None)
         return s
 
     def _make(self, sid: str, model: str, window: int | None, writer: FencedWriter) -> ContextEngine:
@@ -455,9 +464,10 @@ def _fence(session: ProxySession) -> int:
 
 
 def _replay(
-    session: ProxySession, wire: Wire, request: ClientRequest, turns: list[TurnRecord], applied: list[Applied]
+    session: ProxySession, turns: list[TurnRecord], applied: list[Applied], step: Callable[[TurnRecord], None]
 ) -> None:
-    """Replay ``turns``, each job outcome resolved before the turn that applied it (as served)."""
+    """Replay ``turns`` with ``step`` (``replay_turn`` from the request, or ``StoredTurns``),
+    each job outcome resolved before the turn that applied it (as served)."""
     writer, runner = _writer(session), runner_of(session.engine)
     writer.muted = True
     try:
@@ -465,7 +475,7 @@ def _replay(
             for a in applied:
                 if a.at == t.turn and runner is not None:
                     runner.resolve(a.turn, decode_outcome(a.outcome))
-            replay_turn(session, wire, request, t)
+            step(t)
             if runner is not None:
                 runner.take_fresh(t.turn)
     finally:
