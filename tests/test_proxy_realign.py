@@ -294,6 +294,42 @@ def test_a_restarted_node_replays_a_realignment_from_the_store(
         assert send(control, later) == sent
 
 
+@pytest.mark.parametrize("where", ["store", "postgres"])
+def test_aider_across_a_restart_stays_one_session(tmp_path: Path, where: str) -> None:
+    """Every aider request realigns its session (the files pair moves, rewritten after each
+    edit; the repo map rewritten once). A restarted node, which never saw the session, aligns the
+    request with the client messages' digests the store keeps and replays the turns from the
+    store's entries: one session, and each request sends what a node that never restarted sends,
+    compactions included."""
+
+    def request(t: int) -> list[dict[str, Any]]:
+        messages = aider_request(t, edits=True)
+        messages[1:3] = repo_map_pair(t // 6)  # the repository changed at turn 6
+        return messages
+
+    with contextlib.ExitStack() as stack:
+        url: str | bool = stack.enter_context(pg_schema_url()) if where == "postgres" else True
+        control_gen = _rig(tmp_path / "control", store=True)  # one node that served every request
+        control = next(control_gen)
+        stack.callback(control_gen.close)
+        expected = [send(control, request(t)) for t in range(TURNS)]
+        restart_at = (6, 8)
+        sent, gen = [], None
+        for t in range(TURNS):
+            if gen is None or t in restart_at:
+                if gen is not None:
+                    gen.close()
+                gen = _rig(tmp_path / "restarted", store=url)  # nothing cached
+                rig = next(gen)
+            sent.append(send(rig, request(t)))
+        sessions = rig.sessions()["sessions"]
+        assert gen is not None
+        gen.close()
+    assert len(sessions) == 1 and sessions[0]["calls"] == TURNS and sessions[0]["branch_of"] is None
+    assert any(compacted(b) for b in expected[: restart_at[0]])  # the replay has a compaction to redo
+    assert sent == expected
+
+
 def test_a_realigned_turn_replays_on_an_engine_at_the_turn_before() -> None:
     """``replay_turn`` of a realigned turn (``TurnRecord.realigned``) leaves an engine that was at
     the turn before exactly where the serving node's is (the view, the figures it keeps)."""

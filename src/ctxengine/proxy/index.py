@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from ctxengine.messages.model import Usage
+from ctxengine.proxy.identity import DIGEST_BYTES
 from ctxengine.proxy.job_index import JobIndex
 from ctxengine.proxy.sessions import SessionStats
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind, SessionStore
@@ -77,6 +78,16 @@ def replayable(turns: Sequence[TurnRecord], realigned_now: int | None = None) ->
         if t.realigned is not None:
             floor = t.realigned if floor is None else min(floor, t.realigned)
     return True
+
+
+DIGEST_SIZE = 1 + DIGEST_BYTES  # a message's own digest: its role's tag, then its hash
+
+
+def packed(links: Sequence[bytes], digests: Sequence[bytes]) -> bytes | None:
+    """The digests of a chain of ``links`` as one value (None when they do not cover it)."""
+    if len(digests) != len(links) or any(len(d) != DIGEST_SIZE for d in digests):
+        return None
+    return b"".join(digests)
 
 
 def found(row: Sequence[Any]) -> Found:
@@ -188,14 +199,17 @@ class ConversationIndex:
             )
 
     def advance(
-        self, sid: str, links: Sequence[bytes], known: int, conn: psycopg.Connection[Any] | None = None
-    ) -> None:
+        self, sid: str, links: Sequence[bytes], known: int, conn: psycopg.Connection[Any] | None = None,
+        digests: Sequence[bytes] = (),
+    ) -> None:  # fmt: skip
         """Record that ``sid``'s chain is ``links`` (its first ``known`` already recorded): each
-        link now finds it (a branch takes over the links it shares with the session it left).
-        On ``conn`` (inside its transaction) when given."""
+        link now finds it (a branch takes over the links it shares with the session it left),
+        and its client messages' own ``digests`` (``identity.chain_and_digests``: what ``align``
+        compares; kept whole, ``packed``, so that a node that never saw the session can align a
+        request with it). On ``conn`` (inside its transaction) when given."""
         if conn is None:
             with self.store.connection() as own, own.transaction():
-                return self.advance(sid, links, known, own)
+                return self.advance(sid, links, known, own, digests)
         new = list(links[known:])
         if new:
             conn.execute(
@@ -205,10 +219,20 @@ class ConversationIndex:
                 (sid, new, list(range(known, len(links)))),
             )
         conn.execute(
-            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s WHERE id = %s",
-            (len(links), links[-1] if links else None, sid),
+            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s, digests = %s WHERE id = %s",
+            (len(links), links[-1] if links else None, packed(links, digests), sid),
         )
         return None
+
+    def digests(self, sid: str) -> list[bytes] | None:
+        """``sid``'s client messages' own digests as ``advance`` last recorded them (None: not
+        recorded, a session from before they were kept)."""
+        with self.store.connection() as conn:
+            row = conn.execute("SELECT digests FROM ctx_proxy_sessions WHERE id = %s", (sid,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        raw = bytes(row[0])
+        return [raw[i : i + DIGEST_SIZE] for i in range(0, len(raw), DIGEST_SIZE)]
 
     def turns(self, sid: str, start: int) -> list[TurnRecord]:
         """``sid``'s turns from number ``start`` on, in order."""
@@ -234,17 +258,18 @@ class ConversationIndex:
         entries: Sequence[tuple[EntryKind, Any]] = (),
         applied: Sequence[tuple[int, str]] = (),
         realigned: int | None = None,
+        digests: Sequence[bytes] = (),
     ) -> None:
-        """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
-        messages ``links`` stand for, and assembled with budget and clock ``at``), the engine's
-        ``entries`` of it, and advance the session's chain to ``links`` (``known`` of them
-        recorded), in one transaction. ``realigned``: the turn took the session's messages from
-        this index on out of the view (``TurnRecord.realigned``); the session's links from there
-        on stop finding it (the chain is now the request's). The turn counts as a call now: its
-        answer is written after the client has it (``finish_turn``), and a node killed in between
+        """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client messages
+        ``links`` stand for, and assembled with budget and clock ``at``), the engine's ``entries`` of
+        it, and advance the session's chain to ``links`` (``known`` of them recorded; their messages'
+        own ``digests``, ``advance``), in one transaction. ``realigned``: the turn took the session's
+        messages from this index on out of the view (``TurnRecord.realigned``); the session's links
+        from there on stop finding it (the chain is now the request's). The turn counts as a call now:
+        its answer is written after the client has it (``finish_turn``), and a node killed in between
         must not lose the call; ``finish_turn`` takes it back when the upstream refused it, and so
-        does this record when it repeats an unanswered turn with the same messages (the client's
-        retry of a request whose node was killed before answering). ``applied``: the background jobs
+        does this record when it repeats an unanswered turn with the same messages (the client's retry
+        of a request whose node was killed before answering). ``applied``: the background jobs
         ``(turn, kind)`` whose outcomes this turn applied (``job_index``).
 
         Raises:
@@ -270,7 +295,7 @@ class ConversationIndex:
                 (turn + 1, 0 if retry else 1, sid),
             )
             JobIndex.mark_applied(conn, sid, applied, turn)
-            self.advance(sid, links, known, conn)
+            self.advance(sid, links, known, conn, digests)
 
     def finish_turn(
         self,

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxengine.proxy.index import STAT_FIELDS, ConversationIndex, Found
+from ctxengine.proxy.index import STAT_FIELDS, ConversationIndex, Found, packed
 from ctxengine.proxy.index import found as index_found
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind, StoreError
@@ -71,6 +71,12 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         """
         ALTER TABLE ctx_proxy_turns ADD COLUMN realigned INTEGER;
         CREATE INDEX ctx_proxy_links_session ON ctx_proxy_links (session, pos);
+        """,
+    ),
+    (
+        4,
+        """
+        ALTER TABLE ctx_proxy_sessions ADD COLUMN digests BLOB;
         """,
     ),
 )
@@ -214,10 +220,12 @@ class SQLiteConversationIndex(ConversationIndex):
                 found = row
         return None if found is None else index_found(found)
 
-    def advance(self, sid: str, links: Sequence[bytes], known: int, conn: Any = None) -> None:
+    def advance(
+        self, sid: str, links: Sequence[bytes], known: int, conn: Any = None, digests: Sequence[bytes] = ()
+    ) -> None:
         if conn is None:
             with self.store.connection() as own, own.transaction():
-                return self.advance(sid, links, known, own)
+                return self.advance(sid, links, known, own, digests)
         rows = [(link, sid, pos) for pos, link in enumerate(links) if pos >= known]
         conn.db.executemany(
             "INSERT INTO ctx_proxy_links (link, session, pos) VALUES (?, ?, ?) "
@@ -225,7 +233,7 @@ class SQLiteConversationIndex(ConversationIndex):
             rows,
         )
         conn.execute(
-            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s WHERE id = %s",
-            (len(links), links[-1] if links else None, sid),
+            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s, digests = %s WHERE id = %s",
+            (len(links), links[-1] if links else None, packed(links, digests), sid),
         )
         return None

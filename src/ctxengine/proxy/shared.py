@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Usage
+from ctxengine.proxy.align import Kind, align
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
 from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
 from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord, replayable
@@ -129,7 +130,7 @@ class SharedSessions:
             sid = self._cached(links) if attempt == 0 and name is None else None
             if sid is None:
                 found = await self.io(self.index.match, key, links, name, start)
-                if found is not None and not found.whole and self._realigns(found, digests) is not None:
+                if found is not None and not found.whole and await self._realigns(found, digests) is not None:
                     sid = found.id  # the client moved messages: the session continues, realigned
                 elif found is None or not found.whole:
                     made = await self._create(wire, request, keyed, (links, digests, 0), name, found, window)
@@ -146,7 +147,7 @@ class SharedSessions:
                 else:
                     again = await self.io(self.index.match, key, links, name, start)
                 if again is not None and again.id == sid:
-                    known = again.messages if again.whole else self._realigns(again, digests)
+                    known = again.messages if again.whole else await self._realigns(again, digests)
                     if known is not None:
                         chained = (links, digests, known)
                         return await self._continue(again, wire, request, key, chained, (local, held), window)
@@ -163,14 +164,20 @@ class SharedSessions:
             await self._unlock(local, held)
         raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
 
-    def _realigns(self, found: Found, digests: list[bytes]) -> int | None:
+    async def _realigns(self, found: Found, digests: list[bytes]) -> int | None:
         """Where the request realigns ``found`` (``align``: the client moved its messages), or
-        None (a branch). Only a session this node has cached at the store's last turn: a node
-        that would replay turns cannot replay a realigned one's moved messages (``replayable``)."""
+        None (a branch): aligned with this node's cached session when it is at the store's last
+        turn, else with the digests the store keeps of the session's client messages
+        (``ConversationIndex.digests``; the turns are then replayed, from the store's entries
+        where the request moved their messages: ``stored_replay``)."""
         s = self.table.sessions.get(found.id)
-        if s is None or s.turns != found.turns or s.ingested != found.messages:
+        if s is not None and s.turns == found.turns and s.ingested == found.messages:
+            return s.realigns(digests)
+        live = await self.io(self.index.digests, found.id)
+        if live is None or len(live) != found.messages:
             return None
-        return s.realigns(digests)
+        done = align(live, digests)
+        return done.prefix if done.kind is Kind.REALIGNS else None
 
     def _cached(self, links: list[bytes]) -> str | None:
         """The id of the session this node last saw ``links`` continue, if any (a guess)."""
@@ -246,7 +253,7 @@ class SharedSessions:
         await self.io(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
         local, held = await self._lock(sid)
         try:  # its links now, so that a concurrent request of the conversation finds it
-            await self.io(self._start, sid, held, links, start)
+            await self.io(self._start, sid, held, chained, start)
         except BaseException:
             await self._unlock(local, held)
             raise
@@ -277,7 +284,8 @@ class SharedSessions:
             if s.turns < found.turns:
                 turns, applied = await self.io(self._history, s.id, s.turns)
                 step: Callable[[TurnRecord], None] = functools.partial(replay_turn, s, wire, request)
-                if not replayable(turns):  # from the store, on an engine rebuilt from the start
+                now = chained[2] if chained[2] < found.messages else None  # the request realigns here
+                if not replayable(turns, now):  # from the store, on an engine rebuilt from the start
                     if s.turns:
                         s = await self._rebuild(found, wire, key, locks[0], window, s)
                         turns, applied = await self.io(self._history, s.id, 0)
@@ -324,12 +332,12 @@ class SharedSessions:
         """``sid``'s turns from ``start`` on, and the job outcomes they applied."""
         return self.index.turns(sid, start), self.job_index.applied_since(sid, start) if self.jobs else []
 
-    def _start(self, sid: str, held: Held, links: list[bytes], start: bytes) -> None:
+    def _start(self, sid: str, held: Held, chained: Chain, start: bytes) -> None:
         with self.store.connection() as conn, conn.transaction():
             if held.fenced:
                 held.fence = self.store.claim(sid, conn)
             self.index.claim_root(conn, sid, start)
-            self.index.advance(sid, links, 0, conn)
+            self.index.advance(sid, chained[0], 0, conn, chained[1])
 
     def _attach(self, s: ProxySession, held: Held, writer: FencedWriter) -> None:
         s.held = held
@@ -350,9 +358,8 @@ class SharedSessions:
         if p.realigned is not None:
             known = min(known, p.realigned)
         fence = _fence(session)
-        await self.io(
-            self.index.record_turn, session.id, turn, at, fence, links, known, entries, applied, p.realigned
-        )
+        record, realigned = self.index.record_turn, p.realigned
+        await self.io(record, session.id, turn, at, fence, links, known, entries, applied, realigned, digests)
         # the next request's guess (``_cached``), and what ``_realigns`` aligns it with
         self.table.advance(session, links, digests, known if p.realigned is not None else None)
         p.recorded = True
