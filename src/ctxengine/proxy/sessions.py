@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxengine.dashboard.timeline import CallPoint, new_timeline
+from ctxengine.engine.ahead import CompactionAhead
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Message
 from ctxengine.proxy.align import Kind, align
@@ -85,6 +86,7 @@ class ProxySession:
     held: Held | None = None  # its lock across nodes while a request runs (shared store)
     agent: str = ""  # the client program, the first word of the User-Agent of its first request
     timeline: deque[CallPoint] = field(default_factory=new_timeline)  # per call (the dashboard's chart)
+    ahead: CompactionAhead = field(default_factory=CompactionAhead)  # its next compaction rehearsed
 
     def realigns(self, digests: Sequence[bytes]) -> int | None:
         """Where a request whose messages have ``digests`` realigns this session (``align``: the
