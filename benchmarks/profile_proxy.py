@@ -123,7 +123,7 @@ async def drive(
 def _prepare_timed(session: Any, wire: Any, request: Any) -> Any:
     """``apply.prepare`` with a lap after each stage (the same calls, in the same order)."""
     import ctxengine.proxy.apply as apply
-    from ctxengine.proxy.recovery import with_recovery_hints
+    from ctxengine.proxy.body_memo import BodyMemo
 
     tm = CURRENT[0]
     tm.lap("(to the engine thread)")
@@ -135,12 +135,15 @@ def _prepare_timed(session: Any, wire: Any, request: Any) -> Any:
     budget, at = apply.response_budget(engine, request.body, session.output_max), time.time()
     projection = engine.assemble(budget, now=at)
     tm.lap("assemble")
-    hinted = with_recovery_hints(engine, projection.messages)
+    memo = session.body_memo
+    if memo is None:
+        memo = session.body_memo = BodyMemo("anthropic" if wire.provider == "anthropic" else "openai")
+    hinted = memo.hints.apply(engine, projection.messages)
     tm.lap("hints")
-    body = wire.build(request, hinted)
+    body = wire.build(request, hinted, memo)
     apply.cap_output(body, engine.window - projection.tokens)
     tm.lap("build")
-    problems = wire.validate(body)
+    problems = wire.validate(body, memo)
     tm.lap("validate")
     if problems:
         raise apply.InvalidProjection(problems[0])

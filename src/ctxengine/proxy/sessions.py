@@ -30,6 +30,7 @@ from ctxengine.engine.ahead import CompactionAhead
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Message
 from ctxengine.proxy.align import Kind, align
+from ctxengine.proxy.body_memo import BodyMemo
 from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 
@@ -87,6 +88,7 @@ class ProxySession:
     agent: str = ""  # the client program, the first word of the User-Agent of its first request
     timeline: deque[CallPoint] = field(default_factory=new_timeline)  # per call (the dashboard's chart)
     ahead: CompactionAhead = field(default_factory=CompactionAhead)  # its next compaction rehearsed
+    body_memo: BodyMemo | None = None  # what its previous request body holds (``body_memo``)
 
     def realigns(self, digests: Sequence[bytes]) -> int | None:
         """Where a request whose messages have ``digests`` realigns this session (``align``: the

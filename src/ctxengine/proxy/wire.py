@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxengine.messages.model import Message, Usage
+
+if TYPE_CHECKING:
+    from ctxengine.proxy.body_memo import BodyMemo
 
 
 class BadRequest(ValueError):
@@ -83,9 +86,17 @@ class Wire(Protocol):
 
     def reader(self) -> MessageReader: ...
 
-    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]: ...
+    def build(
+        self, request: ClientRequest, messages: Sequence[Message], memo: BodyMemo | None = None
+    ) -> dict[str, Any]:
+        """The body to send upstream: ``messages`` written in this wire's format, every other
+        field the client's. ``memo``: the session's (``body_memo``), reused where a wire can."""
+        ...
 
-    def validate(self, body: dict[str, Any]) -> list[str]: ...
+    def validate(self, body: dict[str, Any], memo: BodyMemo | None = None) -> list[str]:
+        """The provider's rules ``body`` breaks, one line each (``memo``: the session's
+        incremental checker, where a wire has one: the same lines)."""
+        ...
 
     def usage(self, response: Any) -> Usage | None: ...
 
