@@ -59,6 +59,7 @@ async def drive(
     from ctxengine.messages.model import Usage
     from ctxengine.proxy.app import Proxy
     from ctxengine.proxy.config import ProxyConfig
+    from ctxengine.proxy.wire import read_request
     from ctxengine.tokens.encoders import encoder
 
     shared.prepare = _prepare_timed  # type: ignore[assignment]  # the same calls, with laps
@@ -90,7 +91,7 @@ async def drive(
         raw = body(k)
         tm = Timer()
         CURRENT[:] = [tm]
-        parsed = wire.parse(msgspec.json.decode(raw))
+        parsed = read_request(wire, raw)  # as Proxy.managed reads it
         tm.lap("decode+parse")
         session = await proxy.session(wire, parsed, headers)
         tm.lap("session (chain)")

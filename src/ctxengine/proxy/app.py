@@ -48,7 +48,7 @@ from ctxengine.models.registry import ModelWindowWarning
 from ctxengine.proxy.apply import Prepared, prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
-from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
+from ctxengine.proxy.identity import SESSION_HEADER, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable
@@ -56,7 +56,7 @@ from ctxengine.proxy.shared import SharedSessions
 from ctxengine.proxy.shared_open import open_sessions
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
-from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
+from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire, read_request
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
@@ -149,7 +149,7 @@ class Proxy:
             return shared
         key = key_digest(headers)
         start = root(wire.provider, key, request.fixed_prefix)
-        links, digests = chain_and_digests(start, request.conversation)
+        links, digests = self.table.chains.chain(start, request.conversation, request.raws)
         label = headers.get(SESSION_HEADER)
         name = (key, label) if label else None
         while True:
@@ -200,7 +200,7 @@ class Proxy:
         raw = await request.body()
         parsed: ClientRequest | None
         try:
-            parsed = wire.parse(msgspec.json.decode(raw))
+            parsed = read_request(wire, raw)
         except (msgspec.DecodeError, BadRequest) as exc:
             return await self._bad_request(turn, exc)
         except RecursionError:  # valid JSON nested past any parser's limit: a 500 before

@@ -31,6 +31,7 @@ from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Message
 from ctxengine.proxy.align import Kind, align
 from ctxengine.proxy.body_memo import BodyMemo
+from ctxengine.proxy.identity import ChainMemo
 from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 
@@ -126,6 +127,7 @@ class SessionTable:
         self.max_sessions = max_sessions
         self.evicted = 0
         self.sessions: dict[str, ProxySession] = {}
+        self.chains = ChainMemo()  # requests' hash chains, from where they differ from the previous
         self._by_link: dict[bytes, ProxySession] = {}
         self._named: dict[tuple[str, str], ProxySession] = {}
         self._ids = itertools.count(1)

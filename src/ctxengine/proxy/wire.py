@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
+
 from ctxengine.messages.model import Message, Usage
+from ctxengine.proxy.identity import raw_messages
 
 if TYPE_CHECKING:
     from ctxengine.proxy.body_memo import BodyMemo
@@ -46,7 +49,9 @@ class ClientRequest:
     ``body``: the client's JSON body (never modified); ``conversation``: the raw client messages
     the engine manages; ``fixed_prefix``: what roots the session (Anthropic ``system``; OpenAI the
     leading system/developer messages); ``prefix_text``: system prompt and tool definitions as
-    text, for the ledger's fixed prefix (tokens are counted from it)."""
+    text, for the ledger's fixed prefix (tokens are counted from it); ``raws``: each message of
+    ``conversation`` as the client's JSON bytes, when the proxy read them (``identity.ChainMemo``
+    compares them with the previous request's)."""
 
     body: dict[str, Any]
     conversation: list[Any]
@@ -54,6 +59,7 @@ class ClientRequest:
     prefix_text: str
     model: str
     stream: bool
+    raws: Sequence[Any] | None = None
 
 
 class StreamTap(Protocol):
@@ -105,6 +111,14 @@ class Wire(Protocol):
     def tap(self) -> StreamTap: ...
 
     def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]: ...
+
+
+def read_request(wire: Wire, raw: bytes) -> ClientRequest:
+    """``wire.parse`` of the JSON body ``raw``, with each conversation message's bytes
+    (``ClientRequest.raws``). Raises ``msgspec.DecodeError``, ``BadRequest``, ``LeftToProvider``."""
+    request = wire.parse(msgspec.json.decode(raw))
+    request.raws = raw_messages(raw, request.conversation)
+    return request
 
 
 def require_object(body: Any) -> dict[str, Any]:
