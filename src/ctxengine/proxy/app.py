@@ -56,12 +56,12 @@ from ctxengine.proxy.shared import SharedSessions
 from ctxengine.proxy.shared_open import open_sessions
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
+from ctxengine.proxy.warm import warm_start
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire, read_request
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
 from ctxengine.store.base import SessionStore, StoreError
-from ctxengine.tokens.encoders import encoder
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -76,7 +76,7 @@ class Proxy:
         self.table = SessionTable()
         self.totals = Totals()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
-        self.warm_up: asyncio.Future[Any] | None = None  # the tokenizer's build at start-up
+        self.warm_up: asyncio.Future[Any] | None = None  # ``warm.warm_start`` at start-up
         self._store: ProxyStore | None = None
         self._client: httpx.AsyncClient | None = None
         self._creating = asyncio.Lock()
@@ -425,9 +425,9 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # the tokenizer built on the engine thread before any request needs it (a first request
-        # waits for what is left of it instead of paying all of it)
-        proxy.warm_up = asyncio.ensure_future(proxy.run(encoder))
+        # the tokenizer and the request path warmed on the engine thread before any request
+        # needs them (a first request waits for what is left of it instead of paying all of it)
+        proxy.warm_up = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window))
         if proxy.shared is not None:  # its job worker
             await proxy.shared.start()
         yield
