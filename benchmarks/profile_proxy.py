@@ -187,7 +187,7 @@ def main() -> None:
     own_sorted = sorted(own)
     p99 = own_sorted[min(len(own_sorted) - 1, round(0.99 * (len(own_sorted) - 1)))]
     print(f"own time p99: {p99:.2f} ms")
-    slow = 3 * statistics.median(own)
+    slow = 5 * statistics.median(own)
     for i, (t, c) in enumerate(later, 1):
         if c or own[i - 1] > slow:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in t.ms.items())

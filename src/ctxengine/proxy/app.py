@@ -76,7 +76,6 @@ class Proxy:
         self.table = SessionTable()
         self.totals = Totals()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
-        self.warm_up: asyncio.Future[Any] | None = None  # ``warm.warm_start`` at start-up
         self._store: ProxyStore | None = None
         self._client: httpx.AsyncClient | None = None
         self._creating = asyncio.Lock()
@@ -425,11 +424,12 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # the tokenizer and the request path warmed on the engine thread before any request
-        # needs them (a first request waits for what is left of it instead of paying all of it)
-        proxy.warm_up = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window))
+        # the tokenizer and the request path warmed on the engine thread before the first request
+        warm = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window))
         if proxy.shared is not None:  # its job worker
             await proxy.shared.start()
+        if (failed := (await asyncio.wait({warm}))[0].pop().exception()) is not None:
+            log.warning("proxy: the warm start failed (%s: %s)", type(failed).__name__, failed)
         yield
         await proxy.close()
 

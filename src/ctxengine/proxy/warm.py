@@ -1,6 +1,7 @@
 """The proxy's warm start: what a session's first request would otherwise pay once per process.
 
-``warm_start`` runs on the engine thread from the app's lifespan, before any request needs it:
+``warm_start`` runs on the engine thread from the app's lifespan, which waits for it before the
+server takes requests (~0.1-0.2 s at start-up, once per process; a failure is one warning line):
 the tokenizer (``tokens.encoders.encoder``: ~50 ms of a first request before), then one
 throwaway session through the request path (an engine with an in-memory store, one tool round
 ingested, assembled, written for each wire and checked), which imports the modules the engine
