@@ -424,8 +424,8 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # the tokenizer and the request path warmed on the engine thread before the first request
-        warm = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window))
+        warm = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window))  # engine thread
+        _ = proxy.client  # the upstream client (its TLS context, 0.1-0.25 s) made before the first request
         if proxy.shared is not None:  # its job worker
             await proxy.shared.start()
         if (failed := (await asyncio.wait({warm}))[0].pop().exception()) is not None:
