@@ -10,6 +10,7 @@ out of the upstream's response, JSON or a stream (``StreamTap``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,17 +50,23 @@ class ClientRequest:
     ``body``: the client's JSON body (never modified); ``conversation``: the raw client messages
     the engine manages; ``fixed_prefix``: what roots the session (Anthropic ``system``; OpenAI the
     leading system/developer messages); ``prefix_text``: system prompt and tool definitions as
-    text, for the ledger's fixed prefix (tokens are counted from it); ``raws``: each message of
-    ``conversation`` as the client's JSON bytes, when the proxy read them (``identity.ChainMemo``
-    compares them with the previous request's)."""
+    text, for the ledger's fixed prefix (tokens are counted from it; made when first read: only a
+    session's first request needs it, and Claude Code's tools are ~100 KB of JSON); ``raws``: each
+    message of ``conversation`` as the client's JSON bytes, when the proxy read them
+    (``identity.ChainMemo`` compares them with the previous request's)."""
 
     body: dict[str, Any]
     conversation: list[Any]
     fixed_prefix: Any
-    prefix_text: str
+    system: str  # the system prompt's text (``prefix_text`` without the tools)
     model: str
     stream: bool
     raws: Sequence[Any] | None = None
+
+    @functools.cached_property
+    def prefix_text(self) -> str:
+        tools = self.body.get("tools")
+        return self.system + "\n" + json.dumps(tools, ensure_ascii=False) if tools else self.system
 
 
 class StreamTap(Protocol):
@@ -140,14 +147,11 @@ def client_request(
 ) -> ClientRequest:
     """The ``ClientRequest`` of a checked ``body``: ``system`` (the system prompt's text) and the
     tool definitions make its ``prefix_text``."""
-    prefix = system
-    if body.get("tools"):
-        prefix += "\n" + json.dumps(body["tools"], ensure_ascii=False)
     return ClientRequest(
         body=body,
         conversation=conversation,
         fixed_prefix=fixed_prefix,
-        prefix_text=prefix,
+        system=system,
         model=body["model"],
         stream=bool(body.get("stream")),
     )
