@@ -29,18 +29,20 @@ class CompactionAhead:
         rehearsals: rehearsals run.
         seconds: their time in all (s).
         at: the context (tokens) at the last rehearsal since the last compaction (0: none).
+        last: the seconds of the rehearsal of the last ``after_call`` (0.0: none ran).
     """
 
     rehearsals: int = 0
     seconds: float = 0.0
     at: int = 0
+    last: float = 0.0
     _compactions: int = 0
 
     def after_call(self, engine: ContextEngine, window: int | None = None) -> bool:
         """Rehearse ``engine``'s next compaction if due; whether it did. ``window``: the last
         call's window (tokens; the prompt's budget when the client's output ask shrank it), else
         the engine's. Runs on the engine's thread, between two calls."""
-        compactor = engine.compactor
+        compactor, self.last = engine.compactor, 0.0
         if engine.policy.compaction != "summary" or not can_rehearse(compactor):
             return False
         if compactor.compactions != self._compactions:  # compacted since: the marks start over
@@ -51,7 +53,8 @@ class CompactionAhead:
             return False
         if self.at and ctx.predicted - self.at < AGAIN_SHARE * ctx.window:
             return False
-        self.seconds += rehearse(compactor, ctx, engine.history)
+        self.last = rehearse(compactor, ctx, engine.history)
+        self.seconds += self.last
         self.rehearsals += 1
         self.at = ctx.predicted
         return True

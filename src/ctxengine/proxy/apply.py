@@ -5,10 +5,9 @@ add the recovery hints to its placeholders (``recovery``), write it in the clien
 and validate it against the provider's rules; a body that fails validation raises
 ``InvalidProjection`` (the proxy then fails open). ``finish``: count what the engine removed
 (``client_tokens``: savings only from what was actually taken out), give the upstream's usage to
-``after_turn`` (the ledger's anchor), rehearse the next compaction once the context nears its
-threshold (``engine.ahead``: the compaction at the threshold is then the same, made faster) and
-keep the reply until the client sends it back (the client's history is the truth: a differing
-turn is counted and the client's is ingested).
+``after_turn`` (the ledger's anchor) and keep the reply until the client sends it back (the
+client's history is the truth: a differing turn is counted and the client's is ingested). While
+the upstream answers, ``turn.Turn`` rehearses the session's next compaction (``engine.ahead``).
 """
 
 from __future__ import annotations
@@ -239,8 +238,6 @@ def finish(
         st.cost_saved_usd += session.engine.model.cost_usd(input_tokens=saved)
         session.engine.after_turn(usage)
         session.timeline.append(_point(session, prepared, usage))
-        # the response has gone out: the next compaction prepared while the client is away
-        session.ahead.after_call(session.engine, prepared.projection.window)
     if usage is not None:
         st.reported_input_tokens += usage.total_input
         st.cache_read_tokens += usage.cache_read_tokens
