@@ -16,6 +16,7 @@ from ctxengine.proxy.identity import ChainMemo, chain_and_digests, raw_messages,
 from ctxengine.proxy.wire import read_request
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
+from ctxengine.proxy.wire_responses import ResponsesWire
 
 
 def _message(rng: random.Random, k: int) -> dict[str, Any]:
@@ -66,4 +67,13 @@ def test_raw_messages_are_the_conversation() -> None:
     assert request.raws is not None and len(request.raws) == len(request.conversation) == 1
     assert json.loads(bytes(request.raws[0])) == request.conversation[0]
     assert raw_messages(b'{"messages": "not a list"}', []) is None
+    # the Responses wire's list is ``input``, whatever else the body holds
+    responses = read_request(
+        ResponsesWire(),
+        b'{"model": "m", "messages": [1, 2, 3], "input": [{"role": "user", "content": "hi"}]}',
+    )
+    assert responses.raws is not None and [bytes(r) for r in responses.raws] == [
+        b'{"role": "user", "content": "hi"}'
+    ]
+    assert read_request(ResponsesWire(), b'{"model": "m", "input": "hi"}').raws is None
     assert raw_messages(b"[1, 2]", [1]) is None

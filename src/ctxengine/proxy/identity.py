@@ -130,15 +130,15 @@ class _Listed(msgspec.Struct):
 _LISTED = msgspec.json.Decoder(_Listed)
 
 
-def raw_messages(body: bytes, conversation: Sequence[Any]) -> list[msgspec.Raw] | None:
-    """Each message of ``conversation`` (the body's ``messages`` or ``input`` list, less its
-    leading fixed-prefix messages) as the JSON bytes the client sent; None when ``body`` does not
-    hold such a list (the caller hashes the decoded messages then)."""
+def raw_messages(body: bytes, conversation: Sequence[Any], key: str = "messages") -> list[msgspec.Raw] | None:
+    """Each message of ``conversation`` (the list at the body's ``key``, ``messages`` or
+    ``input``, less its leading fixed-prefix messages) as the JSON bytes the client sent; None
+    when ``body`` does not hold such a list (the caller hashes the decoded messages then)."""
     try:
         listed = _LISTED.decode(body)
     except msgspec.DecodeError:
         return None
-    raws = listed.messages if listed.messages is not None else listed.input
+    raws = listed.input if key == "input" else listed.messages
     if not isinstance(raws, list) or len(raws) < len(conversation):
         return None
     return raws[len(raws) - len(conversation) :]

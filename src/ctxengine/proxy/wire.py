@@ -94,6 +94,7 @@ class Wire(Protocol):
     """One wire format."""
 
     provider: str  # "anthropic" or "openai": the registry's provider names
+    listed: str  # the body's key of the conversation's list ("messages"; Responses: "input")
 
     def parse(self, body: Any) -> ClientRequest: ...
 
@@ -124,7 +125,7 @@ def read_request(wire: Wire, raw: bytes) -> ClientRequest:
     """``wire.parse`` of the JSON body ``raw``, with each conversation message's bytes
     (``ClientRequest.raws``). Raises ``msgspec.DecodeError``, ``BadRequest``, ``LeftToProvider``."""
     request = wire.parse(msgspec.json.decode(raw))
-    request.raws = raw_messages(raw, request.conversation)
+    request.raws = raw_messages(raw, request.conversation, wire.listed)
     return request
 
 

@@ -155,6 +155,7 @@ class AnthropicWire:
     """The Anthropic Messages adapter (see the module docstring)."""
 
     provider = "anthropic"
+    listed = "messages"
 
     def parse(self, body: Any) -> ClientRequest:
         body = require_object(body)

@@ -132,6 +132,8 @@ class OpenAIShapes:
 class OpenAIWire(OpenAIShapes):
     """The Chat Completions adapter (see the module docstring)."""
 
+    listed = "messages"
+
     def parse(self, body: Any) -> ClientRequest:
         body = require_object(body)
         messages = body["messages"]

@@ -81,6 +81,8 @@ class ResponsesReader:
 class ResponsesWire(OpenAIShapes):
     """The Responses adapter (see the module docstring)."""
 
+    listed = "input"
+
     def parse(self, body: Any) -> ClientRequest:
         items = _input(body)
         for name in SERVER_HISTORY:
