@@ -15,7 +15,8 @@ A rehearsal changes nothing else: it runs only where no model is called (no LLM 
 notes updater: the $0 structured summary and notes), the pre-compaction notes flush and the wait
 for a background notes update are skipped (the notes are taken as they are), and every field a
 compaction sets before its ``commit`` (the pending skeleton, the skipped mark, the reported
-events, the restored messages by content, the notes wait) is put back as it was. Nothing is
+events, the restored messages by content, the notes wait, the breaker's count) is put back as
+it was. Nothing is
 written to the store (the chain writes only through the flush and ``commit``).
 """
 
@@ -37,8 +38,8 @@ AGAIN_SHARE = 0.02  # rehearse again once the context grew this share of the win
 
 
 def soft_mark(ctx: LayerContext) -> int:
-    """The soft mark of ``ctx`` (tokens): ``SOFT_SHARE`` of the lower of the summary and the
-    session-memory thresholds (``Policy.compact_threshold``, at the window's output room)."""
+    """The soft mark of ``ctx`` (tokens): ``SOFT_SHARE`` of the compaction threshold
+    (``Policy.compact_threshold`` at the window and the model's output room)."""
     threshold = ctx.policy.compact_threshold(ctx.window, ctx.max_output)
     return int(SOFT_SHARE * threshold)
 
@@ -63,12 +64,13 @@ def rehearse(compactor: Compactor, ctx: LayerContext, history: Sequence[Message]
         list(compactor.notes_events),
         dict(compactor._restored),
         compactor._gave_up,
+        (compactor.breaker.failures, compactor.breaker.open),
     )
     compactor.rehearsing = True
     try:
         compactor.compact(ctx, history, force=True, reason="rehearsal")
     except CompactionFailed:
-        pass  # the breaker is not touched on the $0 path; the real compaction fails on its own
+        pass  # the real compaction fails on its own (the breaker is put back below)
     finally:
         compactor.rehearsing = False
         (
@@ -77,5 +79,6 @@ def rehearse(compactor: Compactor, ctx: LayerContext, history: Sequence[Message]
             compactor.notes_events[:],
             compactor._restored,
             compactor._gave_up,
+            (compactor.breaker.failures, compactor.breaker.open),
         ) = saved
     return time.perf_counter() - t0
