@@ -51,9 +51,9 @@ class ClientRequest:
     the engine manages; ``fixed_prefix``: what roots the session (Anthropic ``system``; OpenAI the
     leading system/developer messages); ``prefix_text``: system prompt and tool definitions as
     text, for the ledger's fixed prefix (tokens are counted from it; made when first read: only a
-    session's first request needs it, and Claude Code's tools are ~100 KB of JSON); ``raws``: each
-    message of ``conversation`` as the client's JSON bytes, when the proxy read them
-    (``identity.ChainMemo`` compares them with the previous request's)."""
+    session's first request needs it, and Claude Code's tools are most of a ~29,000-token
+    prefix); ``raws``: each message of ``conversation`` as the client's JSON bytes, when the proxy
+    read them (``identity.ChainMemo`` compares them with the previous request's)."""
 
     body: dict[str, Any]
     conversation: list[Any]
