@@ -70,11 +70,11 @@ def test_rehearsed_compactions_change_no_projection(transcripts: Path, policy: s
             if any(x.layer.endswith("compact") for x in planned.events):
                 rehearsed_then_compacted += ahead.rehearsals > before_rehearsal
                 before_rehearsal = ahead.rehearsals
-            for e, p in zip(engines, (plain, planned), strict=True):
-                e.after_turn(Usage(input_tokens=p.tokens, output_tokens=50))
-            state = _compactor_state(engines[1])
+            state = _compactor_state(engines[1])  # rehearsed where the proxy does: before the usage
             if ahead.after_call(engines[1]):
                 assert _compactor_state(engines[1]) == state  # the rehearsal changed nothing
+            for e, p in zip(engines, (plain, planned), strict=True):
+                e.after_turn(Usage(input_tokens=p.tokens, output_tokens=50))
         for e in engines:
             e.ingest(msg)
     assert engines[0].compactor.compactions == engines[1].compactor.compactions > 0
