@@ -26,9 +26,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxengine.dashboard.timeline import CallPoint, new_timeline
+from ctxengine.engine.ahead import CompactionAhead
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Message
 from ctxengine.proxy.align import Kind, align
+from ctxengine.proxy.body_memo import BodyMemo
+from ctxengine.proxy.identity import ChainMemo
 from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 
@@ -86,6 +89,8 @@ class ProxySession:
     held: Held | None = None  # its lock across nodes while a request runs (shared store)
     agent: str = ""  # the client program, the first word of the User-Agent of its first request
     timeline: deque[CallPoint] = field(default_factory=new_timeline)  # per call (the dashboard's chart)
+    ahead: CompactionAhead = field(default_factory=CompactionAhead)  # its next compaction rehearsed
+    body_memo: BodyMemo | None = None  # what its previous request body holds (``body_memo``)
 
     def realigns(self, digests: Sequence[bytes]) -> int | None:
         """Where a request whose messages have ``digests`` realigns this session (``align``: the
@@ -132,6 +137,7 @@ class SessionTable:
         self.max_sessions = max_sessions
         self.evicted = 0
         self.sessions: dict[str, ProxySession] = {}
+        self.chains = ChainMemo()  # requests' hash chains, from where they differ from the previous
         self._by_link: dict[bytes, ProxySession] = {}
         self._by_root: dict[bytes, ProxySession] = {}  # the newest session of each chain root
         self._named: dict[tuple[str, str], ProxySession] = {}

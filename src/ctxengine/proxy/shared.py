@@ -39,7 +39,7 @@ from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Usage
 from ctxengine.proxy.align import Kind, align
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
-from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
+from ctxengine.proxy.identity import SESSION_HEADER, key_digest, root
 from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord, replayable
 from ctxengine.proxy.job_index import QUEUED, Applied, JobIndex
 from ctxengine.proxy.jobs import NOTES, JobKey, JobQueue, attach, decode_outcome, encode_input, runner_of
@@ -123,7 +123,7 @@ class SharedSessions:
         store. Raises ``StoreError`` or ``LockUnavailable`` (the caller fails open)."""
         key = key_digest(headers)
         start = root(wire.provider, key, request.fixed_prefix)
-        links, digests = chain_and_digests(start, request.conversation)
+        links, digests = self.table.chains.chain(start, request.conversation, request.raws)
         name, keyed = headers.get(SESSION_HEADER) or None, (key, start)
         for attempt in range(MATCH_TRIES):
             # first a guess from this node's cache (no round trip), checked once locked
