@@ -6,9 +6,11 @@ tests' loopback upstream (``tests/proxy_servers.Upstream``, which checks every r
 the provider's rules). Per agent: requests the upstream got, tokens the agent sent vs tokens
 sent upstream (the proxy's figures, summed over the agent's sessions), compactions, invalid
 upstream requests, and the proxy's own time before each upstream call (``added=`` of its log
-lines), p50 / p99 in milliseconds. aider runs twice: its task (three edits that do not apply,
-then one that does) and ``aider (edits)``, where every edit applies to the file in the chat and a
-failing lint command makes it go on (its files message rewritten on every request).
+lines), p50 / p99 in milliseconds. aider runs three times: its task (three edits that do not
+apply, then one that does); ``aider (edits)``, where every edit applies to the file in the chat and
+a failing lint command makes it go on (its files message rewritten on every request); and
+``aider (repo map)``, the same where each answer also names another module, which aider adds to
+the chat (its repo map, the first message, rewritten too).
 
     python benchmarks/bench_agents.py [--rounds 30] [--agent aider] [--json OUT]
 """
@@ -78,14 +80,17 @@ def _command(agent: str, exe: str, base: str, home: Path, edits: bool) -> tuple[
     return cmd, env | {"OPENAI_API_KEY": "sk-bench"}
 
 
-def measure(agent: str, window: int, rounds: int, edits: bool = False) -> dict[str, Any]:
-    """One agent's run (see the module docstring; ``edits``: aider's edits all apply)."""
+def measure(
+    agent: str, window: int, rounds: int, edits: bool = False, mentions: bool = False
+) -> dict[str, Any]:
+    """One agent's run (see the module docstring; ``edits``: aider's edits all apply;
+    ``mentions``: each answer names another module, which aider adds: its repo map changes)."""
     exe = client(agent)
     if exe is None:
         return {"agent": agent, "skipped": "not installed"}
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{agent}-"))
     ws = workspace(tmp / "ws")
-    up = Upstream(plan=AgentTask(ws, rounds=rounds, edits=edits))
+    up = Upstream(plan=AgentTask(ws, rounds=rounds, edits=edits, mentions=mentions))
     lines = Lines()
     logger = logging.getLogger("ctxengine.proxy")
     logger.addHandler(lines)
@@ -105,7 +110,7 @@ def measure(agent: str, window: int, rounds: int, edits: bool = False) -> dict[s
     added = [float(x.split("added=")[1].split("ms")[0]) for x in lines.lines if "added=" in x]
     sessions = report["sessions"]
     return {
-        "agent": agent + (" (edits)" if edits else ""),
+        "agent": agent + (" (repo map)" if mentions else " (edits)" if edits else ""),
         "window": window,
         "exit": done.returncode,
         "requests": len(up.seen),
@@ -132,6 +137,7 @@ def main() -> None:
         ("codex", 16_000, args.rounds, False),
         ("aider", 16_000, 0, False),
         ("aider", 16_000, 0, True),
+        ("aider", 16_000, 0, True, True),
     ]
     rows = [measure(*run) for run in runs if args.agent in (None, run[0])]
     for row in rows:

@@ -8,11 +8,17 @@ Run from the repository root::
 
 Three processes: a loopback upstream (Starlette + uvicorn, this script with ``--serve-upstream``:
 it answers every Anthropic request at once with a short JSON message that echoes the request's
-``metadata.user_id``), the proxy (``python -m ctxengine.cli.commands proxy --window 200000``, the code of
-this tree) and the clients (this process: ``--sessions`` concurrent sessions over httpx, each
-sending its requests one after another, ``--requests`` in all). A session starts with
+``metadata.user_id``, and reports the body's bytes / 4 as its input tokens, about what a provider
+counts: the engine's ledger calibrates on it; a fixed 1,000 made the engine take its context for
+1,000 tokens after the first request, so that nothing cleared or compacted after it), the proxy
+(``python -m ctxengine.cli.commands proxy --window 200000``, the code of this tree) and the
+clients (this process: ``--sessions`` concurrent sessions over httpx, each sending its requests
+one after another, ``--requests`` in all). A session starts with
 ``--history`` tokens of tool rounds (2,500-token results of code-like text) and appends one small
-tool round per request, sending everything so far each time, as an agent does.
+tool round per request (``--round-tokens``, 150; with ``--text-rounds`` the round's tokens are in
+the assistant's text, which only a compaction takes out: the latency run then compacts, and the
+proxy's own time of each request that did is shown), sending everything so far each time, as an
+agent does.
 
 Each history size has two runs, each made straight to the upstream and then through the proxy
 with the same bodies:
@@ -44,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +59,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 WORDS = "def return self value config path load save index token cache window result error test parse".split()  # noqa: SIM905
 ROUND_TOKENS = 2_500
+NEW_ROUND = {"tokens": 150, "text": False}  # each request's new round (``--round-tokens``, ``--text-rounds``)
 CHARS_PER_TOKEN = 4
 HEAD = b'{"model": "claude-sonnet-4-6", "max_tokens": 256, "metadata": {"user_id": "s%d-r%d"}, "messages": ['
 
@@ -66,9 +73,11 @@ def serve_upstream(port: int) -> None:
     from starlette.routing import Route
 
     async def messages(request: Request) -> JSONResponse:
-        body = json.loads(await request.body())
+        raw = await request.body()
+        body = json.loads(raw)
         rid = (body.get("metadata") or {}).get("user_id", "")
-        usage = {"input_tokens": 1000, "output_tokens": 5}
+        # about what a provider counts (the engine's ledger calibrates on it)
+        usage = {"input_tokens": len(raw) // CHARS_PER_TOKEN, "output_tokens": 5}
         return JSONResponse(
             {
                 "id": "msg",
@@ -149,7 +158,11 @@ class Conversation:
         self.encoded = [json.dumps(m).encode() for m in msgs]
 
     def body(self, k: int) -> bytes:
-        self.encoded += [json.dumps(m).encode() for m in _round(self.rng, self.sid, 10_000 + k, 150)]
+        tokens, text = int(NEW_ROUND["tokens"]), bool(NEW_ROUND["text"])
+        new = _round(self.rng, self.sid, 10_000 + k, 20 if text else tokens)
+        if text:  # the round's tokens in the assistant's text, which no clearing takes out
+            new[0]["content"][0]["text"] = _text(self.rng, tokens)
+        self.encoded += [json.dumps(m).encode() for m in new]
         return HEAD % (self.sid, k) + b", ".join(self.encoded) + b"]}"
 
 
@@ -246,6 +259,7 @@ class Run:
     wrong: int
     fail_open: int
     wall: float
+    compacting: list[float] = field(default_factory=list)  # own times of the requests that compacted
 
 
 def through_proxy(up_url: str, work: list[Conversation], per: int) -> Run:
@@ -281,7 +295,12 @@ def through_proxy(up_url: str, work: list[Conversation], per: int) -> Run:
     if errors:
         print(f"the proxy logged {len(errors)} error line(s), e.g. {errors[0][:200]}")
     own = [float(x) for x in re.findall(r"added=([\d.]+)ms", log_text)]
-    return Run(first, later, own, wrong, log_text.count("fail open"), wall)
+    compacting = [
+        float(a)
+        for layers, a in re.findall(r"layers=\[([^\]]*)\] added=([\d.]+)ms", log_text)
+        if "compact" in layers
+    ]
+    return Run(first, later, own, wrong, log_text.count("fail open"), wall, compacting)
 
 
 def through_passthrough(up_url: str, work: list[Conversation], per: int) -> Run:
@@ -330,6 +349,9 @@ def one_size(history: int, sessions: int, requests: int, sequential: int, up_url
     bare = [pct(seq_b.later, q) - pct(seq_d.later, q) for q in (0.5, 0.99)]
     print(f"{'  added by the bare pass-through (its - direct)':52} {bare[0]:9.1f} {bare[1]:9.1f}")
     print(f"  first request (new session, whole history ingested): {seq_p.first[0]:,.1f} ms")
+    if seq_p.compacting:
+        shown = ", ".join(f"{x:.1f}" for x in seq_p.compacting)
+        print(f"  own time of the {len(seq_p.compacting)} request(s) that compacted: {shown} ms")
     print(f"load run: {sessions} concurrent sessions x {per} requests = {n:,}")
     row("  direct, end to end (first requests left out)", load_d.later)
     row("  proxied, end to end (first requests left out)", load_p.later)
@@ -352,10 +374,17 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2_000)
     ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
     ap.add_argument("--sequential", type=int, default=40, help="requests of the latency run")
+    ap.add_argument("--round-tokens", type=int, default=150, help="tokens of each request's new round")
+    ap.add_argument(
+        "--text-rounds",
+        action="store_true",
+        help="each new round's tokens in the assistant's text (compaction, not clearing, must take them)",
+    )
     ap.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-passthrough", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--upstream", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    NEW_ROUND.update(tokens=args.round_tokens, text=args.text_rounds)
     if args.serve_passthrough:
         serve_passthrough(args.serve_passthrough, args.upstream)
         return

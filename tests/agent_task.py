@@ -9,7 +9,9 @@ Code's ``x-claude-code-session-id``, Codex's ``prompt_cache_key``), then a final
 (no tools) gets a SEARCH/REPLACE edit whose SEARCH text is not in the file ``misses`` times (it
 answers each with the error, a further turn) and then one that applies; with ``edits`` every edit
 applies instead, to ``src/mod_1.py`` (a line of it gets a comment: the file in the chat changes,
-so aider's files message is rewritten on its next request). ``client(name)`` finds an
+so aider's files message is rewritten on its next request); with ``mentions`` each answer also
+names another module (``src/mod_7.py``, then 8, 9), which aider adds to the chat: its files
+message and its repo map (the first message) are rewritten. ``client(name)`` finds an
 installed client (``CTXENGINE_AGENT_BIN``, then ``PATH``).
 """
 
@@ -65,6 +67,7 @@ class AgentTask:
     rounds: int = 12
     misses: int = 3
     edits: bool = False  # aider: every edit applies to src/mod_1.py (see the module docstring)
+    mentions: bool = False  # aider: each answer names another module (see the module docstring)
     counts: dict[str, int] = field(default_factory=dict)
     reasoning_sent: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -151,4 +154,5 @@ class AgentTask:
             edit = f"src/mod_1.py\n```python\n<<<<<<< SEARCH\n{search}=======\n{source}>>>>>>> REPLACE\n```\n"
         else:
             edit = "hello.py\n```python\n<<<<<<< SEARCH\n=======\nprint('hello')\n>>>>>>> REPLACE\n```\n"
-        return {"message": {"role": "assistant", "content": f"Here is the change.\n\n{edit}"}}
+        style = f", in the style of src/mod_{7 + k}.py" if self.mentions else ""
+        return {"message": {"role": "assistant", "content": f"Here is the change{style}.\n\n{edit}"}}

@@ -72,5 +72,10 @@ def test_taking_out_a_compacted_message_leaves_the_view_as_it_is() -> None:
     gone = [f"m{i}" for i in range(3)]  # below ``kept_from``: in the summary, not in the view
     assert engine.ingestor.take_out(gone, "moved") == 0
     assert ids(engine.assemble().messages) == ids(before)
-    engine.ingest(text("user", "read f0 " + filler(3_000, 0), "m0"))  # its moved copy is shown again
-    assert engine.assemble().messages[-1].id == "m0"
+    # where it stood (same id: the proxy's ids are client positions), unchanged: still summarized
+    engine.ingest(text("user", "read f0 " + filler(3_000, 0), "m0"))
+    assert ids(engine.assemble().messages) == ids(before)
+    engine.ingest(text("assistant", filler(3_000, 1), "m61"))  # m1 moved to the end: shown again
+    engine.ingest(text("user", "read f2, rewritten", "m2"))  # rewritten in place: shown
+    assert ids(engine.assemble().messages)[-2:] == ["m61", "m2"]
+    assert engine.ingestor.ingested("m0") is not None  # the covered copy is live: it can move again

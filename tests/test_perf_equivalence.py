@@ -67,6 +67,9 @@ def test_identifier_prefilter_finds_what_the_full_scan_finds() -> None:
         "deadbeefcafe-babe-face-feed-abcdefabcdef",  # a UUID of letters only
         "x" * 5000 + " 1234567 " + "y-" * 300,
         "localhost:8080\tsrc/pkg/mod.rs\n0xDEADBEEF12",
+        # runs without / \\ : - nor 6 digits nor 8 hex digits in a row are not searched
+        "value_12 = load(12345)  # 12345x abcdef1 a1b2c3d4e 99999_99999",
+        "v2=ab12cd34ef x:1 y:12345 _deadbeef_ 123456_ a1234567",
     ],
 )
 def test_identifier_prefilter_edge_cases(text: str) -> None:

@@ -73,6 +73,19 @@ def test_a_rewritten_context_message_under_its_fixed_reply_realigns() -> None:
     )
 
 
+def test_a_rewritten_first_message_under_its_fixed_reply_realigns_from_the_start() -> None:
+    # the repository changed: aider's repo map (its first message) is rewritten under its "Ok",
+    # and the files message too (a file was added to the chat)
+    third = ds("u.map2 a.ok u.files2 a.files_ok u.p0 a.r0 u.added s.reminder")
+    assert align(ds(AIDER), third) == Alignment(Kind.REALIGNS, 0, 6, 2)
+
+
+def test_another_conversation_with_the_same_system_prompt_branches_from_nothing() -> None:
+    # a one-shot side call, or a new conversation: it holds none of the session's replies
+    assert align(ds(AIDER), ds("u.summarize")) == Alignment(Kind.BRANCHES, 0)
+    assert align(ds(AIDER), ds("u.other a.reply u.next")) == Alignment(Kind.BRANCHES, 0)
+
+
 def test_a_rewritten_message_whose_reply_changed_too_branches() -> None:
     # aider's "no files" message and reply become the files message and its own reply: both changed
     second = ds("u.map a.ok u.p0 a.r0 u.files2 a.files_ok2 u.p1 s.reminder")

@@ -9,6 +9,7 @@ proxy (memory-only and with ``--store``), at a small window so that the session 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,6 +187,54 @@ def test_aider_files_message_rewritten_after_each_edit_is_one_session(
     assert len(log_lines(caplog, "realigned:", TURNS - 1)) == TURNS - 1
 
 
+def repo_map_pair(version: int) -> list[dict[str, Any]]:
+    """aider's repo map (its first message) once the repository changed ``version`` times, and
+    its fixed reply."""
+    if version == 0:
+        return REPO_MAP
+    text = REPO_MAP[0]["content"].replace("def f()", f"def g{version}()")
+    return [{"role": "user", "content": text}, REPO_MAP[1]]
+
+
+def test_aider_repo_map_rewritten_is_one_session(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    """When the repository changes aider rewrites its first message (the repo map) under the same
+    "Ok": no leading message is shared, the newest session of the chain root (same key, same
+    system prompt) is realigned from its first message. What the session had compacted and the
+    request holds unchanged where it stood stays behind its summary (not shown twice)."""
+    caplog.set_level(logging.INFO, logger="ctxengine.proxy")
+    before: list[dict[str, Any]] = []
+    previous: dict[str, Any] = {}
+    hidden_checked = 0
+    for t in range(TURNS):
+        request = aider_request(t, edits=True)
+        request[1:3] = repo_map_pair(t // 3)  # the repository changed at turns 3 and 6
+        sent = send(rig, request)
+        assert sent["messages"][-2:] == request[-2:]  # the newest prompt, the reminder: in place
+        assert in_client_order(sent["messages"], request)
+        if t % 3 == 0 and t and compacted(previous):  # rewritten; the old session had compacted
+            stayed = [m for k, m in enumerate(request) if k < len(before) and before[k] == m]
+            once = [m for m in stayed if m["role"] == "assistant" and request.count(m) == 1]  # a reply
+            hidden = [m for m in once if m not in previous["messages"]]
+            assert hidden and not any(m in sent["messages"] for m in hidden)
+            hidden_checked += 1
+        before, previous = request, sent
+    assert hidden_checked >= 1
+    sessions = rig.sessions()["sessions"]
+    assert len(sessions) == 1 and sessions[0]["calls"] == TURNS and sessions[0]["branch_of"] is None
+    assert len(log_lines(caplog, "realigned:", TURNS - 1)) == TURNS - 1
+    for t in range(TURNS):  # the same conversation with a repo map that never changes
+        send(rig, aider_request(t, edits=True), key="sk-aider-still-repository")
+    plain = [s for s in rig.sessions()["sessions"] if s["id"] != sessions[0]["id"]]
+    assert len(plain) == 1 and 1 <= sessions[0]["compactions"] <= plain[0]["compactions"], (sessions, plain)
+    sessions = [s for s in rig.sessions()["sessions"] if s["id"] == sessions[0]["id"]]
+    # a one-shot request with the same key and system prompt is another conversation: a new
+    # session, not a branch of the first, which it leaves as it was
+    send(rig, [SYSTEM, {"role": "user", "content": "Summarize this chat."}])
+    after = {s["id"]: s for s in rig.sessions()["sessions"]}
+    assert len(after) == 3 and all(s["branch_of"] is None for s in after.values())
+    assert after[sessions[0]["id"]]["calls"] == TURNS
+
+
 def test_a_changed_reply_under_a_rewritten_files_message_branches(rig: Rig) -> None:
     for t in range(2):
         send(rig, aider_request(t, edits=True))
@@ -207,35 +256,78 @@ def test_a_rewind_still_branches(rig: Rig) -> None:
     assert sessions[0]["calls"] == 3
 
 
-def test_a_restarted_node_that_cannot_replay_a_realignment_branches(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("where", ["store", "postgres"])
+def test_a_restarted_node_replays_a_realignment_from_the_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, where: str
 ) -> None:
     """A node that must replay the session's turns from a request whose messages a realignment
-    moved since cannot rebuild its engine faithfully: it starts a branch, and says so."""
+    moved since replays them from the store's entries (``stored_replay``): the same session goes
+    on, and the node sends what a node that never restarted sends."""
     caplog.set_level(logging.INFO, logger="ctxengine.proxy")
     head = [SYSTEM, *REPO_MAP]
     a = {"role": "user", "content": "first " * 300}
     b = {"role": "assistant", "content": "second " * 300}
     c = {"role": "user", "content": "third"}
     first, moved = [*head, a, b, c], [*head, c, {"role": "assistant", "content": "fourth"}, a, b]
-    later = [*moved, {"role": "user", "content": "fifth"}]
-    gen = _rig(tmp_path, store=True)
-    rig = next(gen)
-    send(rig, first)
-    send(rig, moved)  # realigned
-    (s,) = rig.sessions()["sessions"]
-    assert s["calls"] == 2 and s["branch_of"] is None
-    gen.close()
-    gen = _rig(tmp_path, store=True)  # a restart on the same --store: nothing cached
-    rig = next(gen)
-    try:
-        sent = send(rig, later)  # continues the stored chain, but its turn 0 cannot be replayed
-        assert sent["messages"] == later
-        sessions = rig.sessions()["sessions"]
-        assert len(sessions) == 2 and sessions[1]["branch_of"] == sessions[0]["id"]
-        assert log_lines(caplog, "cannot be replayed")
-    finally:
+    later = [*moved, {"role": "assistant", "content": "fifth"}, {"role": "user", "content": "sixth"}]
+    with contextlib.ExitStack() as stack:
+        url: str | bool = stack.enter_context(pg_schema_url()) if where == "postgres" else True
+        gen = _rig(tmp_path / "restarted", store=url)
+        rig = next(gen)
+        send(rig, first)
+        send(rig, moved)  # realigned
+        (s,) = rig.sessions()["sessions"]
+        assert s["calls"] == 2 and s["branch_of"] is None
         gen.close()
+        gen = _rig(tmp_path / "restarted", store=url)  # a restart on the same store: nothing cached
+        rig = next(gen)
+        stack.callback(gen.close)
+        sent = send(rig, later)  # continues the stored chain; its turn 1 moved turn 0's messages
+        (s,) = rig.sessions()["sessions"]
+        assert s["calls"] == 3 and s["branch_of"] is None
+        assert not log_lines(caplog, "cannot be replayed", 0)
+        control_gen = _rig(tmp_path / "control", store=True)  # one node that served all three
+        control = next(control_gen)
+        stack.callback(control_gen.close)
+        for request in (first, moved):
+            send(control, request)
+        assert send(control, later) == sent
+
+
+@pytest.mark.parametrize("where", ["store", "postgres"])
+def test_aider_across_a_restart_stays_one_session(tmp_path: Path, where: str) -> None:
+    """Every aider request realigns its session (the files pair moves, rewritten after each
+    edit; the repo map rewritten once). A restarted node, which never saw the session, aligns the
+    request with the client messages' digests the store keeps and replays the turns from the
+    store's entries: one session, and each request sends what a node that never restarted sends,
+    compactions included."""
+
+    def request(t: int) -> list[dict[str, Any]]:
+        messages = aider_request(t, edits=True)
+        messages[1:3] = repo_map_pair(t // 6)  # the repository changed at turn 6
+        return messages
+
+    with contextlib.ExitStack() as stack:
+        url: str | bool = stack.enter_context(pg_schema_url()) if where == "postgres" else True
+        control_gen = _rig(tmp_path / "control", store=True)  # one node that served every request
+        control = next(control_gen)
+        stack.callback(control_gen.close)
+        expected = [send(control, request(t)) for t in range(TURNS)]
+        restart_at = (6, 8)
+        sent, gen = [], None
+        for t in range(TURNS):
+            if gen is None or t in restart_at:
+                if gen is not None:
+                    gen.close()
+                gen = _rig(tmp_path / "restarted", store=url)  # nothing cached
+                rig = next(gen)
+            sent.append(send(rig, request(t)))
+        sessions = rig.sessions()["sessions"]
+        assert gen is not None
+        gen.close()
+    assert len(sessions) == 1 and sessions[0]["calls"] == TURNS and sessions[0]["branch_of"] is None
+    assert any(compacted(b) for b in expected[: restart_at[0]])  # the replay has a compaction to redo
+    assert sent == expected
 
 
 def test_a_realigned_turn_replays_on_an_engine_at_the_turn_before() -> None:

@@ -3,6 +3,8 @@ model call the client sends everything so far, then appends the recorded reply. 
 upstream receives must be valid and within the window, and its messages must be exactly the
 engine's projection of the same history (a reference ``ContextEngine`` fed the same messages
 through the public lifecycle, under the same policy and window, written with the same writer).
+The proxy rehearses each compaction ahead (``engine.ahead``) and the reference does not: the
+projections must not differ for it.
 
 Transcripts: the Claude Code session ``cc_opus-4.5_general-tool-calls`` (all 56 calls) and the
 mini-swe-agent session (its first ``MINI_CALLS`` of 156 calls, to keep the test's time modest:
@@ -135,6 +137,9 @@ def test_claude_code_session_through_proxy(rig: tuple[Upstream, str, Proxy], tra
     report = _report(base, proxy)
     assert len(report["sessions"]) == 1 and report["sessions"][0]["calls"] == len(session.calls)
     assert report["totals"]["fail_open"] == 0
+    # its compactions were rehearsed ahead (``engine.ahead``), and what went upstream is the reference's
+    (s,) = proxy.table.sessions.values()
+    assert s.ahead.rehearsals > 0 and s.stats.compactions == ref.engine.compactor.compactions > 0
 
 
 def test_mini_swe_agent_session_through_proxy(rig: tuple[Upstream, str, Proxy], transcripts: Path) -> None:
@@ -160,3 +165,5 @@ def test_mini_swe_agent_session_through_proxy(rig: tuple[Upstream, str, Proxy], 
     assert changed > 0
     (s,) = _report(base, proxy)["sessions"]
     assert s["calls"] == MINI_CALLS and s["upstream_tokens"] < s["client_tokens"]
+    (t,) = proxy.table.sessions.values()
+    assert t.ahead.rehearsals > 0 and t.stats.compactions == ref.engine.compactor.compactions > 0

@@ -236,6 +236,37 @@ def test_aider_edits_applied_rewrite_its_files_message(
     assert len(realigned) == 3, realigned  # each request after an edit
 
 
+def test_aider_repo_map_rewritten_realigns_its_session(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each answer names another module, which aider adds to the chat: its repo map (the first
+    message, under the same "Ok, I won't try and edit those files") and its files message are
+    rewritten. The request shares no leading message with its session, which the newest session
+    of its chain root (same key and system prompt) realigns: one session, not a branch per request."""
+    exe = need("aider")
+    key = "sk-test-real-aider-repo-map"
+    with caplog.at_level(logging.INFO), run(tmp_path, 16_000, edits=True, mentions=True) as r:
+        env = r.env | {"OPENAI_API_KEY": key}
+        cmd = [
+            exe, "--openai-api-base", r.base + "/v1", "--model", "openai/gpt-4o", "--yes",
+            "--no-check-update", "--no-show-model-warnings", "--no-analytics", "--no-auto-commits",
+            "--no-pretty", "--no-stream", "--message", "Comment the functions of src/mod_1.py.",
+            "src/mod_1.py",
+        ]  # fmt: skip
+        out = subprocess.run(cmd, cwd=r.task.root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+        report = r.check(caplog, key)
+        bodies = [b for b in r.sent.bodies["/v1/chat/completions"] if b["model"] == "gpt-4o"]
+    maps = [b["messages"][1]["content"] for b in bodies]
+    assert all("summaries of some files" in m for m in maps)
+    assert len(bodies) >= 3 and len(set(maps)) >= 2, len(set(maps))  # the repo map was rewritten
+    main = [s for s in report["sessions"] if s["model"] == "gpt-4o"]
+    assert len(main) == 1, report["sessions"]
+    assert main[0]["branch_of"] is None and main[0]["calls"] == len(bodies), main
+    realigned = [rec.getMessage() for rec in caplog.records if "realigned:" in rec.getMessage()]
+    assert len(realigned) == len(bodies) - 1, realigned
+
+
 def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
     exe = need("claude")
     ws = workspace(tmp_path / "ws", modules=4)

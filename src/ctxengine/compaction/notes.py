@@ -181,6 +181,8 @@ class SessionNotes:
         self.notes_runner: NotesRunner | None = None  # runs background updates instead of a thread
         self._gave_up: NotesJob | None = None  # a running update already waited for in vain
         self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
+        # a rehearsal of the next compaction runs (``compaction.rehearse``): no flush, no wait
+        self.rehearsing = False
         self.updater: NotesUpdater = (
             LLMNotesUpdater(
                 self.llm,
@@ -216,7 +218,8 @@ class SessionNotes:
         """The pre-compaction flush: a last update before history leaves the context (in line,
         after the background update running, if any, is applied)."""
         if (
-            not SessionMemory.of(self.policy).enabled
+            self.rehearsing
+            or not SessionMemory.of(self.policy).enabled
             or not self.await_notes()
             or self.notes_from >= len(history)
         ):
@@ -313,7 +316,10 @@ class SessionNotes:
         """Before the notes are used: wait for the background update and apply it (a no-op in
         line). False when it is still running after ``notes_wait_s`` (no second update may
         start then; the notes are used as they are). An update waited for in vain is not waited
-        for again (the flushes and the compaction chain each ask)."""
+        for again (the flushes and the compaction chain each ask). A rehearsal (``rehearsing``)
+        neither waits nor applies: False."""
+        if self.rehearsing:
+            return False
         if self.notes_job is not None and self.notes_job is self._gave_up:
             return self.settle_notes()
         ready = self.settle_notes(wait=True)

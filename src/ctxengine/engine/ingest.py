@@ -48,6 +48,9 @@ class Ingest:
         self.reingested = 0
         self.history_tokens = 0
         self._deferred: list[Replacements] = []  # budget offloads waiting for the model's answer
+        # the latest ``take_out``'s messages the view did not show (id -> message): a copy of one
+        # ingested again stays behind its summary (``take_out``)
+        self._covered: dict[str, Message] = {}
 
     def ingest(self, message: Message) -> list[LayerEvent]:
         """``ContextEngine.ingest`` (documented there)."""
@@ -70,6 +73,12 @@ class Ingest:
         idx = len(self.state.history)
         if message.id:
             self._at[message.id] = idx
+            covered = self._covered.pop(message.id, None)
+            if covered is not None and (covered.role, covered.blocks) == (message.role, message.blocks):
+                self.state.history.append(message)  # where it stood, unchanged: still summarized
+                self.state.evicted.add(idx)
+                self.history_tokens += self.view.count(message)
+                return []
         self.state.history.append(message)
         self.state.compactor.on_ingest(message)
         self.history_tokens += self.view.count(message)
@@ -101,9 +110,13 @@ class Ingest:
         "reason": reason, "ids": ids}`` records it, so a restore knows); their ids are forgotten
         by the idempotent ingest, so the same ids can be ingested again (their new copies join the
         view at the end). A message no longer in the verbatim view (in a summary, below
-        ``kept_from``, evicted) is taken out all the same: the view does not change for it, and
-        its copy ingested again is shown again (the client means it to be). The caller keeps
-        pairing: the tool calls and results it takes out come back together.
+        ``kept_from``, evicted) is taken out all the same: the view does not change for it. A copy
+        of it ingested again under the same id (the proxy's ids are client positions: it stands
+        where it stood) with the same content, before the next ``take_out``, stays out of the view
+        (its summary still holds it: a client that rewrote an earlier message, aider's repo map,
+        does not bring back what was compacted); any other copy is shown (a message the client
+        moved: it means it to be). The caller keeps pairing: the tool calls and results it takes
+        out come back together.
 
         Args:
             ids: the ids of the messages, as ingested.
@@ -123,15 +136,21 @@ class Ingest:
         indices = [self._at[i] for i in ids if i in self._at]
         entry = {"layer": "take_out", "reason": reason, "ids": list(ids)}
         state.store.append(state.session_id, "event", entry)
+        hidden = [i for i in ids if i in self._at and not self._shows(self._at[i])]
+        self._covered = {i: self._ingested[i] for i in hidden}
         for i in ids:
             del self._ingested[i]
             self._at.pop(i, None)
-        shown = [i for i in indices if i >= state.kept_from and i not in state.evicted]
+        shown = [i for i in indices if self._shows(i)]
         state.evicted.update(indices)
         if shown:
             self.view.rebuild()
             content_left(state)
         return len(shown)
+
+    def _shows(self, idx: int) -> bool:
+        """Whether the view shows history index ``idx`` verbatim (not summarized nor evicted)."""
+        return idx >= self.state.kept_from and idx not in self.state.evicted
 
     def _ingest_budgeted(self, message: Message, idx: int, events: list[LayerEvent]) -> list[LayerEvent]:
         """The end of ``ingest``: the tool-result budget on history message ``idx``, then the

@@ -82,7 +82,8 @@ def _extract(text: str) -> frozenset[str]:
     for run in dict.fromkeys(runs):
         ids = _RUN_IDS.get(run)
         if ids is None:
-            new.append(run)
+            if _MAY_HOLD(run) is not None:
+                new.append(run)
         else:
             found |= ids
     if new:
@@ -94,6 +95,11 @@ def _extract(text: str) -> frozenset[str]:
 # texts (a fifth of the runs' characters on the shared transcripts are distinct).
 _RUN_IDS: dict[str, frozenset[str]] = {}
 _RUN_IDS_MAX = 200_000  # runs remembered (the oldest forgotten first)
+# What every match of ``_PATTERN`` holds: a ``/``, ``\``, ``:`` or ``-`` (URLs, paths, host:port,
+# UUIDs), six digits in a row (a long number) or eight hex digits in a row (a hex id). A candidate
+# run without any (``value_12``, ``load(12345)``: most runs of code) holds no identifier and is
+# not searched.
+_MAY_HOLD = re.compile(r"[/\\:-]|\d{6}|[0-9a-fA-F]{8}").search
 
 
 def _match_runs(runs: list[str]) -> frozenset[str]:

@@ -19,7 +19,8 @@ after a ``user`` message X' the session does not hold: the pair (X, A) became (X
 rewriting its own context message under its fixed acknowledgement (aider's files message, whose
 text is the chat files' current contents, and its "Ok, any changes I propose will be to those
 files."). X leaves the view like a moved message and X' is ingested where it stands. Each X needs
-an A of its own in the request.
+an A of its own in the request. X may be the first message (aider's repo map, rewritten when the
+repository changes): the prefix is then empty, and the session was found by its chain's root.
 
 When any other session message does not reappear (a rewind, an edited prompt, a regenerated or
 changed assistant reply, Claude Code's ``/compact``) the request is a *branch*, as before: the
@@ -114,13 +115,12 @@ def _rewrites(live: Sequence[bytes], request: Sequence[bytes], p: int, missing: 
 def align(live: Sequence[bytes], request: Sequence[bytes]) -> Alignment:
     """Align the session's live client messages (``live``: their digests, in the session's order)
     with a request's (``request``). Pure: see the module docstring for the rule. An empty
-    session continues; a session sharing no leading message with the request branches (another
-    conversation: nothing to align against)."""
+    session continues. A session sharing no leading message with the request is aligned all the
+    same (aider rewrites its first message, the repo map, under its unchanged "Ok" when the
+    repository changes): another conversation holds none of its replies, so it branches."""
     p = common_prefix(live, request)
     if p == len(live):
         return Alignment(Kind.CONTINUES, p)
-    if p == 0:
-        return Alignment(Kind.BRANCHES, 0)
     missing = _missing(live, request, p)
     if missing and not _rewrites(live, request, p, missing):
         return Alignment(Kind.BRANCHES, p)

@@ -52,12 +52,26 @@ def preamble(conversation: Sequence[Any]) -> list[int]:
     return out
 
 
-def mark(messages: Sequence[Message], conversation: Sequence[Any]) -> list[Message]:
-    """``messages`` with each client system message replaced by its marker (see module docs)."""
+def mark(
+    messages: Sequence[Message],
+    conversation: Sequence[Any],
+    made: dict[tuple[int, str], Message] | None = None,
+) -> list[Message]:
+    """``messages`` with each client system message replaced by its marker (see module docs).
+    ``made``: the markers of earlier calls by (index, id), reused (the same objects from one
+    request to the next; ``body_memo``)."""
     out: list[Message] = []
     for m in messages:
         i = is_client_system(m, conversation)
-        out.append(m if i is None else Message("user", (Text(MARKER.format(index=i)),), m.id))
+        if i is None:
+            out.append(m)
+            continue
+        marker = made.get((i, m.id)) if made is not None else None
+        if marker is None:
+            marker = Message("user", (Text(MARKER.format(index=i)),), m.id)
+            if made is not None:
+                made[(i, m.id)] = marker
+        out.append(marker)
     return out
 
 

@@ -48,20 +48,20 @@ from ctxengine.models.registry import ModelWindowWarning
 from ctxengine.proxy.apply import Prepared, prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
-from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
+from ctxengine.proxy.identity import SESSION_HEADER, key_digest, root
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
-from ctxengine.proxy.sessions import ProxySession, SessionTable
+from ctxengine.proxy.sessions import ProxySession, SessionTable, branched_off
 from ctxengine.proxy.shared import SharedSessions
 from ctxengine.proxy.shared_open import open_sessions
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.proxy.turn import Turn, TurnResponse, TurnStream, log
-from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire
+from ctxengine.proxy.warm import warm_start
+from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, Wire, read_request
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from ctxengine.proxy.wire_openai import OpenAIWire
 from ctxengine.proxy.wire_responses import ResponsesWire
 from ctxengine.store.base import SessionStore, StoreError
-from ctxengine.tokens.encoders import encoder
 
 T = TypeVar("T")
 STORE_FILE = "proxy.sqlite"  # inside ``--store DIR``
@@ -76,7 +76,6 @@ class Proxy:
         self.table = SessionTable()
         self.totals = Totals()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-engine")
-        self.warm_up: asyncio.Future[Any] | None = None  # the tokenizer's build at start-up
         self._store: ProxyStore | None = None
         self._client: httpx.AsyncClient | None = None
         self._creating = asyncio.Lock()
@@ -149,28 +148,29 @@ class Proxy:
             return shared
         key = key_digest(headers)
         start = root(wire.provider, key, request.fixed_prefix)
-        links, digests = chain_and_digests(start, request.conversation)
+        links, digests = self.table.chains.chain(start, request.conversation, request.raws)
         label = headers.get(SESSION_HEADER)
         name = (key, label) if label else None
         while True:
-            found, whole = self.table.match(links, name)
+            found, whole = self.table.match(links, name, start)
             moved = None if found is None or whole else found.realigns(digests)  # ``align``
             if found is not None and (whole or moved is not None):
                 await found.lock.acquire()
-                if self.table.match(links, name) == (found, whole) and moved == found.realigns(digests):
+                again = self.table.match(links, name, start)
+                if again == (found, whole) and moved == found.realigns(digests):
                     found.last_used, found.realign = time.monotonic(), moved
                     self.table.advance(found, links, digests, moved)
                     return found
                 found.lock.release()  # extended meanwhile: match again
                 continue
             async with self._creating:
-                if self.table.match(links, name) != (found, whole):
+                if self.table.match(links, name, start) != (found, whole):
                     continue  # made meanwhile by a concurrent request: match again
                 sid = self.table.new_id(wire.provider)
                 engine = await self.run(self._engine, sid, request.model, upstream.beta_window(headers))
                 new = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), key=key)
-                new.agent = agent_name(headers.get("user-agent", ""))
-                self.table.add(new, branch_of=found, name=name)
+                new.agent, new.root = agent_name(headers.get("user-agent", "")), start
+                self.table.add(new, branch_of=branched_off(found, links, name), name=name)
                 await new.lock.acquire()
                 self.table.advance(new, links, digests)  # a concurrent request of it now waits for this one
                 return new
@@ -200,7 +200,7 @@ class Proxy:
         raw = await request.body()
         parsed: ClientRequest | None
         try:
-            parsed = wire.parse(msgspec.json.decode(raw))
+            parsed = read_request(wire, raw)
         except (msgspec.DecodeError, BadRequest) as exc:
             return await self._bad_request(turn, exc)
         except RecursionError:  # valid JSON nested past any parser's limit: a 500 before
@@ -425,11 +425,12 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # the tokenizer built on the engine thread before any request needs it (a first request
-        # waits for what is left of it instead of paying all of it)
-        proxy.warm_up = asyncio.ensure_future(proxy.run(encoder))
+        warm = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window))  # engine thread
+        _ = proxy.client  # the upstream client (its TLS context, 0.1-0.25 s) made before the first request
         if proxy.shared is not None:  # its job worker
             await proxy.shared.start()
+        if (failed := (await asyncio.wait({warm}))[0].pop().exception()) is not None:
+            log.warning("proxy: the warm start failed (%s: %s)", type(failed).__name__, failed)
         yield
         await proxy.close()
 

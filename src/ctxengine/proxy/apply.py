@@ -6,7 +6,8 @@ and validate it against the provider's rules; a body that fails validation raise
 ``InvalidProjection`` (the proxy then fails open). ``finish``: count what the engine removed
 (``client_tokens``: savings only from what was actually taken out), give the upstream's usage to
 ``after_turn`` (the ledger's anchor) and keep the reply until the client sends it back (the
-client's history is the truth: a differing turn is counted and the client's is ingested).
+client's history is the truth: a differing turn is counted and the client's is ingested). While
+the upstream answers, ``turn.Turn`` rehearses the session's next compaction (``engine.ahead``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 from ctxengine.dashboard.timeline import CallPoint, call_point
 from ctxengine.engine.core import ContextEngine, Projection
 from ctxengine.messages.model import Message, Usage
+from ctxengine.proxy.body_memo import BodyMemo
 from ctxengine.proxy.index import TurnRecord
 from ctxengine.proxy.pinned import id_index
-from ctxengine.proxy.recovery import with_recovery_hints
 from ctxengine.proxy.sessions import ProxySession
 from ctxengine.proxy.wire import ClientRequest, Wire
 from ctxengine.replay import COMPACTION_LAYERS
@@ -81,9 +82,12 @@ def prepare(session: ProxySession, wire: Wire, request: ClientRequest) -> Prepar
     new = _ingest(session, request, len(request.conversation), check_reply=wire)
     budget, at = response_budget(engine, request.body, session.output_max), time.time()
     projection = engine.assemble(budget, now=at)
-    body = wire.build(request, with_recovery_hints(engine, projection.messages))
+    memo = session.body_memo
+    if memo is None:  # the session's first request: its previous body, for the next one
+        memo = session.body_memo = BodyMemo("anthropic" if wire.provider == "anthropic" else "openai")
+    body = wire.build(request, memo.hints.apply(engine, projection.messages), memo)
     cap_output(body, engine.window - projection.tokens)
-    problems = wire.validate(body)
+    problems = wire.validate(body, memo)
     if problems:
         raise InvalidProjection(f"{len(problems)} problem(s), first: {problems[0]}")
     _count_events(session, projection)
@@ -133,11 +137,10 @@ def _ingest(
     session: ProxySession, request: ClientRequest, upto: int, check_reply: Wire | None
 ) -> list[Message]:
     """Ingest the request's client messages ``session.ingested:upto`` (bootstrapping a new
-    engine with the request's fixed prefix first); returns them."""
+    engine with the request's fixed prefix first: not one realigned from its first message,
+    whose ledger keeps its anchor); returns them."""
     engine = session.engine
-    if session.ingested == 0:
-        prefix = engine.counter.count_text(request.prefix_text)
-        engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
+    bootstrap_once(session, request)
     start = session.ingested
     new = session.reader.read(request.conversation[start:upto], start)
     if check_reply is not None:
@@ -146,6 +149,15 @@ def _ingest(
         engine.ingest(m)
     session.ingested = upto
     return new
+
+
+def bootstrap_once(session: ProxySession, request: ClientRequest) -> None:
+    """Bootstrap the session's engine with the request's fixed prefix when it has ingested
+    nothing yet (not one realigned from its first message, whose ledger keeps its anchor)."""
+    engine = session.engine
+    if session.ingested == 0 and not engine.history:
+        prefix = engine.counter.count_text(request.prefix_text)
+        engine.bootstrap(system=request.prefix_text, fixed_prefix_tokens=prefix)
 
 
 def replay_turn(session: ProxySession, wire: Wire, request: ClientRequest, turn: TurnRecord) -> None:
@@ -166,8 +178,14 @@ def replay_turn(session: ProxySession, wire: Wire, request: ClientRequest, turn:
     session.realign = turn.realigned
     _take_out_moved(session, wire, request)
     new = _ingest(session, request, turn.messages, check_reply=None)
+    session.history_tokens += sum(session.engine.counter.count_message(m) for m in new)
+    after_replayed(session, turn)
+
+
+def after_replayed(session: ProxySession, turn: TurnRecord) -> None:
+    """The rest of a replayed turn once its messages are in: the same ``assemble`` (budget,
+    clock), the same usage to ``after_turn`` (none when the upstream failed or never answered)."""
     engine = session.engine
-    session.history_tokens += sum(engine.counter.count_message(m) for m in new)
     engine.assemble(turn.budget, now=turn.at)
     if turn.status is not None and turn.status < 400:
         engine.after_turn(turn.usage)

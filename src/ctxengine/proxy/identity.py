@@ -19,6 +19,7 @@ hash of its normal form.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -117,6 +118,79 @@ def chain_and_digests(start: bytes, messages: Sequence[Any]) -> tuple[list[bytes
         links.append(prev)
         digests.append(role_tag(m) + digest(raw))
     return links, digests
+
+
+class _Listed(msgspec.Struct):
+    """A request body's message list as each message's JSON bytes (other fields skipped)."""
+
+    messages: list[msgspec.Raw] | None = None
+    input: list[msgspec.Raw] | str | None = None
+
+
+_LISTED = msgspec.json.Decoder(_Listed)
+
+
+def raw_messages(body: bytes, conversation: Sequence[Any], key: str = "messages") -> list[msgspec.Raw] | None:
+    """Each message of ``conversation`` (the list at the body's ``key``, ``messages`` or
+    ``input``, less its leading fixed-prefix messages) as the JSON bytes the client sent; None
+    when ``body`` does not hold such a list (the caller hashes the decoded messages then)."""
+    try:
+        listed = _LISTED.decode(body)
+    except msgspec.DecodeError:
+        return None
+    raws = listed.input if key == "input" else listed.messages
+    if not isinstance(raws, list) or len(raws) < len(conversation):
+        return None
+    return raws[len(raws) - len(conversation) :]
+
+
+CHAIN_MEMO_BYTES = 128 * 1024 * 1024  # client bytes the chain memo holds at most (oldest forgotten first)
+
+
+class ChainMemo:
+    """``chain_and_digests`` of request after request: the links and digests of the leading
+    messages whose JSON bytes are those of the previous request of the same conversation (its
+    root and first message) are that request's, and only the messages after them are encoded and
+    hashed. A message's link depends only on the previous link and the message, which its bytes
+    determine: the result is ``chain_and_digests``'s. Holds each conversation's last request's
+    bytes, ``max_bytes`` in all."""
+
+    def __init__(self, max_bytes: int = CHAIN_MEMO_BYTES) -> None:
+        self.max_bytes = max_bytes
+        # conversation -> (its last request's message bytes, links, digests, size in bytes)
+        self._last: OrderedDict[bytes, tuple[list[msgspec.Raw], list[bytes], list[bytes], int]]
+        self._last = OrderedDict()
+        self._bytes = 0
+        self.reused = 0  # messages whose link came from the memo
+
+    def chain(
+        self, start: bytes, messages: Sequence[Any], raws: Sequence[msgspec.Raw] | None
+    ) -> tuple[list[bytes], list[bytes]]:
+        """``chain_and_digests(start, messages)``; ``raws``: each message's JSON bytes as the
+        client sent them (None: nothing is reused or kept)."""
+        if raws is None or len(raws) != len(messages) or not raws:
+            return chain_and_digests(start, messages)
+        key = start + digest(bytes(raws[0]))
+        prev = self._last.pop(key, None)
+        k = 0
+        if prev is not None:
+            self._bytes -= prev[3]
+            old, n = prev[0], min(len(prev[0]), len(raws))
+            while k < n and old[k] == raws[k]:
+                k += 1
+        links, digests = (prev[1][:k], prev[2][:k]) if prev is not None else ([], [])
+        more_links, more_digests = chain_and_digests(links[-1] if links else start, messages[k:])
+        links += more_links
+        digests += more_digests
+        self.reused += k
+        size = sum(len(r) for r in raws)
+        if size <= self.max_bytes:
+            self._last[key] = (list(raws), links, digests, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, dropped = self._last.popitem(last=False)
+                self._bytes -= dropped[3]
+        return list(links), list(digests)
 
 
 def role_tag(message: Any) -> bytes:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from ctxengine.messages.model import Usage
+from ctxengine.proxy.identity import DIGEST_BYTES
 from ctxengine.proxy.job_index import JobIndex
 from ctxengine.proxy.sessions import SessionStats
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind, SessionStore
@@ -36,13 +37,18 @@ _USAGE = msgspec.msgpack.Decoder(Usage)
 
 class Found(msgspec.Struct, frozen=True):
     """A stored session a request may continue: ``whole`` when all of its chain (``messages``
-    client messages) is a prefix of the request's."""
+    client messages) is a prefix of the request's; ``shared``: how many leading client messages
+    the two have in common (0: only the chain's root, ``ROOT_POS``)."""
 
     id: str
     messages: int
     turns: int
     model: str
     whole: bool
+    shared: int = 0
+
+
+ROOT_POS = -1  # the position of a chain's root in ``ctx_proxy_links``: the link of no message
 
 
 class TurnRecord(msgspec.Struct, frozen=True):
@@ -74,6 +80,22 @@ def replayable(turns: Sequence[TurnRecord], realigned_now: int | None = None) ->
     return True
 
 
+DIGEST_SIZE = 1 + DIGEST_BYTES  # a message's own digest: its role's tag, then its hash
+
+
+def packed(links: Sequence[bytes], digests: Sequence[bytes]) -> bytes | None:
+    """The digests of a chain of ``links`` as one value (None when they do not cover it)."""
+    if len(digests) != len(links) or any(len(d) != DIGEST_SIZE for d in digests):
+        return None
+    return b"".join(digests)
+
+
+def found(row: Sequence[Any]) -> Found:
+    """The ``Found`` of a row ``(id, messages, turns, model, pos)`` of a link lookup."""
+    shared = int(row[4]) + 1
+    return Found(row[0], int(row[1]), int(row[2]), row[3], int(row[1]) == shared, shared)
+
+
 class IndexStore(SessionStore, Protocol):
     """A store that holds the index too: ``PostgresStore``, or the proxy's SQLite file
     (``local.LocalStore``)."""
@@ -101,25 +123,38 @@ class ConversationIndex:
     def __init__(self, store: IndexStore) -> None:
         self.store = store
 
-    def match(self, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
+    def match(self, key: str, links: Sequence[bytes], name: str | None, root: bytes = b"") -> Found | None:
         """The session whose chain is the longest prefix of ``links`` (or the one ``name`` names
-        for ``key``), None when there is none. Never one of another key (the key is in each link)."""
+        for ``key``), None when there is none. Never one of another key (the key is in each link).
+        When no link is known, the newest session of the chain's ``root`` if given (``claim_root``:
+        a client that rewrote its first message may still realign it, ``align``)."""
         with self.store.connection() as conn:
-            return self._match(conn, key, links, name)
+            return self._match(conn, key, links, name, root)
 
     def claim_and_match(
-        self, sid: str, key: str, links: Sequence[bytes], name: str | None
+        self, sid: str, key: str, links: Sequence[bytes], name: str | None, root: bytes = b""
     ) -> tuple[Found | None, int]:
         """``sid``'s next fencing number (``PostgresStore.claim``: the caller holds its lock), and
         ``match``, on one connection."""
         with self.store.connection() as conn:
             fence = self.store.claim(sid, conn)
-            return self._match(conn, key, links, name), fence
+            return self._match(conn, key, links, name, root), fence
+
+    @staticmethod
+    def claim_root(conn: Any, sid: str, root: bytes) -> None:
+        """Make ``sid`` the session ``root`` finds (at ``ROOT_POS``), inside the caller's
+        transaction on ``conn``: the newest session of a root is the one it finds."""
+        conn.execute(
+            "INSERT INTO ctx_proxy_links (link, session, pos) VALUES (%s, %s, %s) "
+            "ON CONFLICT (link) DO UPDATE SET session = EXCLUDED.session, pos = EXCLUDED.pos",
+            (root, sid, ROOT_POS),
+        )
 
     @staticmethod
     def _match(
-        conn: psycopg.Connection[Any], key: str, links: Sequence[bytes], name: str | None
+        conn: psycopg.Connection[Any], key: str, links: Sequence[bytes], name: str | None, root: bytes = b""
     ) -> Found | None:
+        """``match`` on ``conn``."""
         if name is not None:
             row = conn.execute(
                 "SELECT id, messages, turns, model, last_link FROM ctx_proxy_sessions "
@@ -130,18 +165,19 @@ class ConversationIndex:
                 return None
             n = int(row[1])
             whole = n == 0 or (n <= len(links) and bytes(row[4]) == links[n - 1])
-            return Found(row[0], n, int(row[2]), row[3], whole)
-        if not links:
+            return Found(row[0], n, int(row[2]), row[3], whole, n if whole else 0)
+        wanted = [root, *links] if root else list(links)
+        if not wanted:
             return None
         row = conn.execute(
             "SELECT s.id, s.messages, s.turns, s.model, l.pos FROM ctx_proxy_links l "
             "JOIN ctx_proxy_sessions s ON s.id = l.session "
             "WHERE l.link = ANY(%s) AND NOT s.dropped ORDER BY l.pos DESC LIMIT 1",
-            (list(links),),
+            (wanted,),
         ).fetchone()
         if row is None:
             return None
-        return Found(row[0], int(row[1]), int(row[2]), row[3], int(row[1]) == int(row[4]) + 1)
+        return found(row)
 
     def create(
         self,
@@ -163,14 +199,17 @@ class ConversationIndex:
             )
 
     def advance(
-        self, sid: str, links: Sequence[bytes], known: int, conn: psycopg.Connection[Any] | None = None
-    ) -> None:
+        self, sid: str, links: Sequence[bytes], known: int, conn: psycopg.Connection[Any] | None = None,
+        digests: Sequence[bytes] = (),
+    ) -> None:  # fmt: skip
         """Record that ``sid``'s chain is ``links`` (its first ``known`` already recorded): each
-        link now finds it (a branch takes over the links it shares with the session it left).
-        On ``conn`` (inside its transaction) when given."""
+        link now finds it (a branch takes over the links it shares with the session it left),
+        and its client messages' own ``digests`` (``identity.chain_and_digests``: what ``align``
+        compares; kept whole, ``packed``, so that a node that never saw the session can align a
+        request with it). On ``conn`` (inside its transaction) when given."""
         if conn is None:
             with self.store.connection() as own, own.transaction():
-                return self.advance(sid, links, known, own)
+                return self.advance(sid, links, known, own, digests)
         new = list(links[known:])
         if new:
             conn.execute(
@@ -180,10 +219,20 @@ class ConversationIndex:
                 (sid, new, list(range(known, len(links)))),
             )
         conn.execute(
-            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s WHERE id = %s",
-            (len(links), links[-1] if links else None, sid),
+            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s, digests = %s WHERE id = %s",
+            (len(links), links[-1] if links else None, packed(links, digests), sid),
         )
         return None
+
+    def digests(self, sid: str) -> list[bytes] | None:
+        """``sid``'s client messages' own digests as ``advance`` last recorded them (None: not
+        recorded, a session from before they were kept)."""
+        with self.store.connection() as conn:
+            row = conn.execute("SELECT digests FROM ctx_proxy_sessions WHERE id = %s", (sid,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        raw = bytes(row[0])
+        return [raw[i : i + DIGEST_SIZE] for i in range(0, len(raw), DIGEST_SIZE)]
 
     def turns(self, sid: str, start: int) -> list[TurnRecord]:
         """``sid``'s turns from number ``start`` on, in order."""
@@ -209,17 +258,18 @@ class ConversationIndex:
         entries: Sequence[tuple[EntryKind, Any]] = (),
         applied: Sequence[tuple[int, str]] = (),
         realigned: int | None = None,
+        digests: Sequence[bytes] = (),
     ) -> None:
-        """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client
-        messages ``links`` stand for, and assembled with budget and clock ``at``), the engine's
-        ``entries`` of it, and advance the session's chain to ``links`` (``known`` of them
-        recorded), in one transaction. ``realigned``: the turn took the session's messages from
-        this index on out of the view (``TurnRecord.realigned``); the session's links from there
-        on stop finding it (the chain is now the request's). The turn counts as a call now: its
-        answer is written after the client has it (``finish_turn``), and a node killed in between
+        """Record turn number ``turn`` (the engine has ingested the ``len(links)`` client messages
+        ``links`` stand for, and assembled with budget and clock ``at``), the engine's ``entries`` of
+        it, and advance the session's chain to ``links`` (``known`` of them recorded; their messages'
+        own ``digests``, ``advance``), in one transaction. ``realigned``: the turn took the session's
+        messages from this index on out of the view (``TurnRecord.realigned``); the session's links
+        from there on stop finding it (the chain is now the request's). The turn counts as a call now:
+        its answer is written after the client has it (``finish_turn``), and a node killed in between
         must not lose the call; ``finish_turn`` takes it back when the upstream refused it, and so
-        does this record when it repeats an unanswered turn with the same messages (the client's
-        retry of a request whose node was killed before answering). ``applied``: the background jobs
+        does this record when it repeats an unanswered turn with the same messages (the client's retry
+        of a request whose node was killed before answering). ``applied``: the background jobs
         ``(turn, kind)`` whose outcomes this turn applied (``job_index``).
 
         Raises:
@@ -245,7 +295,7 @@ class ConversationIndex:
                 (turn + 1, 0 if retry else 1, sid),
             )
             JobIndex.mark_applied(conn, sid, applied, turn)
-            self.advance(sid, links, known, conn)
+            self.advance(sid, links, known, conn, digests)
 
     def finish_turn(
         self,

@@ -21,7 +21,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxengine.proxy.index import STAT_FIELDS, ConversationIndex, Found
+from ctxengine.proxy.index import STAT_FIELDS, ConversationIndex, Found, packed
+from ctxengine.proxy.index import found as index_found
 from ctxengine.proxy.store import ProxyStore
 from ctxengine.store.base import NO_FENCE, Entry, EntryKind, StoreError
 
@@ -70,6 +71,12 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         """
         ALTER TABLE ctx_proxy_turns ADD COLUMN realigned INTEGER;
         CREATE INDEX ctx_proxy_links_session ON ctx_proxy_links (session, pos);
+        """,
+    ),
+    (
+        4,
+        """
+        ALTER TABLE ctx_proxy_sessions ADD COLUMN digests BLOB;
         """,
     ),
 )
@@ -193,12 +200,15 @@ class SQLiteConversationIndex(ConversationIndex):
     """``ConversationIndex`` on a ``LocalStore`` (its two PostgreSQL-only statements rewritten)."""
 
     @staticmethod
-    def _match(conn: Any, key: str, links: Sequence[bytes], name: str | None) -> Found | None:
-        if name is not None or not links:
+    def _match(
+        conn: Any, key: str, links: Sequence[bytes], name: str | None, root: bytes = b""
+    ) -> Found | None:
+        wanted = [root, *links] if root else list(links)
+        if name is not None or not wanted:
             return ConversationIndex._match(conn, key, links, name)
         found = None
-        for start in range(0, len(links), 500):  # SQLite's parameters per statement
-            part = list(links[start : start + 500])
+        for start in range(0, len(wanted), 500):  # SQLite's parameters per statement
+            part = wanted[start : start + 500]
             marks = ", ".join("?" * len(part))
             row = conn.execute(
                 "SELECT s.id, s.messages, s.turns, s.model, l.pos FROM ctx_proxy_links l "
@@ -208,14 +218,14 @@ class SQLiteConversationIndex(ConversationIndex):
             ).fetchone()
             if row is not None and (found is None or int(row[4]) > found[4]):
                 found = row
-        if found is None:
-            return None
-        return Found(found[0], int(found[1]), int(found[2]), found[3], int(found[1]) == int(found[4]) + 1)
+        return None if found is None else index_found(found)
 
-    def advance(self, sid: str, links: Sequence[bytes], known: int, conn: Any = None) -> None:
+    def advance(
+        self, sid: str, links: Sequence[bytes], known: int, conn: Any = None, digests: Sequence[bytes] = ()
+    ) -> None:
         if conn is None:
             with self.store.connection() as own, own.transaction():
-                return self.advance(sid, links, known, own)
+                return self.advance(sid, links, known, own, digests)
         rows = [(link, sid, pos) for pos, link in enumerate(links) if pos >= known]
         conn.db.executemany(
             "INSERT INTO ctx_proxy_links (link, session, pos) VALUES (?, ?, ?) "
@@ -223,7 +233,7 @@ class SQLiteConversationIndex(ConversationIndex):
             rows,
         )
         conn.execute(
-            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s WHERE id = %s",
-            (len(links), links[-1] if links else None, sid),
+            "UPDATE ctx_proxy_sessions SET messages = %s, last_link = %s, digests = %s WHERE id = %s",
+            (len(links), links[-1] if links else None, packed(links, digests), sid),
         )
         return None

@@ -64,3 +64,48 @@ def _hinted(block: object, calls: dict[str, ToolCall], shown: set[int]) -> objec
     if line is None:
         return block
     return ToolResult(block.call_id, (*block.content, Text(line)), block.is_error, block.name)
+
+
+class HintMemo:
+    """``with_recovery_hints`` of projection after projection of one session, each hinted message
+    made once: the same object while the message and the calls its hints are made from are the
+    same objects (what the writer's memo needs to reuse its encoding; ``body_memo``). The
+    messages returned are equal to ``with_recovery_hints``'s."""
+
+    def __init__(self) -> None:
+        # id(message) -> (the message, per block: (shown, its call), the hinted message)
+        self._made: dict[int, tuple[Message, tuple[tuple[bool, ToolCall | None], ...], Message]] = {}
+
+    def apply(self, engine: ContextEngine, messages: list[Message]) -> list[Message]:
+        """``with_recovery_hints(engine, messages)``, reusing the previous call's hinted messages."""
+        shown = {id(r) for r in engine.replacements.values()}
+        if not shown:
+            self._made = {}
+            return messages
+        calls = {c.id: c for m in messages for c in m.tool_calls}
+        out: list[Message] = []
+        made: dict[int, tuple[Message, tuple[tuple[bool, ToolCall | None], ...], Message]] = {}
+        for m in messages:
+            if m.role == "user" and any(id(b) in shown for b in m.blocks):
+                used = tuple(
+                    (True, calls.get(b.call_id))
+                    if isinstance(b, ToolResult) and id(b) in shown
+                    else (False, None)
+                    for b in m.blocks
+                )
+                prev = self._made.get(id(m))
+                if prev is not None and prev[0] is m and _same(prev[1], used):
+                    hinted = prev[2]
+                else:
+                    blocks = tuple(_hinted(b, calls, shown) for b in m.blocks)
+                    hinted = msgspec.structs.replace(m, blocks=blocks)
+                made[id(m)] = (m, used, hinted)
+                m = hinted
+            out.append(m)
+        self._made = made
+        return out
+
+
+def _same(a: tuple[tuple[bool, ToolCall | None], ...], b: tuple[tuple[bool, ToolCall | None], ...]) -> bool:
+    """Whether two blocks' (shown, call) lists are the same: flags equal, calls the same objects."""
+    return len(a) == len(b) and all(x[0] == y[0] and x[1] is y[1] for x, y in zip(a, b, strict=True))

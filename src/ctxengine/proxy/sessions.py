@@ -26,9 +26,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxengine.dashboard.timeline import CallPoint, new_timeline
+from ctxengine.engine.ahead import CompactionAhead
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Message
 from ctxengine.proxy.align import Kind, align
+from ctxengine.proxy.body_memo import BodyMemo
+from ctxengine.proxy.identity import ChainMemo
 from ctxengine.proxy.locks import Held
 from ctxengine.proxy.wire import MessageReader
 
@@ -80,11 +83,14 @@ class ProxySession:
     ingested: int = 0  # client messages the engine has (``links`` may run ahead while a request is in)
     last_used: float = 0.0  # monotonic seconds of its latest request
     key: str = ""  # the key digest (``identity.key_digest``) of the requests that made it
+    root: bytes = b""  # its chain's root (``identity.root``: wire, key, fixed prefix)
     turns: int = 0  # requests the engine has taken (in a shared store: its turns replayed or served)
     output_max: int = 0  # the longest response of the session so far (tokens): its output room
     held: Held | None = None  # its lock across nodes while a request runs (shared store)
     agent: str = ""  # the client program, the first word of the User-Agent of its first request
     timeline: deque[CallPoint] = field(default_factory=new_timeline)  # per call (the dashboard's chart)
+    ahead: CompactionAhead = field(default_factory=CompactionAhead)  # its next compaction rehearsed
+    body_memo: BodyMemo | None = None  # what its previous request body holds (``body_memo``)
 
     def realigns(self, digests: Sequence[bytes]) -> int | None:
         """Where a request whose messages have ``digests`` realigns this session (``align``: the
@@ -110,6 +116,15 @@ class ProxySession:
         }
 
 
+def branched_off(found: ProxySession | None, links: Sequence[bytes], name: object) -> ProxySession | None:
+    """The session a new one for a request with ``links`` is a branch of: ``found`` (what
+    ``SessionTable.match`` gave) when it shares the request's first message or was named
+    (``name`` not None); None for a new conversation (``found`` only has the same chain root)."""
+    if found is None or (name is None and found.links[:1] != links[:1]):
+        return None
+    return found
+
+
 MAX_SESSIONS = 1_000  # sessions kept in memory; the least recently used idle ones go first
 
 
@@ -122,16 +137,22 @@ class SessionTable:
         self.max_sessions = max_sessions
         self.evicted = 0
         self.sessions: dict[str, ProxySession] = {}
+        self.chains = ChainMemo()  # requests' hash chains, from where they differ from the previous
         self._by_link: dict[bytes, ProxySession] = {}
+        self._by_root: dict[bytes, ProxySession] = {}  # the newest session of each chain root
         self._named: dict[tuple[str, str], ProxySession] = {}
         self._ids = itertools.count(1)
         # ids are the store's keys: a proxy restarted on the same --store must not reuse them,
         # or a new session (another key's, too) would be served the old one's stored results
         self._run = secrets.token_hex(6)
 
-    def match(self, links: Sequence[bytes], name: tuple[str, str] | None) -> tuple[ProxySession | None, bool]:
+    def match(
+        self, links: Sequence[bytes], name: tuple[str, str] | None, root: bytes = b""
+    ) -> tuple[ProxySession | None, bool]:
         """The session a request continues, and whether all of it is a prefix of the request
-        (False: the request branches off it)."""
+        (False: the request branches off it, or realigns it: ``align``). When no link is known,
+        the newest session of the chain's ``root`` (same key, wire and fixed prefix), if given:
+        a client that rewrote its first message (aider's repo map) may still realign it."""
         if name is not None:
             s = self._named.get(name)
             if s is None:
@@ -142,6 +163,9 @@ class SessionTable:
             s = self._by_link.get(links[i])
             if s is not None:
                 return s, len(s.links) == i + 1
+        s = self._by_root.get(root) if root else None
+        if s is not None:
+            return s, not s.links
         return None, False
 
     def new_id(self, provider: str) -> str:
@@ -158,6 +182,8 @@ class SessionTable:
             session.name = name[1]
             self._named[name] = session
         self.sessions[session.id] = session
+        if session.root:
+            self._by_root[session.root] = session
         session.last_used = time.monotonic()
         if len(self.sessions) > self.max_sessions:
             idle = [s for s in self.sessions.values() if not s.lock.locked() and s is not session]
@@ -186,6 +212,8 @@ class SessionTable:
     def drop(self, session: ProxySession) -> None:
         """Forget a session whose engine failed (the next request starts a new one)."""
         self.sessions.pop(session.id, None)
+        if self._by_root.get(session.root) is session:
+            del self._by_root[session.root]
         for link in session.links:
             if self._by_link.get(link) is session:
                 del self._by_link[link]

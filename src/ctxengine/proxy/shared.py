@@ -14,8 +14,9 @@ once the projection is made (``prepare``: with the engine's entries and the requ
 one transaction), its usage and figures once the upstream answered (``finish``, ``release``):
 what ``GET /ctxengine/sessions`` reports is the store's, the same on every node. A request that
 only moves the session's messages or rewrites a context message (``align``: aider) realigns it
-on the node that holds its engine at the last turn; a node that would first have to replay turns
-a realignment has moved since starts a branch instead (``index.replayable``, one log line).
+on the node that holds its engine at the last turn; a node that must first replay turns a
+realignment has moved since (``index.replayable``) replays them from the store's entries instead
+(``stored_replay``).
 
 Any failure of the store or of the lock service makes the request fail open (forwarded
 unchanged, counted; a warning once per outage, ``Outage``); the session catches up at the first
@@ -36,8 +37,9 @@ from typing import Any, TypeVar
 
 from ctxengine.engine.core import ContextEngine
 from ctxengine.messages.model import Usage
+from ctxengine.proxy.align import Kind, align
 from ctxengine.proxy.apply import Prepared, finish, prepare, replay_turn
-from ctxengine.proxy.identity import SESSION_HEADER, chain_and_digests, key_digest, root
+from ctxengine.proxy.identity import SESSION_HEADER, key_digest, root
 from ctxengine.proxy.index import ConversationIndex, Found, IndexStore, TurnRecord, replayable
 from ctxengine.proxy.job_index import QUEUED, Applied, JobIndex
 from ctxengine.proxy.jobs import NOTES, JobKey, JobQueue, attach, decode_outcome, encode_input, runner_of
@@ -45,6 +47,7 @@ from ctxengine.proxy.locks import Held, LockUnavailable, SessionLocks
 from ctxengine.proxy.outage import Outage
 from ctxengine.proxy.sessions import ProxySession, SessionTable
 from ctxengine.proxy.store import FencedWriter
+from ctxengine.proxy.stored_replay import StoredTurns
 from ctxengine.proxy.wire import ClientRequest, Wire
 from ctxengine.store.base import NO_FENCE, EntryKind, StoreError
 
@@ -65,8 +68,8 @@ Chain = tuple[list[bytes], list[bytes], int]  # a request's links, its messages'
 
 
 class Unreplayable(Exception):
-    """The session's recorded turns cannot be replayed from the request (a realignment since
-    moved their messages): the request starts a branch instead."""
+    """The session's recorded turns cannot be replayed (the store's entries do not hold them):
+    the request starts a branch instead."""
 
 
 class SharedSessions:
@@ -120,17 +123,17 @@ class SharedSessions:
         store. Raises ``StoreError`` or ``LockUnavailable`` (the caller fails open)."""
         key = key_digest(headers)
         start = root(wire.provider, key, request.fixed_prefix)
-        links, digests = chain_and_digests(start, request.conversation)
-        name = headers.get(SESSION_HEADER) or None
+        links, digests = self.table.chains.chain(start, request.conversation, request.raws)
+        name, keyed = headers.get(SESSION_HEADER) or None, (key, start)
         for attempt in range(MATCH_TRIES):
             # first a guess from this node's cache (no round trip), checked once locked
             sid = self._cached(links) if attempt == 0 and name is None else None
             if sid is None:
-                found = await self.io(self.index.match, key, links, name)
-                if found is not None and not found.whole and self._realigns(found, digests) is not None:
+                found = await self.io(self.index.match, key, links, name, start)
+                if found is not None and not found.whole and await self._realigns(found, digests) is not None:
                     sid = found.id  # the client moved messages: the session continues, realigned
                 elif found is None or not found.whole:
-                    made = await self._create(wire, request, key, (links, digests, 0), name, found, window)
+                    made = await self._create(wire, request, keyed, (links, digests, 0), name, found, window)
                     if made is None:
                         continue  # made meanwhile by a concurrent request: match again
                     return made
@@ -139,18 +142,19 @@ class SharedSessions:
             local, held = await self._lock(sid)
             try:
                 if held.fenced:
-                    again, held.fence = await self.io(self.index.claim_and_match, sid, key, links, name)
+                    claim = self.index.claim_and_match
+                    again, held.fence = await self.io(claim, sid, key, links, name, start)
                 else:
-                    again = await self.io(self.index.match, key, links, name)
+                    again = await self.io(self.index.match, key, links, name, start)
                 if again is not None and again.id == sid:
-                    known = again.messages if again.whole else self._realigns(again, digests)
+                    known = again.messages if again.whole else await self._realigns(again, digests)
                     if known is not None:
                         chained = (links, digests, known)
                         return await self._continue(again, wire, request, key, chained, (local, held), window)
             except Unreplayable as exc:
                 await self._unlock(local, held)
                 log.warning("proxy: session %s: %s; the request starts a branch of it", sid, exc)
-                made = await self._create(wire, request, key, (links, digests, 0), name, again, window)
+                made = await self._create(wire, request, keyed, (links, digests, 0), name, again, window)
                 if made is None:
                     continue
                 return made
@@ -160,14 +164,20 @@ class SharedSessions:
             await self._unlock(local, held)
         raise StoreError(f"the session kept changing under the request ({MATCH_TRIES} matches)")
 
-    def _realigns(self, found: Found, digests: list[bytes]) -> int | None:
+    async def _realigns(self, found: Found, digests: list[bytes]) -> int | None:
         """Where the request realigns ``found`` (``align``: the client moved its messages), or
-        None (a branch). Only a session this node has cached at the store's last turn: a node
-        that would replay turns cannot replay a realigned one's moved messages (``replayable``)."""
+        None (a branch): aligned with this node's cached session when it is at the store's last
+        turn, else with the digests the store keeps of the session's client messages
+        (``ConversationIndex.digests``; the turns are then replayed, from the store's entries
+        where the request moved their messages: ``stored_replay``)."""
         s = self.table.sessions.get(found.id)
-        if s is None or s.turns != found.turns or s.ingested != found.messages:
+        if s is not None and s.turns == found.turns and s.ingested == found.messages:
+            return s.realigns(digests)
+        live = await self.io(self.index.digests, found.id)
+        if live is None or len(live) != found.messages:
             return None
-        return s.realigns(digests)
+        done = align(live, digests)
+        return done.prefix if done.kind is Kind.REALIGNS else None
 
     def _cached(self, links: list[bytes]) -> str | None:
         """The id of the session this node last saw ``links`` continue, if any (a guess)."""
@@ -212,27 +222,30 @@ class SharedSessions:
                 local.release()
 
     async def _create(
-        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
-        branch_of: Found | None, window: int | None,
+        self, wire: Wire, request: ClientRequest, keyed: tuple[str, bytes], chained: Chain,
+        name: str | None, branch_of: Found | None, window: int | None,
     ) -> ProxySession | None:  # fmt: skip
-        """A new session for ``request``, made one at a time for one conversation on every node
-        (this node's lock, then the lock across nodes of the request's last link); None when a
-        concurrent request made it meanwhile."""
+        """A new session for ``request`` (``keyed``: the key digest and the chain's root), made
+        one at a time for one conversation on every node (this node's lock, then the lock across
+        nodes of the request's last link); None when a concurrent request made it meanwhile.
+        ``branch_of``: what the lookup found (a branch's parent when it shares a message)."""
+        key, start = keyed
         async with self._creating:
             links = chained[0]
             held = await self.locks.acquire("new-" + (links[-1].hex() if links else key))
             try:
-                if await self.io(self.index.match, key, links, name) != branch_of:
+                if await self.io(self.index.match, key, links, name, start) != branch_of:
                     return None
-                return await self._new(wire, request, key, chained, name, branch_of, window)
+                parent = branch_of if branch_of is not None and (branch_of.shared or name) else None
+                return await self._new(wire, request, keyed, chained, name, parent, window)
             finally:
                 await held.release()
 
     async def _new(
-        self, wire: Wire, request: ClientRequest, key: str, chained: Chain, name: str | None,
-        branch_of: Found | None, window: int | None,
+        self, wire: Wire, request: ClientRequest, keyed: tuple[str, bytes], chained: Chain,
+        name: str | None, branch_of: Found | None, window: int | None,
     ) -> ProxySession:  # fmt: skip
-        links = chained[0]
+        (key, start), links = keyed, chained[0]
         sid = self.table.new_id(wire.provider)
         writer = FencedWriter(self.store)
         engine = await self.run(self._make, sid, request.model, window, writer)
@@ -240,11 +253,12 @@ class SharedSessions:
         await self.io(self.index.create, sid, key, wire.provider, request.model, engine.window, parent, name)
         local, held = await self._lock(sid)
         try:  # its links now, so that a concurrent request of the conversation finds it
-            await self.io(self._start, sid, held, links)
+            await self.io(self._start, sid, held, chained, start)
         except BaseException:
             await self._unlock(local, held)
             raise
         s = ProxySession(sid, wire.provider, request.model, engine, wire.reader(), lock=local, key=key)
+        s.root = start
         self.table.add(s, branch_of=None, name=None)
         s.branch_of, s.name = parent, name
         self._attach(s, held, writer)
@@ -256,41 +270,35 @@ class SharedSessions:
         locks: tuple[asyncio.Lock, Held],
         window: int | None,
     ) -> ProxySession:  # fmt: skip
-        """``found``'s cached engine brought up to its last turn (replayed from ``request``), to
-        take the request (``chained``: its links, digests, and how many of them the session
-        keeps; fewer than ``found.messages``: the client moved the rest, ``align``).
+        """``found``'s cached engine brought up to its last turn (replayed from ``request``, or
+        from the store's entries when a realignment moved the turns' messages since:
+        ``stored_replay``), to take the request (``chained``: its links, digests, and how many of
+        them the session keeps; fewer than ``found.messages``: the client moved the rest, ``align``).
 
         Raises:
-            Unreplayable: when the turns to replay cannot be (``replayable``)."""
+            Unreplayable: when the store's entries do not hold the turns to replay."""
         s = self.table.sessions.get(found.id)
         if s is None or s.turns > found.turns or s.ingested > found.messages:
-            if s is not None:  # ahead of the store (a write that failed): rebuilt from it
-                self.table.drop(s)
-            self.rebuilt += 1
-            writer = FencedWriter(self.store)
-            engine = await self.run(self._make, found.id, found.model, window, writer)
-            s = ProxySession(
-                found.id,
-                wire.provider,
-                found.model,
-                engine,
-                wire.reader(),
-                lock=locks[0],
-                key=key,
-            )
-            self.table.add(s, branch_of=None, name=None)
-        assert isinstance(s.engine.store, FencedWriter)
-        self._attach(s, locks[1], s.engine.store)
+            s = await self._rebuild(found, wire, key, locks[0], window, s)  # s: ahead of the store
         try:
             if s.turns < found.turns:
                 turns, applied = await self.io(self._history, s.id, s.turns)
-                if not replayable(turns):
-                    raise Unreplayable(
-                        "its recorded turns cannot be replayed from this request (the client moved "
-                        "messages since: a realignment)"
-                    )
-                await self.run(_replay, s, wire, request, turns, applied)
+                step: Callable[[TurnRecord], None] = functools.partial(replay_turn, s, wire, request)
+                now = chained[2] if chained[2] < found.messages else None  # the request realigns here
+                if not replayable(turns, now):  # from the store, on an engine rebuilt from the start
+                    if s.turns:
+                        s = await self._rebuild(found, wire, key, locks[0], window, s)
+                        turns, applied = await self.io(self._history, s.id, 0)
+                    entries = await self.io(self.store.entries, s.id)
+                    try:
+                        step = StoredTurns(s, wire, request, turns, entries)
+                    except ValueError as exc:
+                        raise Unreplayable(f"its recorded turns cannot be replayed: {exc}") from exc
+                self._attach(s, locks[1], _writer(s))
+                await self.run(_replay, s, turns, applied, step)
                 self.replayed += len(turns)
+            else:
+                self._attach(s, locks[1], _writer(s))
         except BaseException:
             self.table.drop(s)  # its engine may be between two turns
             raise
@@ -298,6 +306,20 @@ class SharedSessions:
         if chained[2] < found.messages:
             s.realign = chained[2]
         self._chains[s.id] = chained
+        return s
+
+    async def _rebuild(
+        self, found: Found, wire: Wire, key: str, local: asyncio.Lock, window: int | None,
+        old: ProxySession | None,
+    ) -> ProxySession:  # fmt: skip
+        """A new engine for ``found`` (``old``, its cached one, forgotten), to replay its turns."""
+        if old is not None:
+            self.table.drop(old)
+        self.rebuilt += 1
+        writer = FencedWriter(self.store)
+        engine = await self.run(self._make, found.id, found.model, window, writer)
+        s = ProxySession(found.id, wire.provider, found.model, engine, wire.reader(), lock=local, key=key)
+        self.table.add(s, branch_of=None, name=None)
         return s
 
     def _make(self, sid: str, model: str, window: int | None, writer: FencedWriter) -> ContextEngine:
@@ -310,11 +332,12 @@ class SharedSessions:
         """``sid``'s turns from ``start`` on, and the job outcomes they applied."""
         return self.index.turns(sid, start), self.job_index.applied_since(sid, start) if self.jobs else []
 
-    def _start(self, sid: str, held: Held, links: list[bytes]) -> None:
+    def _start(self, sid: str, held: Held, chained: Chain, start: bytes) -> None:
         with self.store.connection() as conn, conn.transaction():
             if held.fenced:
                 held.fence = self.store.claim(sid, conn)
-            self.index.advance(sid, links, 0, conn)
+            self.index.claim_root(conn, sid, start)
+            self.index.advance(sid, chained[0], 0, conn, chained[1])
 
     def _attach(self, s: ProxySession, held: Held, writer: FencedWriter) -> None:
         s.held = held
@@ -335,9 +358,8 @@ class SharedSessions:
         if p.realigned is not None:
             known = min(known, p.realigned)
         fence = _fence(session)
-        await self.io(
-            self.index.record_turn, session.id, turn, at, fence, links, known, entries, applied, p.realigned
-        )
+        record, realigned = self.index.record_turn, p.realigned
+        await self.io(record, session.id, turn, at, fence, links, known, entries, applied, realigned, digests)
         # the next request's guess (``_cached``), and what ``_realigns`` aligns it with
         self.table.advance(session, links, digests, known if p.realigned is not None else None)
         p.recorded = True
@@ -449,9 +471,10 @@ def _fence(session: ProxySession) -> int:
 
 
 def _replay(
-    session: ProxySession, wire: Wire, request: ClientRequest, turns: list[TurnRecord], applied: list[Applied]
+    session: ProxySession, turns: list[TurnRecord], applied: list[Applied], step: Callable[[TurnRecord], None]
 ) -> None:
-    """Replay ``turns``, each job outcome resolved before the turn that applied it (as served)."""
+    """Replay ``turns`` with ``step`` (``replay_turn`` from the request, or ``StoredTurns``),
+    each job outcome resolved before the turn that applied it (as served)."""
     writer, runner = _writer(session), runner_of(session.engine)
     writer.muted = True
     try:
@@ -459,7 +482,7 @@ def _replay(
             for a in applied:
                 if a.at == t.turn and runner is not None:
                     runner.resolve(a.turn, decode_outcome(a.outcome))
-            replay_turn(session, wire, request, t)
+            step(t)
             if runner is not None:
                 runner.take_fresh(t.turn)
     finally:

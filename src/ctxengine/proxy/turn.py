@@ -5,11 +5,14 @@ A ``Turn`` ends exactly once (``complete``): the upstream's usage and reply go t
 answered 2xx, the session's locks are released (across nodes, then the node's own), and the
 request's one log line is written: path, session, status, tokens the client sent against tokens
 sent upstream, the layers that acted, the proxy's own time before the upstream call and the whole
-time. The line never holds a key or any message content.
+time, and when the next compaction was rehearsed while the upstream answered (``engine.ahead``),
+the rehearsal's time.
+The line never holds a key or any message content.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -49,10 +52,17 @@ class Turn:
     # gives back the session's lock across nodes (shared store), before the node's own
     release: Callable[[ProxySession], Awaitable[None]] | None = None
     _done: bool = False
+    _ahead: asyncio.Future[Any] | None = None  # the rehearsal started when the request was sent
 
     def mark_sent(self) -> None:
-        """The request leaves for the upstream now."""
+        """The request leaves for the upstream now: the proxy's own time ends here. While the
+        upstream answers, the engine thread being idle, the session's next compaction is rehearsed
+        if due (``engine.ahead``; ``complete`` waits for it before ``finish``, which the engine
+        thread would run after it anyway)."""
         self.added_ms = (time.perf_counter() - self.started) * 1000
+        s, p = self.session, self.prepared
+        if s is not None and p is not None:
+            self._ahead = asyncio.ensure_future(self.run(s.ahead.after_call, s.engine, p.projection.window))
 
     async def complete(self, status: int, usage: Usage | None, reply: dict[str, Any] | None) -> None:
         """Feed the engine (``apply.finish``), release the session, log the line. Idempotent."""
@@ -61,6 +71,11 @@ class Turn:
         self._done = True
         s = self.session
         try:
+            if self._ahead is not None:
+                try:
+                    await self._ahead
+                except Exception as exc:  # a rehearsal changes nothing: only its time is lost
+                    self.failures.append(f"compaction rehearsal failed: {type(exc).__name__}: {exc}")
             if s is not None:
                 await self.run(self.finish, s, self.wire, self.prepared, status, usage, reply)
         except Exception as exc:  # the response is already on its way; the engine missed one usage
@@ -89,6 +104,9 @@ class Turn:
         used = f" usage_in={usage.total_input:,}" if usage is not None else ""
         note = f" {self.note}" if self.note else ""
         fails = f" failed: {'; '.join(self.failures)}" if self.failures else ""
+        if self.session is not None and self.session.ahead.last:  # this turn's (``mark_sent``)
+            note += f" next compaction rehearsed ({self.session.ahead.last * 1000:.1f}ms)"
+            self.session.ahead.last = 0.0
         total = (time.perf_counter() - self.started) * 1000
         log.info(
             "POST %s session=%s status=%d stream=%s tokens %s%s layers=[%s] added=%.1fms total=%.0fms%s%s",

@@ -10,12 +10,19 @@ out of the upstream's response, JSON or a stream (``StreamTap``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from ctxengine.messages.model import Message, Usage
+from ctxengine.proxy.identity import raw_messages
+
+if TYPE_CHECKING:
+    from ctxengine.proxy.body_memo import BodyMemo
 
 
 class BadRequest(ValueError):
@@ -43,14 +50,23 @@ class ClientRequest:
     ``body``: the client's JSON body (never modified); ``conversation``: the raw client messages
     the engine manages; ``fixed_prefix``: what roots the session (Anthropic ``system``; OpenAI the
     leading system/developer messages); ``prefix_text``: system prompt and tool definitions as
-    text, for the ledger's fixed prefix (tokens are counted from it)."""
+    text, for the ledger's fixed prefix (tokens are counted from it; made when first read: only a
+    session's first request needs it, and Claude Code's tools are most of a ~29,000-token
+    prefix); ``raws``: each message of ``conversation`` as the client's JSON bytes, when the proxy
+    read them (``identity.ChainMemo`` compares them with the previous request's)."""
 
     body: dict[str, Any]
     conversation: list[Any]
     fixed_prefix: Any
-    prefix_text: str
+    system: str  # the system prompt's text (``prefix_text`` without the tools)
     model: str
     stream: bool
+    raws: Sequence[Any] | None = None
+
+    @functools.cached_property
+    def prefix_text(self) -> str:
+        tools = self.body.get("tools")
+        return self.system + "\n" + json.dumps(tools, ensure_ascii=False) if tools else self.system
 
 
 class StreamTap(Protocol):
@@ -78,14 +94,23 @@ class Wire(Protocol):
     """One wire format."""
 
     provider: str  # "anthropic" or "openai": the registry's provider names
+    listed: str  # the body's key of the conversation's list ("messages"; Responses: "input")
 
     def parse(self, body: Any) -> ClientRequest: ...
 
     def reader(self) -> MessageReader: ...
 
-    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]: ...
+    def build(
+        self, request: ClientRequest, messages: Sequence[Message], memo: BodyMemo | None = None
+    ) -> dict[str, Any]:
+        """The body to send upstream: ``messages`` written in this wire's format, every other
+        field the client's. ``memo``: the session's (``body_memo``), reused where a wire can."""
+        ...
 
-    def validate(self, body: dict[str, Any]) -> list[str]: ...
+    def validate(self, body: dict[str, Any], memo: BodyMemo | None = None) -> list[str]:
+        """The provider's rules ``body`` breaks, one line each (``memo``: the session's
+        incremental checker, where a wire has one: the same lines)."""
+        ...
 
     def usage(self, response: Any) -> Usage | None: ...
 
@@ -94,6 +119,14 @@ class Wire(Protocol):
     def tap(self) -> StreamTap: ...
 
     def error_body(self, message: str, kind: str = "invalid_request_error") -> dict[str, Any]: ...
+
+
+def read_request(wire: Wire, raw: bytes) -> ClientRequest:
+    """``wire.parse`` of the JSON body ``raw``, with each conversation message's bytes
+    (``ClientRequest.raws``). Raises ``msgspec.DecodeError``, ``BadRequest``, ``LeftToProvider``."""
+    request = wire.parse(msgspec.json.decode(raw))
+    request.raws = raw_messages(raw, request.conversation, wire.listed)
+    return request
 
 
 def require_object(body: Any) -> dict[str, Any]:
@@ -115,14 +148,11 @@ def client_request(
 ) -> ClientRequest:
     """The ``ClientRequest`` of a checked ``body``: ``system`` (the system prompt's text) and the
     tool definitions make its ``prefix_text``."""
-    prefix = system
-    if body.get("tools"):
-        prefix += "\n" + json.dumps(body["tools"], ensure_ascii=False)
     return ClientRequest(
         body=body,
         conversation=conversation,
         fixed_prefix=fixed_prefix,
-        prefix_text=prefix,
+        system=system,
         model=body["model"],
         stream=bool(body.get("stream")),
     )

@@ -18,9 +18,10 @@ carries the input tokens and ``message_delta`` the output tokens.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxengine.formats.anthropic_writer import CACHE_CONTROL, MAX_BREAKPOINTS, to_anthropic
 from ctxengine.formats.claude_code.blocks import to_block
@@ -31,6 +32,9 @@ from ctxengine.proxy.anthropic_system import mark, preamble, unmark, without_sys
 from ctxengine.proxy.pinned import message_id, with_pinned
 from ctxengine.proxy.reminders import split_reminders
 from ctxengine.proxy.sse import SSEReader
+
+if TYPE_CHECKING:
+    from ctxengine.proxy.body_memo import BodyMemo
 from ctxengine.proxy.wire import (
     BadRequest,
     ClientRequest,
@@ -151,6 +155,7 @@ class AnthropicWire:
     """The Anthropic Messages adapter (see the module docstring)."""
 
     provider = "anthropic"
+    listed = "messages"
 
     def parse(self, body: Any) -> ClientRequest:
         body = require_object(body)
@@ -161,21 +166,29 @@ class AnthropicWire:
     def reader(self) -> AnthropicReader:
         return AnthropicReader()
 
-    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
+    def build(
+        self, request: ClientRequest, messages: Sequence[Message], memo: BodyMemo | None = None
+    ) -> dict[str, Any]:
         conversation = request.conversation
+
+        def read(i: int) -> Message:
+            return Message("system", _blocks(conversation[i].get("content"), f"messages.{i}"), message_id(i))
+
         pinned = {
-            i: Message("system", _blocks(conversation[i].get("content"), f"messages.{i}"), message_id(i))
+            i: memo.pinned_message(i, conversation[i], functools.partial(read, i)) if memo else read(i)
             for i in preamble(conversation)
         }
-        marked = mark(with_pinned(messages, pinned), conversation)
-        written = to_anthropic(marked, model=request.model, system_messages="inline")
+        marked = mark(with_pinned(messages, pinned), conversation, memo.markers if memo is not None else None)
+        blocks = memo.blocks if memo is not None else None
+        written = to_anthropic(marked, model=request.model, system_messages="inline", memo=blocks)
         body = dict(request.body)
         body["messages"] = unmark(written["messages"], conversation)
         place_breakpoints(body)
         return body
 
-    def validate(self, body: dict[str, Any]) -> list[str]:
-        return validate_anthropic({**body, "messages": without_system(body["messages"])})
+    def validate(self, body: dict[str, Any], memo: BodyMemo | None = None) -> list[str]:
+        checked = {**body, "messages": without_system(body["messages"])}
+        return memo.checker.validate(checked) if memo is not None else validate_anthropic(checked)
 
     def usage(self, response: Any) -> Usage | None:
         return anthropic_usage(response.get("usage")) if isinstance(response, dict) else None

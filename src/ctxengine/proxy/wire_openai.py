@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxengine.formats.openai_chat import (
     SessionBuilder,
@@ -30,6 +30,9 @@ from ctxengine.formats.validate import validate_openai_chat
 from ctxengine.messages.model import Message, Text, Usage
 from ctxengine.proxy.sse import SSEReader
 from ctxengine.proxy.wire import BadRequest, ClientRequest, Unsupported, client_request, require_object
+
+if TYPE_CHECKING:
+    from ctxengine.proxy.body_memo import BodyMemo
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -129,6 +132,8 @@ class OpenAIShapes:
 class OpenAIWire(OpenAIShapes):
     """The Chat Completions adapter (see the module docstring)."""
 
+    listed = "messages"
+
     def parse(self, body: Any) -> ClientRequest:
         body = require_object(body)
         messages = body["messages"]
@@ -139,14 +144,17 @@ class OpenAIWire(OpenAIShapes):
     def reader(self) -> OpenAIReader:
         return OpenAIReader()
 
-    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
-        written = to_openai_chat(messages, model=request.model, system_messages="inline")
+    def build(
+        self, request: ClientRequest, messages: Sequence[Message], memo: BodyMemo | None = None
+    ) -> dict[str, Any]:
+        runs = memo.runs if memo is not None else None
+        written = to_openai_chat(messages, model=request.model, system_messages="inline", memo=runs)
         body = dict(request.body)
         body["messages"] = list(request.fixed_prefix) + written["messages"]
         return body
 
-    def validate(self, body: dict[str, Any]) -> list[str]:
-        return validate_openai_chat(body)
+    def validate(self, body: dict[str, Any], memo: BodyMemo | None = None) -> list[str]:
+        return memo.checker.validate(body) if memo is not None else validate_openai_chat(body)
 
     def reply(self, response: Any) -> dict[str, Any] | None:
         if not isinstance(response, dict):

@@ -19,7 +19,7 @@ reply is the response's first output item.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxengine.formats.chat_common import openai_usage
 from ctxengine.formats.validate_responses import validate_responses
@@ -36,6 +36,9 @@ from ctxengine.proxy.responses_items import (
 from ctxengine.proxy.sse import SSEReader
 from ctxengine.proxy.wire import BadRequest, ClientRequest, LeftToProvider, client_request
 from ctxengine.proxy.wire_openai import OpenAIShapes
+
+if TYPE_CHECKING:
+    from ctxengine.proxy.body_memo import BodyMemo
 
 SERVER_HISTORY = ("previous_response_id", "conversation")
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -78,6 +81,8 @@ class ResponsesReader:
 class ResponsesWire(OpenAIShapes):
     """The Responses adapter (see the module docstring)."""
 
+    listed = "input"
+
     def parse(self, body: Any) -> ClientRequest:
         items = _input(body)
         for name in SERVER_HISTORY:
@@ -95,7 +100,10 @@ class ResponsesWire(OpenAIShapes):
     def reader(self) -> ResponsesReader:
         return ResponsesReader()
 
-    def build(self, request: ClientRequest, messages: Sequence[Message]) -> dict[str, Any]:
+    def build(
+        self, request: ClientRequest, messages: Sequence[Message], memo: BodyMemo | None = None
+    ) -> dict[str, Any]:
+        """The body (``memo``: not used; each item is written from its message every time)."""
         conversation = request.conversation
         pinned = {i: read_item(conversation[i], i) for i in pinned_indices(conversation)}
         items = write_items(with_pinned(messages, pinned), conversation)
@@ -104,7 +112,8 @@ class ResponsesWire(OpenAIShapes):
             body["input"] = list(request.fixed_prefix[1]) + items
         return body
 
-    def validate(self, body: dict[str, Any]) -> list[str]:
+    def validate(self, body: dict[str, Any], memo: BodyMemo | None = None) -> list[str]:
+        """The problems of ``body`` (``memo``: not used; checked whole)."""
         return validate_responses(body)
 
     def reply(self, response: Any) -> dict[str, Any] | None:

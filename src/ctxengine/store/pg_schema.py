@@ -91,6 +91,12 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         CREATE INDEX ctx_proxy_links_session ON ctx_proxy_links (session, pos);
         """,
     ),
+    (
+        5,
+        """
+        ALTER TABLE ctx_proxy_sessions ADD COLUMN digests bytea;
+        """,
+    ),
 )
 
 
