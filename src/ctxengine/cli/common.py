@@ -16,15 +16,15 @@ import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
-import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ctxengine.cli.outputs import check_distinct_outputs as check_distinct_outputs
 from ctxengine.cli.outputs import check_not_an_input as check_not_an_input
 from ctxengine.cli.outputs import check_output as check_output
+from ctxengine.cli.progress import progress_bar as progress_bar
+from ctxengine.cli.progress import sessions_bar as sessions_bar
 from ctxengine.cli.stderr import err as err
 from ctxengine.cli.stderr import fail as fail
 from ctxengine.cli.stderr import say as say
@@ -40,31 +40,23 @@ from ctxengine.models.registry import (
 from ctxengine.policy.registry import Policy, get_policy
 
 if TYPE_CHECKING:
+    import typer
+
     from ctxengine.llm import CallRecord, LLMClient, LLMRequest, LLMResponse
 
 TABLE_WIDTH = 200  # columns when stdout is not a terminal (a log, a pipe)
 
-# the options both commands take (the default stays with each command: ``= None``, ``= 120.0``)
-LlmOption: TypeAlias = Annotated[
-    str | None, typer.Option(help="PROVIDER:MODEL for notes and summaries (anthropic or openai).")
-]
-LlmBaseUrlOption: TypeAlias = Annotated[
-    str | None, typer.Option(help="Base URL of the LLM server (OpenAI-compatible servers too).")
-]
-LlmTimeoutOption: TypeAlias = Annotated[float, typer.Option(help="Seconds per LLM request.")]
-ModelsOption: TypeAlias = Annotated[
-    Path | None, typer.Option(help="TOML file overriding model prices/windows.")
-]
-ModelOption: TypeAlias = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        help="Model of the sessions whose transcript names none (e.g. tau-bench and SWE-agent 0.x "
-        "files: see their source); transcripts that name one keep it.",
-    ),
-]
+_OPTIONS = frozenset({"LlmOption", "LlmBaseUrlOption", "LlmTimeoutOption", "ModelsOption", "ModelOption"})
 
 
+def __getattr__(name: str) -> Any:
+    """The shared typer options (``cli.options``), imported on first use: this module runs
+    without typer."""
+    if name in _OPTIONS:
+        from ctxengine.cli import options
+
+        return getattr(options, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 def load_policy(name: str, policy_file: Path | None) -> Policy:
     """The policy of ``--policy NAME`` or ``--policy-file P.toml`` for a command.
@@ -105,19 +97,6 @@ def stdout_console() -> Console:
     set (as rich reads it), else ``TABLE_WIDTH`` columns."""
     columns = os.environ.get("COLUMNS", "")
     return Console() if sys.stdout.isatty() or columns.isdigit() else Console(width=TABLE_WIDTH)
-
-
-def progress_bar(*, disable: bool = False) -> Progress:
-    """A transient progress bar on stderr (description, bar, done/total, elapsed time)."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=disable,
-    )
 
 
 BREAKER_FAILURES = 3  # consecutive failed LLM calls after which the run makes no more

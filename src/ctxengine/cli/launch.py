@@ -1,5 +1,6 @@
-"""The ``ctxengine`` console script: ``tool grep`` and ``tool glob`` start fast, the rest runs the
-full command line (``ctxengine.cli.commands``).
+"""The ``ctxengine`` console script: ``tool grep`` and ``tool glob`` start fast, a plain ``replay``
+skips the option parsing of the full command line (``cli.launch_replay``), the rest runs the full
+command line (``ctxengine.cli.commands``).
 
 A one-shot ``ctxengine tool grep`` spent more time importing the command-line framework, the
 engine and every other tool (~0.3 s of CPU) than it took to search a mid-sized tree. A plain
@@ -141,6 +142,11 @@ def main() -> None:
         code = fast_tool(sys.argv[1:])
     except KeyboardInterrupt:  # pragma: no cover
         sys.exit(130)
+    if code is not None:
+        sys.exit(code)
+    from ctxengine.cli.launch_replay import fast_replay
+
+    code = fast_replay(sys.argv[1:])
     if code is not None:
         sys.exit(code)
     from ctxengine.cli.commands import main as cli_main

@@ -3,8 +3,12 @@ line and the exit, code 2, to raise)."""
 
 from __future__ import annotations
 
-import typer
+from typing import TYPE_CHECKING
+
 from rich.console import Console
+
+if TYPE_CHECKING:
+    import typer
 
 __all__ = ["err", "fail", "say"]
 
@@ -17,6 +21,9 @@ def say(prefix: str, message: str) -> None:
 
 
 def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` as one line to stderr; return the exit (code 2) to raise."""
+    """Print ``error: message`` as one line to stderr; return the exit (code 2) to raise
+    (``typer.Exit``: typer is imported here, at the first failure, not with this module)."""
     say("error:", message)
-    return typer.Exit(2)
+    from typer import Exit
+
+    return Exit(2)

@@ -441,9 +441,7 @@ class ContextEngine:
         Ends its live sub-agents (``released``), applies a finished background notes update,
         abandons a running one (without waiting for it; an event says so), releases the store.
         """
-        from ctxengine.subagents.spawn import release_children
-
-        release_children(self)
+        self.subagents.release_children()
         self.compactor.stop_notes()
         take_notes_events(self)
         self.store.close()

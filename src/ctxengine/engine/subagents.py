@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,3 +65,11 @@ class SubagentSpawner:
         from ctxengine.subagents.spawn import end_subagent
 
         return end_subagent(self.engine, result)
+
+    def release_children(self) -> list[str]:
+        """End the session's live sub-agents (it is being disposed; ``spawn.release_children``):
+        their ids. None was spawned when ``ctxengine.subagents.spawn``, where every spawn is
+        made and registered, was never imported; a session without sub-agents (a replay) does
+        not import it then (~8 ms)."""
+        spawn = sys.modules.get("ctxengine.subagents.spawn")
+        return [] if spawn is None else list(spawn.release_children(self.engine))

@@ -17,6 +17,7 @@ from typing import Any
 from ctxengine.eval.fidelity import PROBE_KINDS, ProbeStat, probe_score
 from ctxengine.messages.model import Session
 from ctxengine.models.registry import ModelInfo
+from ctxengine.replay.measure_set import FidelityTotals
 from ctxengine.replay.measures import FidelityMeter
 from ctxengine.replay.pricing import RecordedTrack
 from ctxengine.replay.records import COMPACTION_LAYERS, CallRecord, ErrorStats, SessionSummary
@@ -159,16 +160,17 @@ def summarize_session(
     after_last: list[dict[str, Any]],
     *,
     recorded: RecordedTrack,
-    fidelity: FidelityMeter,
+    fidelity: FidelityMeter | FidelityTotals,
     violations: int,
     layer_failures: int,
 ) -> SessionSummary:
     """The session's summary from its ``calls``, the events after the last call
-    (``after_last``), the recorded track's errors and cost, the fidelity meter's request probes,
+    (``after_last``), the recorded track's errors and cost, the fidelity meter's request probes
+    (the meter, or its ``FidelityTotals`` when the measures ran in a worker process),
     the request ``violations`` and the engine's ``layer_failures``."""
     all_events = [e for c in calls for e in c.events] + after_last
     llm_cost = sum(e["llm_cost_usd"] for e in all_events)
-    fm = fidelity
+    fm = fidelity if isinstance(fidelity, FidelityTotals) else FidelityTotals.of(fidelity)
     return SessionSummary(
         **event_figures(all_events),
         **call_figures(calls),
@@ -178,8 +180,8 @@ def summarize_session(
         latest_request_kept=round(fm.requests_whole / fm.requests_probed, 4) if fm.requests_probed else None,
         requests_whole=fm.requests_whole,
         requests_probed=fm.requests_probed,
-        grounded_by_source=dict(sorted(fm.tracker.grounded_by_kind.items())),
-        read_hits_by_source=dict(sorted(fm.tracker.read_hits_by_kind.items())),
+        grounded_by_source=dict(sorted(fm.grounded_by_kind.items())),
+        read_hits_by_source=dict(sorted(fm.read_hits_by_kind.items())),
         pairing_violations=violations,
         malformed_records=len(session.malformed),
         skipped_records=dict(session.skipped),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -213,6 +214,37 @@ class _BlockCounter:
     def count_message(self, msg: Message) -> int:
         return self.message_overhead + sum(self.count_block(b) for b in msg.blocks)
 
+    def memo_texts(self, block: Block) -> Iterator[tuple[str, bool]]:
+        """The texts ``count_block(block)`` counts through this counter's memos, each with
+        whether it is counted as JSON (a tool call's input): what a worker process can count
+        ahead (``counted``) for this process to ``learn``. Images, PDF pages and encrypted
+        reasoning (counted from their sizes) are left out."""
+        if isinstance(block, Text):
+            yield block.text, False
+        elif isinstance(block, ToolResult):
+            for part in block.content:
+                yield from self.memo_texts(part)
+        elif isinstance(block, ToolCall):
+            yield block.name, False
+            payload = block.input
+            yield (payload, False) if isinstance(payload, str) else (tool_input_text(payload), True)
+        elif isinstance(block, Thinking):
+            if not (block.redacted or (block.encrypted and not block.thinking)):
+                yield block.thinking, False
+        elif isinstance(block, Document):
+            yield block.title, False
+            if block.media_type.lower().startswith("text/"):
+                yield block.data, False
+
+    def counted(self, text: str, as_json: bool) -> int:
+        """Tokens of ``text`` as ``count_block`` counts it (``as_json``: a tool call's input)."""
+        return self._count_json(text) if as_json else self.count_text(text)
+
+    def learn(self, text: str, as_json: bool, tokens: int) -> None:
+        """Remember ``tokens`` as ``counted(text, as_json)``, counted by a worker process's copy
+        of this counter (the counts are pure: the same as counting here)."""
+        raise NotImplementedError
+
     def _count_thinking(self, block: Thinking) -> int:
         if block.redacted or (block.encrypted and not block.thinking):
             payload = block.encrypted or block.thinking
@@ -260,6 +292,9 @@ class OpenAICounter(_BlockCounter):
     def _count_uncached(self, text: str) -> int:
         return count_tokens(text, self.encoding)
 
+    def learn(self, text: str, as_json: bool, tokens: int) -> None:
+        self._memo.learn(text, tokens)  # JSON is counted as text here
+
     def count_image(self, img: Image) -> int:
         return openai_image_tokens(
             img.width, img.height, base_tokens=self.image_base_tokens, tile_tokens=self.image_tile_tokens
@@ -293,6 +328,9 @@ class EstimateCounter(_BlockCounter):
 
     def _count_json(self, text: str) -> int:
         return self._json_memo.count(text) if text else 0
+
+    def learn(self, text: str, as_json: bool, tokens: int) -> None:
+        (self._json_memo if as_json else self._memo).learn(text, tokens)
 
     def _estimate(self, text: str, kind: ContentClass) -> int:
         p = self.profile

@@ -59,6 +59,17 @@ class TextMemo:
                     self._evict()
         return n
 
+    def learn(self, text: str, n: int) -> None:
+        """Remember ``n`` as the count of ``text``, counted elsewhere by the same pure ``fn`` (a
+        worker process's copy of this memo's counter): the same as ``count(text)`` would keep.
+        Nothing when ``text`` is held already or its length is outside what is memoized."""
+        if self._min_chars <= len(text) <= self._max_chars and text not in self._counts:
+            with self._lock:
+                if text not in self._counts:
+                    self._counts[text] = n
+                    self._chars += len(text)
+                    self._evict()
+
     def _evict(self) -> None:
         while self._counts and (self._chars > self._max_chars or len(self._counts) > self._max_entries):
             oldest = next(iter(self._counts))

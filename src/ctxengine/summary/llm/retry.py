@@ -4,33 +4,38 @@ OpenClaw ``summarizeChunks``: a chunk is tried 3 times (``CHUNK_ATTEMPTS``) befo
 left partial, waiting 0.5 s, doubling, at most 5 s between tries (``CHUNK_BACKOFF_S``), each wait
 scaled by a factor drawn uniformly in 1 +- 0.2 (``CHUNK_JITTER``). Only ``SummaryError`` is
 retried; any other exception goes through at once. The caller passes the sleep (tests: none)
-and a seeded random source, so the waits are reproducible.
+and a seeded random source, so the waits are reproducible. ``tenacity`` is imported when the first
+retry policy is built (a replay without ``--llm`` never builds one).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
-from tenacity.wait import wait_base
+from typing import TYPE_CHECKING
 
 from ctxengine.summary.llm.result import SummaryError
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState, Retrying
 
 CHUNK_ATTEMPTS = 3  # OpenClaw summarizeChunks: tries per chunk before the summary is left partial
 CHUNK_BACKOFF_S = (0.5, 5.0)  # ... waiting 0.5 s, doubling, at most 5 s between tries ...
 CHUNK_JITTER = 0.2  # ... +-20%
 
 
-class JitteredBackoff(wait_base):
+class JitteredBackoff:
     """The wait before the next try: 0.5 s, 1 s, ... at most 5 s (``wait_exponential``), times a
     factor drawn from ``rng`` uniformly in [1 - ``CHUNK_JITTER``, 1 + ``CHUNK_JITTER``].
 
     No wait, and no draw, after the last try: tenacity computes the wait before it checks the
     stop, and one draw per real wait keeps ``rng``'s sequence of waits what it was before
-    tenacity (one draw per wait, across all the chunks of a summarizer)."""
+    tenacity (one draw per wait, across all the chunks of a summarizer). A callable tenacity takes
+    as its ``wait``."""
 
     def __init__(self, rng: random.Random, attempts: int = CHUNK_ATTEMPTS) -> None:
+        from tenacity import wait_exponential
+
         low, high = CHUNK_BACKOFF_S
         self.backoff = wait_exponential(multiplier=low, max=high)
         self.rng = rng
@@ -54,6 +59,8 @@ def chunk_retrying(sleep: Callable[[float], None], rng: random.Random) -> Retryi
     Returns:
         A ``tenacity.Retrying``; calling it with a function returns the function's result.
         After the last try it raises the last ``SummaryError`` itself (``reraise``)."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
     return Retrying(
         stop=stop_after_attempt(CHUNK_ATTEMPTS),
         wait=JitteredBackoff(rng),
