@@ -267,6 +267,45 @@ def test_aider_repo_map_rewritten_realigns_its_session(
     assert len(realigned) == len(bodies) - 1, realigned
 
 
+def test_aider_through_a_gateway_with_two_workers_stays_one_session(tmp_path: Path) -> None:
+    """The same task through ``ctxengine proxy --workers 2`` on PostgreSQL and Redis: the router
+    keeps a conversation on a worker by its first user message, which aider rewrites (its repo
+    map), so a later request may reach the other worker, which never saw the session: it aligns
+    the request with the client digests the store keeps and replays the turns from the store.
+    One session, every upstream request valid."""
+    from gateway_servers import pg_schema_url
+    from test_gateway_cli import _node
+
+    exe = need("aider")
+    ws = workspace(tmp_path / "ws")
+    up = Upstream(plan=AgentTask(ws, edits=True, mentions=True))
+    log = tmp_path / "node.log"
+    with (
+        pg_schema_url() as store,
+        serve(up.app()) as up_url,
+        _node(up_url, store, "--workers", "2", log=log) as (base, _proc),
+    ):
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TERM": "dumb", **QUIET}
+        env["OPENAI_API_KEY"] = "sk-test-real-aider-gateway"
+        cmd = [
+            exe, "--openai-api-base", base + "/v1", "--model", "openai/gpt-4o", "--yes",
+            "--no-check-update", "--no-show-model-warnings", "--no-analytics", "--no-auto-commits",
+            "--no-pretty", "--no-stream", "--message", "Comment the functions of src/mod_1.py.",
+            "src/mod_1.py",
+        ]  # fmt: skip
+        out = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+        report = httpx.get(base + "/ctxengine/sessions", timeout=60).json()
+    main = [s for s in report["sessions"] if s["model"] == "gpt-4o"]
+    calls = [s for s in up.seen if s.path.endswith("/chat/completions") and s.body.get("model") == "gpt-4o"]
+    assert not [s.problems for s in up.seen if s.problems]
+    assert len(main) == 1 and main[0]["branch_of"] is None, (report, log.read_text()[-3000:])
+    assert main[0]["calls"] == len(calls) >= 3, report
+    # the rewritten repo map sent a request to the worker that had not served the session (the
+    # affinity of this pinned aider's requests is deterministic): rebuilt there from the store
+    assert report["totals"]["sessions_rebuilt"] >= 1 and report["totals"]["turns_replayed"] >= 1, report
+
+
 def test_claude_code_through_ctxengine_wrap(tmp_path: Path) -> None:
     exe = need("claude")
     ws = workspace(tmp_path / "ws", modules=4)
