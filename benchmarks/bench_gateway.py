@@ -18,6 +18,10 @@ on a database of its own (created and dropped here) and one Redis:
 - ``1 node x 2 workers, 1 killed``: halfway through one worker process is killed with SIGKILL
   (the node's router starts it again; a request that failed is retried once).
 ``--layouts 1x1,1x2`` runs only those (names: ``1x1 1x2 2x1 2x1-kill 1x2-kill``).
+``--think-ms T`` paces the sessions as agents are paced by their model: each session starts at a
+random moment of the first ``T`` ms and waits 0.5-1.5 x ``T`` ms (seeded) before each of its later
+requests; the default (0) is a closed loop against an upstream that answers at once, where
+latency is mostly queueing on the machine's cores (the direct run's own p99 is then seconds).
 Figures: requests/s, latency p50 / p99 beside the direct run's (the difference is the latency
 the gateway adds, queueing included), the sessions' first requests, lost requests (failed on
 both nodes), invalid answers (not echoing their id), and from the store: sessions whose recorded
@@ -69,10 +73,14 @@ class Result:
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of the node's processes, by role
 
 
-async def clients(bases: list[str], work: list[Conversation], per: int, kill: Any = None) -> Result:
+async def clients(
+    bases: list[str], work: list[Conversation], per: int, kill: Any = None, think_ms: float = 0.0
+) -> Result:
     """Every session's requests in order, sessions concurrent; request ``k`` of a session goes to
     ``bases[k % len(bases)]`` and, when it fails there, once to the next; ``kill`` runs once
-    half of all requests were sent."""
+    half of all requests were sent; ``think_ms``: the pacing (module docstring)."""
+    import random
+
     import httpx
 
     res, sent, total = Result(), [0], len(work) * per
@@ -88,7 +96,10 @@ async def clients(bases: list[str], work: list[Conversation], per: int, kill: An
             return r if r.status_code < 500 else None
 
         async def session(conv: Conversation) -> None:
+            rng = random.Random(conv.sid)
             for k in range(per):
+                if think_ms:
+                    await asyncio.sleep(think_ms * (rng.random() if k == 0 else 0.5 + rng.random()) / 1000)
                 body = conv.body(k)
                 sent[0] += 1
                 if kill is not None and sent[0] == total // 2:
@@ -186,7 +197,10 @@ def _short(store: str, per: int, retried: int) -> int:
     return sum(1 for calls, _ in rows if calls < per - retried)
 
 
-def layout(up: str, history: int, sessions: int, per: int, nodes: int, workers: int, kill: bool) -> Result:
+def layout(
+    up: str, history: int, sessions: int, per: int, nodes: int, workers: int, kill: bool,
+    think_ms: float = 0.0,
+) -> Result:  # fmt: skip
     name, store = _database()
     logs, hung = Path(f"/tmp/{name}"), False
     logs.mkdir()
@@ -207,7 +221,7 @@ def layout(up: str, history: int, sessions: int, per: int, nodes: int, workers: 
             killer = lambda: os.killpg(procs[0].pid, signal.SIGKILL)  # noqa: E731
         work = [Conversation(s, history) for s in range(sessions)]
         before = _cpu(procs)
-        res = asyncio.run(clients(bases, work, per, killer))
+        res = asyncio.run(clients(bases, work, per, killer, think_ms))
         res.cpu = {k: v - before[k] for k, v in _cpu(procs).items()}
         res.invalid += _short(store, per, res.retried)
         return res
@@ -249,6 +263,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=1_000)
     ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
     ap.add_argument("--layouts", help=f"only these layouts, comma-separated: {', '.join(LAYOUTS.values())}")
+    ap.add_argument("--think-ms", type=float, default=0.0, help="pace the sessions (module docstring)")
     args = ap.parse_args()
     per = max(2, args.requests // args.sessions)
     n = per * args.sessions
@@ -262,12 +277,14 @@ def main() -> None:
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
         for history in args.history or [10_000, 150_000]:
             what = f"{args.sessions} concurrent sessions x {per} requests = {n:,}"
+            if args.think_ms:
+                what += f", paced: {args.think_ms:g} ms between a session's requests"
             print(f"\n## history {history:,} tokens: {what}")
             print(f"{'layout':30} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
                   f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7} "
                   f"{'cpu ms/req':>13} {'load':>5}")  # fmt: skip
             work = [Conversation(s, history) for s in range(args.sessions)]
-            direct = asyncio.run(clients([up_url], work, per))
+            direct = asyncio.run(clients([up_url], work, per, think_ms=args.think_ms))
             line("direct to the upstream", direct, n, None)
             for label, nodes, workers, kill in (
                 ("1 node x 1 worker", 1, 1, False),
@@ -278,7 +295,8 @@ def main() -> None:
             ):
                 if args.layouts and LAYOUTS[label] not in args.layouts.split(","):
                     continue
-                line(label, layout(up_url, history, args.sessions, per, nodes, workers, kill), n, direct)
+                res = layout(up_url, history, args.sessions, per, nodes, workers, kill, args.think_ms)
+                line(label, res, n, direct)
     finally:
         up.terminate()
         up.wait(timeout=30)
