@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ctxengine.eval.fidelity import shingles, units
+from ctxengine.eval.fidelity import MessageShingles, shingles, units
 from ctxengine.messages.model import Message
 from ctxengine.messages.view_counts import ViewCounts
 
@@ -34,24 +34,13 @@ class ContentRecall:
     def __init__(self, fixed_prefix: str) -> None:
         self._fixed = _sh(fixed_prefix)
         self._seen: set[int] = set()
-        self._cache: dict[int, tuple[Message, frozenset[int]]] = {}
+        self._of = MessageShingles(_sh)
         self._view: ViewCounts[int] = ViewCounts(self._of)
         self._system: tuple[str, frozenset[int]] = ("", frozenset())
 
-    def _of(self, msg: Message) -> frozenset[int]:
-        hit = self._cache.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
-        out: set[int] = set()
-        for u in units(msg):
-            out |= _sh(u)
-        fs = frozenset(out)
-        self._cache[id(msg)] = (msg, fs)
-        return fs
-
     def observe(self, msg: Message) -> None:
         """Fold ``msg`` (a message of the session's own content) into the shingles seen."""
-        self._cache.pop(id(msg), None)  # counted afresh: an id may be reused by a new message
+        self._of.forget(msg)  # counted afresh: an id may be reused by a new message
         self._seen |= self._of(msg)
 
     def measure(self, call: Message, messages: Sequence[Message], system: str) -> Recalled:

@@ -91,6 +91,33 @@ def units(msg: Message, *, outputs_only: bool = False) -> Iterator[str]:
             yield from _block_units(b)
 
 
+class MessageShingles:
+    """The shingles (``sh`` of each of its ``units``) of a message, kept per message object: a
+    projection sends the same objects call after call. ``put`` keeps a set computed elsewhere;
+    ``forget`` drops an object (its id may be reused by a new message)."""
+
+    def __init__(self, sh: Callable[[str], frozenset[int]]) -> None:
+        self._sh = sh
+        self._cache: dict[int, tuple[Message, frozenset[int]]] = {}
+
+    def __call__(self, msg: Message) -> frozenset[int]:
+        hit = self._cache.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        out: set[int] = set()
+        for u in units(msg):
+            out |= self._sh(u)
+        fs = frozenset(out)
+        self._cache[id(msg)] = (msg, fs)
+        return fs
+
+    def put(self, msg: Message, shingled: frozenset[int]) -> None:
+        self._cache[id(msg)] = (msg, shingled)
+
+    def forget(self, msg: Message) -> None:
+        self._cache.pop(id(msg), None)
+
+
 def normalized(text: str) -> str:
     """``text`` with every run of whitespace one space (how presence of short texts is checked)."""
     return " ".join(text.split())
@@ -246,8 +273,8 @@ class FidelityTracker:
         self._file_src: dict[int, int] = {}  # shingle -> index of the latest file text holding it
         self._sources: list[_Source] = []
         self._charged: set[int] = set()  # sources charged in this epoch
+        self._of = MessageShingles(self._sh)
         self._view: ViewCounts[int] = ViewCounts(self._of)
-        self._cache: dict[int, tuple[Message, frozenset[int]]] = {}
         self._changes: dict[str, str] = {}  # path -> new text of its last change
         self._open_file = ""
         self._error = ""  # the latest error's probe text
@@ -260,17 +287,6 @@ class FidelityTracker:
         return shingles(text, gutters_are_words=self._gutters_are_words)
 
     # ---- the session, in order
-
-    def _of(self, msg: Message) -> frozenset[int]:
-        hit = self._cache.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
-        out: set[int] = set()
-        for u in units(msg):
-            out |= self._sh(u)
-        fs = frozenset(out)
-        self._cache[id(msg)] = (msg, fs)
-        return fs
 
     def _source(self, text: str, sh: set[int] | frozenset[int], into: dict[int, int], kind: str = "") -> None:
         k = len(self._sources)
@@ -294,7 +310,7 @@ class FidelityTracker:
                 if kind:
                     self._last_read.update(dict.fromkeys(sh, len(self._sources) - 1))
         self._seen |= every
-        self._cache[id(msg)] = (msg, frozenset(every))  # the view counts it when it is sent
+        self._of.put(msg, frozenset(every))  # the view counts it when it is sent
         for b in msg.blocks:
             if isinstance(b, ToolCall):
                 for v in input_strings(b.input):
