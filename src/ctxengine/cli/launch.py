@@ -20,26 +20,83 @@ from collections.abc import Callable
 
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # click's pattern for ANSI escape sequences
 
-# per tool: option -> (its field, takes a value), and the integer fields
-_OPTIONS: dict[str, dict[str, tuple[str, bool]]] = {
+Convert = Callable[[str], object]  # an option's text -> its value, or None: not a plain value
+
+
+def _text(text: str) -> str:
+    return text
+
+
+def digits(text: str) -> int | None:
+    """``text`` as an integer when it is plain ASCII digits, else None."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def parse_plain(
+    args: list[str],
+    options: dict[str, tuple[str, Convert | None]],
+    positional: tuple[str, Convert],
+    *,
+    dash_is_positional: bool = False,
+) -> dict[str, object] | None:
+    """The fields of a plain command line, or None when it is anything else (the full command line
+    parses and reports it). ``options``: option (``--name`` or ``-x``) -> (its field, the converter
+    of its value; None for a flag); ``positional``: the field of the one positional argument and
+    its converter (``-`` is one with ``dash_is_positional``). Plain: each option at most once, a
+    value given as ``--name=V`` or as the next argument, every converter's answer not None, the
+    positional argument present once; help, ``--`` and unknown options are not plain."""
+    fields: dict[str, object] = {}
+    field_of_positional, convert_positional = positional
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if not arg.startswith("-") or (dash_is_positional and arg == "-"):
+            value = convert_positional(arg)
+            if field_of_positional in fields or value is None:
+                return None
+            fields[field_of_positional] = value
+        elif name in options:
+            field, convert = options[name]
+            if field in fields or (eq and convert is None):
+                return None
+            if convert is None:
+                fields[field] = True
+            else:
+                if not eq:
+                    i += 1
+                    if i == len(args):
+                        return None
+                    inline = args[i]
+                value = convert(inline)
+                if value is None:
+                    return None
+                fields[field] = value
+        else:
+            return None
+        i += 1
+    return fields if field_of_positional in fields else None
+
+
+# per tool: option -> (its field, the converter of its value or None for a flag)
+_OPTIONS: dict[str, dict[str, tuple[str, Convert | None]]] = {
     "grep": {
-        "--workspace": ("workspace", True),
-        "-w": ("workspace", True),
-        "--path": ("path", True),
-        "--include": ("include", True),
-        "--context": ("context", True),
-        "--offset": ("offset", True),
-        "--case-insensitive": ("case_insensitive", False),
-        "--ignore-case": ("case_insensitive", False),
-        "-i": ("case_insensitive", False),
+        "--workspace": ("workspace", _text),
+        "-w": ("workspace", _text),
+        "--path": ("path", _text),
+        "--include": ("include", _text),
+        "--context": ("context", digits),
+        "--offset": ("offset", digits),
+        "--case-insensitive": ("case_insensitive", None),
+        "--ignore-case": ("case_insensitive", None),
+        "-i": ("case_insensitive", None),
     },
     "glob": {
-        "--workspace": ("workspace", True),
-        "-w": ("workspace", True),
-        "--path": ("path", True),
+        "--workspace": ("workspace", _text),
+        "-w": ("workspace", _text),
+        "--path": ("path", _text),
     },
 }
-_INTEGERS = frozenset({"context", "offset"})
 
 
 def parse_fast(tool: str, args: list[str]) -> dict[str, object] | None:
@@ -48,41 +105,7 @@ def parse_fast(tool: str, args: list[str]) -> dict[str, object] | None:
     known = _OPTIONS.get(tool)
     if known is None:
         return None
-    fields: dict[str, object] = {}
-    pattern: str | None = None
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if not arg.startswith("-") or arg == "-":
-            if pattern is not None:
-                return None
-            pattern = arg
-        elif name in known:
-            field, takes_value = known[name]
-            if field in fields or (eq and not takes_value):
-                return None
-            if takes_value:
-                if not eq:
-                    i += 1
-                    if i == len(args):
-                        return None
-                    inline = args[i]
-                if field in _INTEGERS:
-                    if not (inline.isascii() and inline.isdigit()):
-                        return None
-                    fields[field] = int(inline)
-                else:
-                    fields[field] = inline
-            else:
-                fields[field] = True
-        else:
-            return None  # help, "--", an unknown option: the full command line's business
-        i += 1
-    if pattern is None:
-        return None
-    fields["pattern"] = pattern
-    return fields
+    return parse_plain(args, known, ("pattern", _text), dash_is_positional=True)
 
 
 def _run(tool: str, fields: dict[str, object]) -> Callable[[], str]:

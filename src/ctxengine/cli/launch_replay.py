@@ -22,69 +22,41 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ctxengine.cli.launch import Convert, digits, parse_plain
+
 __all__ = ["fast_replay", "parse_replay"]
 
-# option -> (the parameter of ``commands.replay``, its type)
-_VALUE_OPTIONS: dict[str, tuple[str, type]] = {
-    "--policy": ("policy", str),
-    "--policy-file": ("policy_file", Path),
-    "--window": ("window", int),
-    "--json": ("json_out", Path),
-    "--plot": ("plot_out", Path),
-    "--html": ("html_out", Path),
-    "--models": ("models", Path),
-    "--model": ("model", str),
-    "--engine": ("engine", str),
-    "--jobs": ("jobs", int),
+
+
+def _path(text: str) -> Path | None:
+    return Path(text) if text and not text.startswith("-") else None
+
+
+def _word(text: str) -> str | None:
+    return text if text and not text.startswith("-") else None
+
+
+# option -> (the parameter of ``commands.replay``, the converter of its value; None: a flag)
+_OPTIONS: dict[str, tuple[str, Convert | None]] = {
+    "--policy": ("policy", _word),
+    "--policy-file": ("policy_file", _path),
+    "--window": ("window", digits),
+    "--json": ("json_out", _path),
+    "--plot": ("plot_out", _path),
+    "--html": ("html_out", _path),
+    "--models": ("models", _path),
+    "--model": ("model", _word),
+    "--engine": ("engine", _word),
+    "--jobs": ("jobs", digits),
+    "--quiet": ("quiet", None),
 }
-_FLAGS: dict[str, str] = {"--quiet": "quiet"}
-
-
-def _value(kind: type, text: str) -> object | None:
-    """``text`` as the parameter's type, or None when the full command line should judge it."""
-    if not text or text.startswith("-"):
-        return None
-    if kind is int:
-        return int(text) if text.isascii() and text.isdigit() else None
-    return Path(text) if kind is Path else text
 
 
 def parse_replay(args: list[str]) -> dict[str, object] | None:
     """The keyword arguments of ``commands.replay`` for a plain ``ctxengine replay ARGS`` command
-    line (the transcript under ``path``), or None when it is anything else."""
-    fields: dict[str, object] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if not arg.startswith("-"):
-            if "path" in fields:
-                return None
-            value = _value(Path, arg)
-            if value is None:
-                return None
-            fields["path"] = value
-        elif name in _FLAGS and not eq:
-            if _FLAGS[name] in fields:
-                return None
-            fields[_FLAGS[name]] = True
-        elif name in _VALUE_OPTIONS:
-            field, kind = _VALUE_OPTIONS[name]
-            if field in fields:
-                return None
-            if not eq:
-                i += 1
-                if i == len(args):
-                    return None
-                inline = args[i]
-            value = _value(kind, inline)
-            if value is None:
-                return None
-            fields[field] = value
-        else:
-            return None  # help, "--", "-", another option: the full command line's business
-        i += 1
-    return fields if "path" in fields else None
+    line (the transcript under ``path``), or None when it is anything else (``launch.parse_plain``:
+    a value that is empty or starts with ``-`` is not plain either)."""
+    return parse_plain(args, _OPTIONS, ("path", _path))
 
 
 def fast_replay(argv: list[str]) -> int | None:
