@@ -27,7 +27,9 @@ the gateway adds, queueing included), the sessions' first requests, lost request
 both nodes), invalid answers (not echoing their id), and from the store: sessions whose recorded
 calls or messages fall short of what their client got answered (lost session entries), the CPU
 the node's processes spent per request (ms: the node's own process, with workers its router;
-then its worker processes, a killed one's CPU not counted) and the load average at the end of
+then its worker processes, a killed one's CPU not counted), the CPU the load itself spent per
+request (ms: the clients, this process; the upstream stand-in; the PostgreSQL and Redis
+servers) and the load average at the end of
 the run (the cores are shared with the clients, the upstream, the servers and other jobs). It
 prints figures and asserts nothing.
 """
@@ -42,6 +44,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,7 @@ class Result:
     invalid: int = 0
     wall: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of the node's processes, by role
+    load_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of the clients and the upstream
 
 
 async def clients(
@@ -167,6 +171,32 @@ def _cpu(procs: list[subprocess.Popen[bytes]]) -> dict[str, float]:
     return out
 
 
+def _load_cpu(up_pid: int) -> dict[str, float]:
+    """CPU seconds so far of this process (the clients), of the upstream stand-in ``up_pid`` and of
+    the PostgreSQL and Redis servers' processes: what else the cores the nodes share are doing
+    (a PostgreSQL backend that exited during the run is not counted)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    servers = 0.0
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            comm = Path(f"/proc/{d}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith(("postgres", "redis-server")):
+            servers += _cpu_s(int(d))
+    return {"clients": own.ru_utime + own.ru_stime, "upstream": _cpu_s(up_pid), "servers": servers}
+
+
+def _measured(up_pid: int, run: Coroutine[Any, Any, Result]) -> Result:
+    """The result of the clients' run ``run``, with the CPU the load spent during it."""
+    before = _load_cpu(up_pid)
+    res = asyncio.run(run)
+    res.load_cpu = {k: v - before[k] for k, v in _load_cpu(up_pid).items()}
+    return res
+
+
 def _database() -> tuple[str, str]:
     import psycopg
 
@@ -198,7 +228,7 @@ def _short(store: str, per: int, retried: int) -> int:
 
 
 def layout(
-    up: str, history: int, sessions: int, per: int, nodes: int, workers: int, kill: bool,
+    up: str, up_pid: int, history: int, sessions: int, per: int, nodes: int, workers: int, kill: bool,
     think_ms: float = 0.0,
 ) -> Result:  # fmt: skip
     name, store = _database()
@@ -221,7 +251,7 @@ def layout(
             killer = lambda: os.killpg(procs[0].pid, signal.SIGKILL)  # noqa: E731
         work = [Conversation(s, history) for s in range(sessions)]
         before = _cpu(procs)
-        res = asyncio.run(clients(bases, work, per, killer, think_ms))
+        res = _measured(up_pid, clients(bases, work, per, killer, think_ms))
         res.cpu = {k: v - before[k] for k, v in _cpu(procs).items()}
         res.invalid += _short(store, per, res.retried)
         return res
@@ -250,10 +280,13 @@ def line(label: str, r: Result, n: int, direct: Result | None) -> None:
     if r.cpu:
         node, workers = (1000 * r.cpu[k] / n for k in ("node", "workers"))
         cpu = f"{node:6.1f} {workers:6.1f}" if workers else f"{node:6.1f} {'-':>6}"
+    else:
+        cpu = f"{'-':>6} {'-':>6}"
+    load = " ".join(f"{1000 * r.load_cpu.get(k, 0.0) / n:6.1f}" for k in ("clients", "upstream", "servers"))
     print(
         f"{label:30} {n / r.wall:8.1f} {pct(r.later, 0.5):8.1f} {pct(r.later, 0.99):8.1f} {added:17} "
         f"{pct(r.first, 0.5):8.0f} {pct(r.first, 1.0):8.0f} {r.retried:7} {r.lost:5} {r.invalid:7} "
-        f"{cpu:13} {os.getloadavg()[0]:5.1f}"
+        f"{cpu:13} {load:20} {os.getloadavg()[0]:5.1f}"
     )
 
 
@@ -282,9 +315,9 @@ def main() -> None:
             print(f"\n## history {history:,} tokens: {what}")
             print(f"{'layout':30} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
                   f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7} "
-                  f"{'cpu ms/req':>13} {'load':>5}")  # fmt: skip
+                  f"{'cpu ms/req':>13} {'clients/upstream/servers ms':>20} {'load':>5}")  # fmt: skip
             work = [Conversation(s, history) for s in range(args.sessions)]
-            direct = asyncio.run(clients([up_url], work, per, think_ms=args.think_ms))
+            direct = _measured(up.pid, clients([up_url], work, per, think_ms=args.think_ms))
             line("direct to the upstream", direct, n, None)
             for label, nodes, workers, kill in (
                 ("1 node x 1 worker", 1, 1, False),
@@ -295,7 +328,7 @@ def main() -> None:
             ):
                 if args.layouts and LAYOUTS[label] not in args.layouts.split(","):
                     continue
-                res = layout(up_url, history, args.sessions, per, nodes, workers, kill, args.think_ms)
+                res = layout(up_url, up.pid, history, args.sessions, per, nodes, workers, kill, args.think_ms)
                 line(label, res, n, direct)
     finally:
         up.terminate()
