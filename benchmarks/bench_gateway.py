@@ -19,7 +19,8 @@ on a database of its own (created and dropped here) and one Redis:
   (the node's router starts it again; a request that failed is retried once).
 ``--layouts 1x1,1x2`` runs only those (names: ``1x1 1x2 2x1 2x1-kill 1x2-kill``).
 ``--think-ms T`` paces the sessions as agents are paced by their model: each session starts at a
-random moment of the first ``T`` ms and waits 0.5-1.5 x ``T`` ms (seeded) before each of its later
+random moment of the first ``T`` ms (``--ramp-ms R``: of the first ``R`` ms, as users arrive over a
+period rather than at once) and waits 0.5-1.5 x ``T`` ms (seeded) before each of its later
 requests; the default (0) is a closed loop against an upstream that answers at once, where
 latency is mostly queueing on the machine's cores (the direct run's own p99 is then seconds).
 Figures: requests/s, latency p50 / p99 beside the direct run's (the difference is the latency
@@ -78,11 +79,12 @@ class Result:
 
 
 async def clients(
-    bases: list[str], work: list[Conversation], per: int, kill: Any = None, think_ms: float = 0.0
+    bases: list[str], work: list[Conversation], per: int, kill: Any = None, think_ms: float = 0.0,
+    ramp_ms: float | None = None,
 ) -> Result:
     """Every session's requests in order, sessions concurrent; request ``k`` of a session goes to
     ``bases[k % len(bases)]`` and, when it fails there, once to the next; ``kill`` runs once
-    half of all requests were sent; ``think_ms``: the pacing (module docstring)."""
+    half of all requests were sent; ``think_ms``, ``ramp_ms``: the pacing (module docstring)."""
     import random
 
     import httpx
@@ -102,8 +104,10 @@ async def clients(
         async def session(conv: Conversation) -> None:
             rng = random.Random(conv.sid)
             for k in range(per):
-                if think_ms:
-                    await asyncio.sleep(think_ms * (rng.random() if k == 0 else 0.5 + rng.random()) / 1000)
+                if k == 0:
+                    await asyncio.sleep((think_ms if ramp_ms is None else ramp_ms) * rng.random() / 1000)
+                elif think_ms:
+                    await asyncio.sleep(think_ms * (0.5 + rng.random()) / 1000)
                 body = conv.body(k)
                 sent[0] += 1
                 if kill is not None and sent[0] == total // 2:
@@ -229,7 +233,7 @@ def _short(store: str, per: int, retried: int) -> int:
 
 def layout(
     up: str, up_pid: int, history: int, sessions: int, per: int, nodes: int, workers: int, kill: bool,
-    think_ms: float = 0.0,
+    think_ms: float = 0.0, ramp_ms: float | None = None,
 ) -> Result:  # fmt: skip
     name, store = _database()
     logs, hung = Path(f"/tmp/{name}"), False
@@ -251,7 +255,7 @@ def layout(
             killer = lambda: os.killpg(procs[0].pid, signal.SIGKILL)  # noqa: E731
         work = [Conversation(s, history) for s in range(sessions)]
         before = _cpu(procs)
-        res = _measured(up_pid, clients(bases, work, per, killer, think_ms))
+        res = _measured(up_pid, clients(bases, work, per, killer, think_ms, ramp_ms))
         res.cpu = {k: v - before[k] for k, v in _cpu(procs).items()}
         res.invalid += _short(store, per, res.retried)
         return res
@@ -297,6 +301,7 @@ def main() -> None:
     ap.add_argument("--history", type=int, action="append", help="tokens of history (repeatable)")
     ap.add_argument("--layouts", help=f"only these layouts, comma-separated: {', '.join(LAYOUTS.values())}")
     ap.add_argument("--think-ms", type=float, default=0.0, help="pace the sessions (module docstring)")
+    ap.add_argument("--ramp-ms", type=float, help="sessions start within this many ms (default: --think-ms)")
     args = ap.parse_args()
     per = max(2, args.requests // args.sessions)
     n = per * args.sessions
@@ -312,12 +317,15 @@ def main() -> None:
             what = f"{args.sessions} concurrent sessions x {per} requests = {n:,}"
             if args.think_ms:
                 what += f", paced: {args.think_ms:g} ms between a session's requests"
+            if args.ramp_ms is not None:
+                what += f", sessions starting within {args.ramp_ms:g} ms"
             print(f"\n## history {history:,} tokens: {what}")
             print(f"{'layout':30} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
                   f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7} "
                   f"{'cpu ms/req':>13} {'clients/upstream/servers ms':>20} {'load':>5}")  # fmt: skip
             work = [Conversation(s, history) for s in range(args.sessions)]
-            direct = _measured(up.pid, clients([up_url], work, per, think_ms=args.think_ms))
+            pace = {"think_ms": args.think_ms, "ramp_ms": args.ramp_ms}
+            direct = _measured(up.pid, clients([up_url], work, per, **pace))
             line("direct to the upstream", direct, n, None)
             for label, nodes, workers, kill in (
                 ("1 node x 1 worker", 1, 1, False),
@@ -328,7 +336,8 @@ def main() -> None:
             ):
                 if args.layouts and LAYOUTS[label] not in args.layouts.split(","):
                     continue
-                res = layout(up_url, up.pid, history, args.sessions, per, nodes, workers, kill, args.think_ms)
+                res = layout(up_url, up.pid, history, args.sessions, per, nodes, workers, kill,
+                             args.think_ms, args.ramp_ms)  # fmt: skip
                 line(label, res, n, direct)
     finally:
         up.terminate()
