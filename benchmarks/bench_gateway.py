@@ -294,6 +294,27 @@ def line(label: str, r: Result, n: int, direct: Result | None) -> None:
     )
 
 
+def ceiling(one: Result, two: Result, n: int) -> str:
+    """What the machine's cores allow ``1 node x 2 workers`` beside ``1 node x 1 worker``, from
+    the CPU each spent per request, and what the runs reached.
+
+    One worker runs on one core at most: at most ``1000 / w1`` requests/s (``w1``: its CPU ms per
+    request). Two workers, their router and the load (clients, upstream, servers) share the
+    machine's ``c`` cores: at most ``1000 c / (w2 + r + o)``. The ratio of the two is the most
+    that adding a worker can give here; it falls as the proxy gets cheaper beside the load."""
+    cores = os.cpu_count() or 1
+    w1 = 1000 * one.cpu["node"] / n
+    o1 = 1000 * sum(one.load_cpu.values()) / n
+    total = 1000 * (sum(two.cpu.values()) + sum(two.load_cpu.values())) / n
+    cap1 = min(1000 / w1, 1000 * cores / (w1 + o1))
+    cap2 = 1000 * cores / total
+    return (
+        f"ceiling on {cores} cores from the CPU per request: 1x1 <= {cap1:.1f} req/s (reached "
+        f"{n / one.wall / cap1:.0%}), 1x2 <= {cap2:.1f} req/s (reached {n / two.wall / cap2:.0%}); "
+        f"1x2 / 1x1 <= {cap2 / cap1:.2f}, measured {one.wall / two.wall:.2f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=100)
@@ -327,6 +348,7 @@ def main() -> None:
             pace = {"think_ms": args.think_ms, "ramp_ms": args.ramp_ms}
             direct = _measured(up.pid, clients([up_url], work, per, **pace))
             line("direct to the upstream", direct, n, None)
+            runs: dict[str, Result] = {}
             for label, nodes, workers, kill in (
                 ("1 node x 1 worker", 1, 1, False),
                 ("1 node x 2 workers", 1, 2, False),
@@ -339,6 +361,9 @@ def main() -> None:
                 res = layout(up_url, up.pid, history, args.sessions, per, nodes, workers, kill,
                              args.think_ms, args.ramp_ms)  # fmt: skip
                 line(label, res, n, direct)
+                runs[LAYOUTS[label]] = res
+            if not args.think_ms and "1x1" in runs and "1x2" in runs:
+                print(ceiling(runs["1x1"], runs["1x2"], n))
     finally:
         up.terminate()
         up.wait(timeout=30)
