@@ -79,6 +79,13 @@ def extract(text: str) -> set[str]:
 
 
 @functools.lru_cache(maxsize=16_384)
+def extract_sorted(text: str) -> tuple[str, ...]:
+    """``sorted(extract(text))`` as a tuple, remembered per text: the notes and the cleared
+    results list a text's identifiers in order each time they see it."""
+    return tuple(sorted(_extract(text))) if text else ()
+
+
+@functools.lru_cache(maxsize=16_384)
 def _extract(text: str) -> frozenset[str]:
     runs = _CANDIDATE_RUN.findall(text)
     if not runs:
