@@ -423,3 +423,32 @@ def test_content_recall_alone_gives_the_anchor_trackers_hits_and_grounded() -> N
                 assert (b.hits, b.grounded) == (a.hits, a.grounded)
                 seen += b.grounded > 0
     assert seen > 0
+
+
+def test_the_files_probe_scores_as_a_search_line_by_line() -> None:
+    """``FileTrail.score`` (one search per path in the lines saying its action's verbs) gives what
+    checking each line for the path and a verb gives, NULs, empty paths and no lines included."""
+    import random
+
+    from ctxengine.eval.file_state import _VERBS, FileTrail
+
+    def by_line(last: dict[str, str], lines: list[str]) -> float | None:
+        if not last:
+            return None
+        low = [ln.lower().replace("\\", "/") for ln in lines]
+        hits = 0
+        for path, action in last.items():
+            p = path.lower().replace("\\", "/")
+            hits += any(p in ln and any(v in ln for v in _VERBS[action]) for ln in low)
+        return round(hits / len(last), 4)
+
+    rng = random.Random(5)
+    words = ["a", "b/c", "read ", "edit", "creat", "rm ", "\x00", "\\", "A", "x.py", "cat ", " ", ""]
+    for _ in range(5_000):
+        trail = FileTrail()
+        for _ in range(rng.randint(0, 4)):
+            path = "".join(rng.choice(words) for _ in range(rng.randint(0, 3)))
+            trail.last[path] = rng.choice(list(_VERBS))
+        n_lines = rng.randint(0, 5)
+        lines = ["".join(rng.choice(words) for _ in range(rng.randint(0, 6))) for _ in range(n_lines)]
+        assert trail.score(lines) == by_line(trail.last, lines), (trail.last, lines)

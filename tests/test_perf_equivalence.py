@@ -60,6 +60,18 @@ def test_identifier_prefilter_finds_what_the_full_scan_finds() -> None:
     assert found > 1000  # the texts do hold identifiers
 
 
+def test_the_guarded_identifier_pattern_matches_as_the_alternatives_alone() -> None:
+    """The guard in front of ``_PATTERN`` (no alternative starts mid-word but a URL or a ``-``)
+    changes no match: the same spans and kinds on every real text and on the odd cases."""
+    import re
+
+    bare = re.compile(identifiers._ALTERNATIVES)
+    odd = ["Foo-bar.com:8080", "xhttps://a.b/c", "a-b-c.d:80 _/x/y.z", "\u00e9/a/b.py", "ab12345678"]
+    for t in [*_real_texts(), *odd]:
+        want = [(m.span(), m.lastgroup) for m in bare.finditer(t)]
+        assert [(m.span(), m.lastgroup) for m in identifiers._PATTERN.finditer(t)] == want, t[:200]
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CLAUDE_CODE, CODEX
+from conftest import CLAUDE_CODE, CODEX, TRANSCRIPTS
 from ctxengine.engine.core import ContextEngine
 from ctxengine.formats import load
 from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
@@ -128,6 +128,29 @@ def test_shell_read_paths() -> None:
     assert paths("sed -i 's/a/b/' f.txt") == []  # an edit
     assert paths("rg -n x f.py") == []  # a search, not a read
     assert shell_read_paths(ToolCall("c", "Read", {"file_path": "/a/b.py"})) == []
+    # the names hidden by quotes and escapes are still found (the prefilter deletes those first)
+    assert paths("c'a't f.py") == paths('c"a"t f.py') == paths("c\\at f.py") == ["f.py"]
+    assert paths("bash -c \"he''ad -n 3 a.py\"") == ["a.py"]
+    assert paths("x=1 ta''il a.txt; ls") == ["a.txt"]
+
+
+def test_the_read_prefilter_skips_no_read_of_the_shared_transcripts() -> None:
+    """Every shell command of the shared transcripts that the prefilter skips (no read
+    command's name in it) reads no file when split in full."""
+    from ctxengine.tools.shell.commands import _may_read, _script_read_paths, shell_command
+
+    commands = {
+        cmd
+        for f in sorted(TRANSCRIPTS.rglob("*"))
+        if f.suffix in (".jsonl", ".json", ".traj")
+        for s in load(f)
+        for m in s.messages
+        for c in m.tool_calls
+        if (cmd := shell_command(c)) is not None
+    }
+    skipped = [c for c in commands if not _may_read(c)]
+    assert len(commands) > 300 and len(skipped) > len(commands) // 3
+    assert [c for c in skipped if _script_read_paths(c)] == []
 
 
 def drive(path: Path, window: int) -> list[tuple[list[str], list[Message]]]:

@@ -18,14 +18,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from ctxengine.cli.outputs import check_distinct_outputs as check_distinct_outputs
 from ctxengine.cli.outputs import check_not_an_input as check_not_an_input
 from ctxengine.cli.outputs import check_output as check_output
 from ctxengine.cli.progress import progress_bar as progress_bar
 from ctxengine.cli.progress import sessions_bar as sessions_bar
-from ctxengine.cli.stderr import err as err
 from ctxengine.cli.stderr import fail as fail
 from ctxengine.cli.stderr import say as say
 from ctxengine.formats import link_sidechains, load
@@ -41,6 +38,7 @@ from ctxengine.policy.registry import Policy, get_policy
 
 if TYPE_CHECKING:
     import typer
+    from rich.console import Console
 
     from ctxengine.llm import CallRecord, LLMClient, LLMRequest, LLMResponse
 
@@ -51,7 +49,11 @@ _OPTIONS = frozenset({"LlmOption", "LlmBaseUrlOption", "LlmTimeoutOption", "Mode
 
 def __getattr__(name: str) -> Any:
     """The shared typer options (``cli.options``), imported on first use: this module runs
-    without typer."""
+    without typer; ``err`` (``cli.stderr``), made on first use: it runs without rich."""
+    if name == "err":
+        from ctxengine.cli.stderr import stderr_console
+
+        return stderr_console()
     if name in _OPTIONS:
         from ctxengine.cli import options
 
@@ -95,6 +97,8 @@ def load_policy(name: str, policy_file: Path | None) -> Policy:
 def stdout_console() -> Console:
     """The console for tables: the terminal's width, or in a log or pipe ``COLUMNS`` when it is
     set (as rich reads it), else ``TABLE_WIDTH`` columns."""
+    from rich.console import Console
+
     columns = os.environ.get("COLUMNS", "")
     return Console() if sys.stdout.isatty() or columns.isdigit() else Console(width=TABLE_WIDTH)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from ctxengine.cli.stderr import err
+from ctxengine.cli.stderr import stderr_console
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -24,7 +24,7 @@ def progress_bar(*, disable: bool = False) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=stderr_console(),
         transient=True,
         disable=disable,
     )

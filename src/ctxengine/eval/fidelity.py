@@ -288,10 +288,15 @@ class FidelityTracker:
 
     # ---- the session, in order
 
-    def _source(self, text: str, sh: set[int] | frozenset[int], into: dict[int, int], kind: str = "") -> None:
+    def _source(
+        self, text: str, sh: set[int] | frozenset[int], into: dict[int, int], kind: str = ""
+    ) -> dict[int, int]:
+        """``text`` recorded as the source of its shingles ``sh`` in ``into``: the mapping added."""
         k = len(self._sources)
         self._sources.append(_Source(text, kind=kind))
-        into.update(dict.fromkeys(sh, k))
+        keys = dict.fromkeys(sh, k)
+        into.update(keys)
+        return keys
 
     def observe(self, msg: Message) -> None:
         """Fold ``msg`` (a message of the session's own content) into what later calls can use:
@@ -305,10 +310,10 @@ class FidelityTracker:
                 sh = self._sh(u)
                 if not sh:
                     continue
-                self._source(u, sh, self._last_src, kind)
+                keys = self._source(u, sh, self._last_src, kind)
                 every |= sh
                 if kind:
-                    self._last_read.update(dict.fromkeys(sh, len(self._sources) - 1))
+                    self._last_read.update(keys)
         self._seen |= every
         self._of.put(msg, frozenset(every))  # the view counts it when it is sent
         for b in msg.blocks:

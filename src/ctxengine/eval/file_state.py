@@ -181,10 +181,21 @@ class FileTrail:
         if not self.last:
             return None
         low = [ln.lower().replace("\\", "/") for ln in lines]  # one separator: the same file either way
+        # per action, the lines saying one of its verbs, joined by NUL: a path without a NUL is
+        # in the joined text exactly when it is in one of those lines (one search per path)
+        stating: dict[str, str] = {}
         hits = 0
         for path, action in self.last.items():
             p = path.lower().replace("\\", "/")
-            hits += any(p in ln and any(v in ln for v in _VERBS[action]) for ln in low)
+            if "\x00" in p:
+                hits += any(p in ln and any(v in ln for v in _VERBS[action]) for ln in low)
+                continue
+            said = stating.get(action)
+            if said is None:
+                said = stating[action] = "\x00".join(
+                    ln for ln in low if any(v in ln for v in _VERBS[action])
+                )
+            hits += bool(said) and p in said  # (an empty path is in any line, not in none)
         return round(hits / len(self.last), 4)
 
 

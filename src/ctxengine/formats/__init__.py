@@ -95,7 +95,11 @@ def bad_line_reason(line: bytes) -> str | None:
     JSON never holds raw. None for a readable line.
 
     A run of NUL bytes is the signature of an interrupted append (the file's size was updated
-    before its data was written); such a line is one bad record, not a binary file."""
+    before its data was written); such a line is one bad record, not a binary file.
+
+    A line that ``msgspec.json`` decodes is readable (JSON text is UTF-8 without a raw control
+    byte, and msgspec checks both), so the JSONL readers judge only the lines that fail to
+    decode: the same reasons, without a second and third pass over every good line."""
     nul = line.count(b"\x00")
     if nul:
         if nul == len(line.strip(b"\r")):
@@ -114,20 +118,23 @@ def bad_line_reason(line: bytes) -> str | None:
 def bad_tail(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
     """A one-document file (``data``) without the unreadable lines at its end (an interrupted
     append after a complete document: NUL bytes, not UTF-8), and those lines as (1-based line
-    number, ``bad_line_reason``); blank lines among them go too."""
-    lines = data.split(b"\n")
+    number, ``bad_line_reason``); blank lines among them go too. The lines are found from the
+    end (``rfind``): the document before them is not split."""
     bad: list[tuple[int, str]] = []
-    while lines:
-        line = lines[-1]
+    lineno = data.count(b"\n") + 1  # of the last line
+    end = len(data)  # the lines kept are data[:end]
+    while end >= 0:
+        start = data.rfind(b"\n", 0, end) + 1
+        line = data[start:end]
         if json_line(line):
             reason = bad_line_reason(line)
             if reason is None:
                 break
-            bad.append((len(lines), reason))
-        lines.pop()
+            bad.append((lineno, reason))
+        end, lineno = start - 1, lineno - 1
     if not bad:
         return data, []
-    return b"\n".join(lines), bad[::-1]
+    return data[: max(end, 0)], bad[::-1]
 
 
 def _cut_char(line: bytes) -> bytes:

@@ -353,17 +353,13 @@ class _Reader:
             if stripped.startswith(b"//"):
                 self.b.skip("comment")
                 continue
-            reason = bad_line_reason(stripped)
-            if reason is not None:  # an interrupted write, a stray binary line: one bad record
-                self.b.bad(n, reason)
-                continue
-            try:
+            try:  # a line that decodes is readable text (``formats.bad_line_reason``)
                 rec = msgspec.json.decode(stripped)
-            except msgspec.DecodeError as exc:
-                self.b.bad(n, f"not valid JSON ({exc})")
+            except msgspec.DecodeError as exc:  # an interrupted write, a stray binary line: one bad record
+                self.b.bad(n, bad_line_reason(stripped) or f"not valid JSON ({exc})")
                 continue
             except RecursionError:
-                self.b.bad(n, f"not valid JSON ({TOO_DEEP})")
+                self.b.bad(n, bad_line_reason(stripped) or f"not valid JSON ({TOO_DEEP})")
                 continue
             if self.repeated(rec, stripped):
                 continue

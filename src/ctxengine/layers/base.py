@@ -177,7 +177,7 @@ def identifier_line(text: str, limit: int) -> str:
     """A line listing up to ``limit`` identifiers of ``text`` (empty when none)."""
     if limit <= 0:
         return ""
-    ids = sorted(identifiers.extract(text))
+    ids = identifiers.extract_sorted(text)
     if not ids:
         return ""
     more = f" (+{len(ids) - limit} more)" if len(ids) > limit else ""

@@ -20,13 +20,14 @@ import gc
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 from ctxengine.models.window import WindowTooSmallError
 from ctxengine.replay.driver import replay_session
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ctxengine.engine.plugins import EngineRegistry
     from ctxengine.messages.model import Session
     from ctxengine.models.registry import Registry
@@ -147,6 +148,8 @@ def replay_many(
         ``(report, recorded report or None)`` per session, in the sessions' order, or the
         session's ``WindowTooSmallError``.
     """
+    from concurrent.futures import ProcessPoolExecutor  # not for a replay of one file
+
     global _INHERITED
     forked = multiprocessing.get_start_method() == "fork"
     _INHERITED = sessions if forked else ()  # set before the workers fork (at the first submit)

@@ -10,17 +10,18 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from ctxengine.replay import COMPACTION_LAYERS, SessionReport
 from ctxengine.replay.short_names import short_names, two_lines
 from ctxengine.replay.table_fit import Column
 from ctxengine.subagents.linking import SubagentSummary
+
+if TYPE_CHECKING:  # rich is imported by what prints a table: ``--quiet --json`` does not
+    from rich.console import Console
+    from rich.table import Table
 
 GROUP_ABOVE = 5  # a file with more sessions than this is shown as one row
 
@@ -128,6 +129,8 @@ def summary_table(reports: Sequence[SessionReport], title: str, width: int = 200
     shown = {k for k in COLUMNS if k != "fail" or any(r.summary.layer_failures for r in reports)}
     if not any(r.summary.subagents and r.summary.subagents.spawned for r in reports):
         shown.discard("sub")  # shown only where a sub-agent run was linked
+    from rich.console import Console
+
     console = Console(width=10 * width)  # measures the table's natural width, not clamped to ``width``
 
     def fit(layout: tuple[Slot, ...]) -> tuple[tuple[Slot, ...], int]:
@@ -163,6 +166,9 @@ def _build(
     totals: Sequence[tuple[str, dict[str, str]]],
     label_chars: int,
 ) -> Table:
+    from rich import box
+    from rich.table import Table
+
     stacked = any(len(slot) > 1 for slot in layout)
     table = Table(
         title=title,
@@ -250,7 +256,10 @@ def _subagent_cell(subs: Sequence[SubagentSummary]) -> str:
 
 
 def print_table(reports: Sequence[SessionReport], title: str, console: Console | None = None) -> None:
-    console = console or Console()
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
     console.print(summary_table(reports, title, console.width))
 
 

@@ -7,12 +7,12 @@ explained once in the caption, which wraps at the table's width. Used by ``ctxen
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
-from rich import box
-from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich is imported when a table is made (``Column`` alone needs none of it)
+    from rich.table import Table
 
 __all__ = ["Column", "Row", "Slot", "fit_table"]
 
@@ -45,6 +45,9 @@ def _build(
     layout: Sequence[Slot],
     sections: Sequence[Sequence[Row]],
 ) -> Table:
+    from rich import box
+    from rich.table import Table
+
     stacked = any(len(slot) > 1 for slot in layout)
     table = Table(
         title=title or None,
@@ -84,6 +87,9 @@ def fit_table(
     order, two per column (consecutive figures share one), then the keys of ``drop_order`` left
     out one by one (the pairs formed again) until it fits. Its caption explains each figure
     shown, names those left out, then adds ``notes``. Keys not in ``columns`` are ignored."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
     console = Console(width=10 * width)  # measures the natural width, not clamped to ``width``
     shown = set(columns)
 

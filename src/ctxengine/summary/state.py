@@ -164,8 +164,9 @@ def update(state: SummaryState, messages: Sequence[Message], *, user_message_cha
 
 def _note_identifiers(state: SummaryState, text: str) -> None:
     """Record the identifiers of ``text`` as last seen at the current position."""
-    for ident in sorted(identifiers.extract(text)):
-        state.identifiers[ident] = state.position
+    ids = identifiers.extract_sorted(text)
+    if ids:  # in order: a new identifier joins the end, a known one keeps its place
+        state.identifiers.update(dict.fromkeys(ids, state.position))
 
 
 def _fold_call(state: SummaryState, b: ToolCall, plan_call: str | None) -> str | None:

@@ -152,17 +152,15 @@ def _records(raw: bytes, builder: Builder) -> list[tuple[int, dict[str, Any]]]:
         if stripped.startswith(b"//"):
             builder.comment_lines += 1
             continue
-        reason = bad_line_reason(stripped)
-        if reason is not None:  # an interrupted write, a stray binary line: one bad record
-            builder.malformed(lineno, reason)
-            continue
+        # a line that decodes is readable text (``formats.bad_line_reason``): a line is judged
+        # only when it does not (an interrupted write, a stray binary line: one bad record)
         try:
             record = _decoder.decode(stripped)
         except msgspec.DecodeError as exc:
-            builder.malformed(lineno, f"invalid JSON: {exc}")
+            builder.malformed(lineno, bad_line_reason(stripped) or f"invalid JSON: {exc}")
             continue
         except RecursionError:
-            builder.malformed(lineno, f"invalid JSON: {TOO_DEEP}")
+            builder.malformed(lineno, bad_line_reason(stripped) or f"invalid JSON: {TOO_DEEP}")
             continue
         if not isinstance(record, dict):
             builder.malformed(lineno, f"record is a JSON {type(record).__name__}, not an object")
