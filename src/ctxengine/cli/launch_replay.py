@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ctxengine.cli.launch import Convert, digits, parse_plain
+from ctxengine.cli.plain_args import Convert, digits, parse_plain
 
 __all__ = ["fast_replay", "parse_replay"]
 
@@ -54,7 +54,7 @@ _OPTIONS: dict[str, tuple[str, Convert | None]] = {
 
 def parse_replay(args: list[str]) -> dict[str, object] | None:
     """The keyword arguments of ``commands.replay`` for a plain ``ctxengine replay ARGS`` command
-    line (the transcript under ``path``), or None when it is anything else (``launch.parse_plain``:
+    line (the transcript under ``path``), or None when it is anything else (``plain_args.parse_plain``:
     a value that is empty or starts with ``-`` is not plain either)."""
     return parse_plain(args, _OPTIONS, ("path", _path))
 
