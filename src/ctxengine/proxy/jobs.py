@@ -14,8 +14,9 @@ they are (the $0 layers): none waits for a job.
 The worker side (``JobWorker``): reads a job's snapshot, computes the update (the $0 updater of
 ``summary.notes``, as the engine's own: the proxy's engines have no model), writes the outcome
 once (``done``, or ``failed`` with the error in its event: the session's notes then stay as they
-were and its next cadence tries again). Queues: ``LocalJobs`` (a thread of the node: one node,
-no Redis, or Redis down) and ``jobs_redis.RedisJobs`` (a Redis stream every node's worker reads).
+were and its next cadence tries again). Queues: ``jobs_process.ProcessJobs`` (a child process of
+the node: one node, no Redis), ``LocalJobs`` (a thread of the node: Redis down, or the child
+process failed) and ``jobs_redis.RedisJobs`` (a Redis stream every node's worker reads).
 """
 
 from __future__ import annotations
@@ -237,6 +238,7 @@ class JobWorker:
 
     def __init__(self, index: JobIndex, registry: Registry | None, name: str, stats: JobStats) -> None:
         self.index, self.name, self.stats = index, name, stats
+        self.registry = registry  # as given (None: the default), for a worker of the node elsewhere
         self._registry = registry or Registry.default()
         self._warned: set[JobKey] = set()
         self._counters: dict[str, Callable[[str], int]] = {}
@@ -256,13 +258,21 @@ class JobWorker:
             else:
                 status = run_job(self.index, key, self.count_for, self.name)
         except StoreError as exc:
-            self._failed(key, f"its outcome could not be stored: {exc}")
+            self.account(key, None, str(exc))
             raise
-        if status == FAILED:
+        self.account(key, status)
+        return status
+
+    def account(self, key: JobKey, status: str | None, store_error: str | None = None) -> None:
+        """Count (and log once) a run of ``key``'s job that wrote ``status``, or whose outcome
+        the store refused (``store_error``; the job stays queued): here or in a child process
+        (``jobs_process``)."""
+        if store_error is not None:
+            self._failed(key, f"its outcome could not be stored: {store_error}")
+        elif status == FAILED:
             self._failed(key, "the update made no notes (the session's notes stay as they were)")
         elif status == DONE:
             self.stats.jobs_run += 1
-        return status
 
     def _failed(self, key: JobKey, why: str) -> None:
         self.stats.jobs_failed += 1

@@ -1,0 +1,138 @@
+"""A node's background notes updates in a child process (``proxy.jobs_process``: ``--store DIR``
+without Redis). Driven by the real Claude Code session of ``test_proxy_transcripts``, each job run
+before the next request (the store holds no queued job then): every body sent upstream is the one
+a node that runs its jobs on its own thread (``LocalJobs``, as before) sends, and the jobs ran in
+the child (another process), under the node's worker name. A child that dies is replaced by the
+node's thread, said once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import ctxengine.proxy.shared_open as shared_open
+from conftest import CLAUDE_CODE
+from ctxengine.formats import load
+from ctxengine.formats.anthropic_writer import to_anthropic
+from ctxengine.messages.model import Message
+from ctxengine.proxy import Proxy, ProxyConfig, create_app
+from ctxengine.proxy.job_index import DONE, QUEUED
+from ctxengine.proxy.jobs import LocalJobs
+from ctxengine.proxy.jobs_process import ProcessJobs
+from proxy_servers import Upstream, serve
+
+pytestmark = [pytest.mark.usefixtures("clean_llm_env"), pytest.mark.filterwarnings("ignore")]
+
+CC_FILE = CLAUDE_CODE / "cc_opus-4.5_general-tool-calls_2-comment-header-lines.jsonl"
+MODEL = "claude-opus-4-5"
+WINDOW = 32_000
+
+
+@contextmanager
+def _proxy(store: Path) -> Iterator[tuple[Upstream, str, Proxy]]:
+    up = Upstream()
+    with serve(up.app()) as up_url:
+        cfg = ProxyConfig(anthropic_upstream=up_url, window=WINDOW, store=store, background_notes=True)
+        app = create_app(cfg)
+        with serve(app) as base:
+            yield up, base, app.state.proxy
+
+
+def _settled(proxy: Proxy) -> None:
+    """Every request completed and every job the store holds run."""
+    shared = proxy.shared
+    assert shared is not None
+    for _ in range(1_500):
+        locked = any(s.lock.locked() for s in list(proxy.table.sessions.values()))
+        if not locked and not shared.job_index.counts().get(QUEUED):
+            return
+        time.sleep(0.01)
+    raise AssertionError("a request or a job did not end")
+
+
+def _drive(store: Path) -> tuple[list[Any], dict[str, Any], Proxy, list[tuple[Any, ...]]]:
+    """The recorded session's calls through a proxy on ``store``, each job run before the next
+    request: the bodies sent upstream, the totals, the proxy, its job rows."""
+    (session,) = load(CC_FILE)
+    history: list[Message] = []
+    with _proxy(store) as (up, base, proxy):
+        http = httpx.Client(base_url=base, headers={"x-api-key": "sk-jobs"}, timeout=60)
+        for msg in session.messages:
+            if msg.role == "assistant" and history:
+                msgs = to_anthropic(history, model=MODEL, cache_breakpoints=False)["messages"]
+                r = http.post("/v1/messages", json={"model": MODEL, "max_tokens": 1024, "messages": msgs})
+                assert r.status_code == 200, r.text
+                _settled(proxy)
+            history.append(msg)
+        totals = http.get("/ctxengine/sessions").json()["totals"]
+        assert proxy.shared is not None
+        with proxy.shared.store.connection() as conn:  # type: ignore[attr-defined]
+            rows = conn.execute("SELECT turn, status, applied_turn, ran_by FROM ctx_proxy_jobs ORDER BY turn")
+            jobs = [tuple(r) for r in rows.fetchall()]
+        return [s.body for s in up.seen], totals, proxy, jobs
+
+
+def test_jobs_in_a_child_process_send_what_jobs_on_the_thread_send(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transcripts: Path
+) -> None:
+    sent, totals, proxy, jobs = _drive(tmp_path / "process")
+    assert proxy.shared is not None and isinstance(proxy.shared.jobs, ProcessJobs)
+    assert len(jobs) >= 2 and {j[1] for j in jobs} == {DONE}
+    applied = [j for j in jobs if j[2] is not None]
+    assert len(applied) >= len(jobs) - 1 and all(j[2] == j[0] + 1 for j in applied)  # at the next request
+    worker = proxy.shared.jobs.worker.name
+    assert {j[3] for j in jobs} == {worker} and f"-{os.getpid()}-" in worker  # the node's name
+    assert totals["jobs_run"] == len(jobs) and totals["jobs_failed"] == totals["jobs_run_locally"] == 0
+    assert totals["jobs_applied"] == len(applied) and totals["fail_open"] == 0
+
+    monkeypatch.setattr(shared_open, "ProcessJobs", lambda worker, kind, where: LocalJobs(worker))
+    reference, ref_totals, ref_proxy, ref_jobs = _drive(tmp_path / "thread")
+    assert ref_proxy.shared is not None and isinstance(ref_proxy.shared.jobs, LocalJobs)
+    assert ref_totals["jobs_run"] == len(ref_jobs) and ref_totals["jobs_applied"] == totals["jobs_applied"]
+    assert [j[:3] for j in ref_jobs] == [j[:3] for j in jobs]
+    assert len(sent) == len(reference) and sent == reference
+
+
+def test_the_jobs_run_in_another_process_and_its_death_falls_back_to_the_thread(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The child's pid is not the node's; once it is killed (SIGKILL), the node runs the jobs on
+    its own thread, says so once, and every job is still run and applied."""
+    (session,) = load(CC_FILE)
+    history: list[Message] = []
+    with (
+        caplog.at_level(logging.WARNING, logger="ctxengine.proxy"),
+        _proxy(tmp_path / "store") as (_, base, proxy),
+    ):
+        assert proxy.shared is not None
+        jobs = proxy.shared.jobs
+        assert isinstance(jobs, ProcessJobs) and jobs._pool is not None
+        (child,) = list(jobs._pool._processes)  # started with the proxy
+        assert child != os.getpid()
+        http = httpx.Client(base_url=base, headers={"x-api-key": "sk-jobs"}, timeout=60)
+        killed = False
+        for msg in session.messages:
+            if msg.role == "assistant" and history:
+                msgs = to_anthropic(history, model=MODEL, cache_breakpoints=False)["messages"]
+                r = http.post("/v1/messages", json={"model": MODEL, "max_tokens": 1024, "messages": msgs})
+                assert r.status_code == 200, r.text
+                _settled(proxy)
+                if not killed and proxy.shared.job_index.counts().get(DONE):
+                    os.kill(child, signal.SIGKILL)
+                    killed = True
+            history.append(msg)
+        totals = http.get("/ctxengine/sessions").json()["totals"]
+        counts = proxy.shared.job_index.counts()
+    assert killed and counts.get(DONE, 0) >= 2 and set(counts) == {DONE}
+    assert totals["jobs_run"] == counts[DONE] and totals["jobs_failed"] == 0
+    said = [r.getMessage() for r in caplog.records if "job process failed" in r.getMessage()]
+    assert len(said) == 1 and "own thread" in said[0], said
