@@ -59,9 +59,20 @@ def _settled(proxy: Proxy) -> None:
     raise AssertionError("a request or a job did not end")
 
 
-def _drive(store: Path) -> tuple[list[Any], dict[str, Any], Proxy, list[tuple[Any, ...]]]:
+def _requests_done(proxy: Proxy) -> None:
+    for _ in range(1_500):
+        if not any(s.lock.locked() for s in list(proxy.table.sessions.values())):
+            return
+        time.sleep(0.01)
+    raise AssertionError("a request did not end")
+
+
+def _drive(
+    store: Path, settle: bool = True
+) -> tuple[list[Any], dict[str, Any], Proxy, list[tuple[Any, ...]]]:
     """The recorded session's calls through a proxy on ``store``, each job run before the next
-    request: the bodies sent upstream, the totals, the proxy, its job rows."""
+    request (``settle``; else the next request is sent once the previous one has ended): the
+    bodies sent upstream, the totals, the proxy, its job rows."""
     (session,) = load(CC_FILE)
     history: list[Message] = []
     with _proxy(store) as (up, base, proxy):
@@ -71,7 +82,7 @@ def _drive(store: Path) -> tuple[list[Any], dict[str, Any], Proxy, list[tuple[An
                 msgs = to_anthropic(history, model=MODEL, cache_breakpoints=False)["messages"]
                 r = http.post("/v1/messages", json={"model": MODEL, "max_tokens": 1024, "messages": msgs})
                 assert r.status_code == 200, r.text
-                _settled(proxy)
+                _settled(proxy) if settle else _requests_done(proxy)
             history.append(msg)
         totals = http.get("/ctxengine/sessions").json()["totals"]
         assert proxy.shared is not None
@@ -136,3 +147,28 @@ def test_the_jobs_run_in_another_process_and_its_death_falls_back_to_the_thread(
     assert totals["jobs_run"] == counts[DONE] and totals["jobs_failed"] == 0
     said = [r.getMessage() for r in caplog.records if "job process failed" in r.getMessage()]
     assert len(said) == 1 and "own thread" in said[0], said
+
+
+def test_the_next_request_waits_for_the_job_so_its_outcome_lands_at_the_next_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transcripts: Path
+) -> None:
+    """Requests sent one after another without waiting for the jobs, each job slowed to 0.3 s
+    (on the node's thread: the test's worker): each request waits for the job of the turn before
+    (``JobQueue.settled``), so every outcome is applied at the next turn and the bodies are those
+    of a run whose jobs were done before each request."""
+    from ctxengine.proxy.jobs import JobWorker
+
+    run = JobWorker.execute
+
+    def slow(self: JobWorker, key: Any, give_up_why: str | None = None) -> str:
+        time.sleep(0.3)
+        return run(self, key, give_up_why)
+
+    monkeypatch.setattr(JobWorker, "execute", slow)
+    monkeypatch.setattr(shared_open, "ProcessJobs", lambda worker, kind, where: LocalJobs(worker))
+    sent, totals, _, jobs = _drive(tmp_path / "eager", settle=False)
+    reference, _, _, ref_jobs = _drive(tmp_path / "settled")
+    applied = [j for j in jobs if j[2] is not None]
+    assert len(jobs) >= 2 and len(applied) >= len(jobs) - 1
+    assert all(j[2] == j[0] + 1 for j in applied) and [j[:3] for j in jobs] == [j[:3] for j in ref_jobs]
+    assert sent == reference and totals["jobs_run"] == len(jobs)

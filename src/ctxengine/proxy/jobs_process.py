@@ -21,6 +21,7 @@ own thread (``LocalJobs``), as before.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import multiprocessing
 import os
@@ -31,7 +32,7 @@ from typing import Any
 
 from ctxengine.models.registry import Registry
 from ctxengine.proxy.job_index import JobIndex
-from ctxengine.proxy.jobs import JobKey, JobStats, JobWorker, LocalJobs
+from ctxengine.proxy.jobs import JOB_WAIT_S, JobKey, JobStats, JobWorker, LocalJobs
 from ctxengine.store.base import StoreError
 from ctxengine.tokens.encoders import encoder
 
@@ -90,7 +91,7 @@ class ProcessJobs:
         self._args = (kind, where, worker.registry, worker.name)
         self._pool: ProcessPoolExecutor | None = None
         self._broken: str | None = None
-        self._running: set[asyncio.Future[None]] = set()
+        self._running: dict[JobKey, asyncio.Future[None]] = {}
 
     async def submit(self, keys: Sequence[JobKey]) -> None:
         for key in keys:
@@ -104,8 +105,19 @@ class ProcessJobs:
                 await self.local.submit([key])
                 continue
             done = asyncio.ensure_future(self._outcome(key, future))
-            self._running.add(done)
-            done.add_done_callback(self._running.discard)
+            self._running[key] = done
+            done.add_done_callback(functools.partial(self._forget, key))
+
+    def _forget(self, key: JobKey, done: asyncio.Future[None]) -> None:
+        if self._running.get(key) is done:
+            del self._running[key]
+
+    async def settled(self, key: JobKey, timeout: float = JOB_WAIT_S) -> bool:
+        done = self._running.get(key)
+        if done is None:
+            return await self.local.settled(key, timeout)
+        finished, _ = await asyncio.wait({done}, timeout=timeout)
+        return bool(finished) and await self.local.settled(key, timeout)  # run again there: the child died
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -138,7 +150,7 @@ class ProcessJobs:
     async def drain(self) -> None:
         """Wait until every job submitted so far has run (and been counted)."""
         while self._running:
-            await asyncio.gather(*list(self._running))
+            await asyncio.gather(*list(self._running.values()))
         await self.local.drain()
 
     async def start(self) -> None:
