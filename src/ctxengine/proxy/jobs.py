@@ -8,19 +8,18 @@ turn's answer (``NotesInput``; ``job_index``), then submits its key (``JobKey``)
 each later request of the session (on any node) the proxy reads the job's row: once a worker has
 written its outcome, it resolves the job's future before ``prepare``, the engine applies it in
 that turn's ``assemble``, and the turn's record says so (``applied_turn``); a node replaying the
-session resolves it before replaying the same turn. A job this node runs itself (its child
-process or its thread) is waited for by the session's next request (``JobQueue.settled``, at most
-``JOB_WAIT_S``): its outcome lands at the next turn whatever the timing, as the engine's update in
-line would (a request that comes seconds after the response, as a model's do, finds it done). A
-job queued in Redis for any node's worker is not waited for: requests go on with the notes as
-they are (the $0 layers) until its outcome is stored.
+session resolves it before replaying the same turn. A job this node runs on its thread is waited
+for by the session's next request (``JobQueue.settled``, at most ``JOB_WAIT_S``): its outcome
+lands at the next turn whatever the timing, as the engine's update in line would (a request that
+comes seconds after the response, as a model's do, finds it done). A job queued in Redis for any
+node's worker is not waited for: requests go on with the notes as they are (the $0 layers) until
+its outcome is stored.
 
 The worker side (``JobWorker``): reads a job's snapshot, computes the update (the $0 updater of
 ``summary.notes``, as the engine's own: the proxy's engines have no model), writes the outcome
 once (``done``, or ``failed`` with the error in its event: the session's notes then stay as they
-were and its next cadence tries again). Queues: ``jobs_process.ProcessJobs`` (a child process of
-the node: one node, no Redis), ``LocalJobs`` (a thread of the node: Redis down, or the child
-process failed) and ``jobs_redis.RedisJobs`` (a Redis stream every node's worker reads).
+were and its next cadence tries again). Queues: ``LocalJobs`` (a thread of the node: one node,
+no Redis, or Redis down) and ``jobs_redis.RedisJobs`` (a Redis stream every node's worker reads).
 """
 
 from __future__ import annotations
@@ -249,7 +248,6 @@ class JobWorker:
 
     def __init__(self, index: JobIndex, registry: Registry | None, name: str, stats: JobStats) -> None:
         self.index, self.name, self.stats = index, name, stats
-        self.registry = registry  # as given (None: the default), for a worker of the node elsewhere
         self._registry = registry or Registry.default()
         self._warned: set[JobKey] = set()
         self._counters: dict[str, Callable[[str], int]] = {}
@@ -269,21 +267,13 @@ class JobWorker:
             else:
                 status = run_job(self.index, key, self.count_for, self.name)
         except StoreError as exc:
-            self.account(key, None, str(exc))
+            self._failed(key, f"its outcome could not be stored: {exc}")
             raise
-        self.account(key, status)
-        return status
-
-    def account(self, key: JobKey, status: str | None, store_error: str | None = None) -> None:
-        """Count (and log once) a run of ``key``'s job that wrote ``status``, or whose outcome
-        the store refused (``store_error``; the job stays queued): here or in a child process
-        (``jobs_process``)."""
-        if store_error is not None:
-            self._failed(key, f"its outcome could not be stored: {store_error}")
-        elif status == FAILED:
+        if status == FAILED:
             self._failed(key, "the update made no notes (the session's notes stay as they were)")
         elif status == DONE:
             self.stats.jobs_run += 1
+        return status
 
     def _failed(self, key: JobKey, why: str) -> None:
         self.stats.jobs_failed += 1

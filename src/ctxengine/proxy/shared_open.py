@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from ctxengine.models.registry import Registry
 from ctxengine.proxy.job_index import JobIndex
 from ctxengine.proxy.jobs import JobQueue, JobStats, JobWorker, LocalJobs, worker_name
-from ctxengine.proxy.jobs_process import POSTGRES, SQLITE, ProcessJobs
 from ctxengine.proxy.sessions import SessionTable
 from ctxengine.proxy.shared import MakeEngine, Run, SharedSessions
 from ctxengine.store.url import is_postgres_url
@@ -32,13 +31,9 @@ class JobOptions:
 
 def job_queue(store: IndexStore, redis: str | None, options: JobOptions) -> JobQueue:
     """The queue of a node on ``store``: in the Redis at ``redis`` (shared by the store's nodes),
-    else in a child process of the node (``jobs_process``; ``LocalJobs``, a thread of the node,
-    for a store with no file or URL to open again)."""
+    else on a thread of the node."""
     worker = JobWorker(JobIndex(store), options.registry, worker_name(), JobStats())
     if redis is None:
-        kind = POSTGRES if is_postgres_url(store.url) else SQLITE
-        if kind == POSTGRES or Path(store.url).exists():
-            return ProcessJobs(worker, kind, store.url)
         return LocalJobs(worker)
     from ctxengine.proxy.jobs_redis import RedisJobs, namespace
 
