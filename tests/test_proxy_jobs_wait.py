@@ -108,3 +108,34 @@ def test_the_next_request_waits_for_the_job_so_its_outcome_lands_at_the_next_tur
     assert len(jobs) >= 2 and len(applied) >= len(jobs) - 1
     assert all(j[2] == j[0] + 1 for j in applied) and [j[:3] for j in jobs] == [j[:3] for j in ref_jobs]
     assert sent == reference and totals["jobs_run"] == len(jobs)
+
+
+def test_settled_waits_for_a_job_of_the_thread_at_most_its_timeout() -> None:
+    """``LocalJobs.settled``: False while the job still runs past the timeout, True once it ended
+    and at once for a job the thread never had."""
+    import asyncio
+    import threading
+
+    from ctxengine.proxy.jobs import JobKey
+
+    release = threading.Event()
+
+    class Blocking:
+        stats = None
+
+        def execute(self, key: JobKey) -> str:
+            release.wait(10)
+            return "done"
+
+    async def go() -> tuple[bool, bool, bool]:
+        jobs = LocalJobs(Blocking())  # type: ignore[arg-type]
+        key = JobKey("s", 3)
+        await jobs.submit([key])
+        early = await jobs.settled(key, timeout=0.05)
+        release.set()
+        late = await jobs.settled(key, timeout=10)
+        other = await jobs.settled(JobKey("s", 4), timeout=0.0)
+        await jobs.close()
+        return early, late, other
+
+    assert asyncio.run(go()) == (False, True, True)

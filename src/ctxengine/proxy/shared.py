@@ -377,7 +377,7 @@ class SharedSessions:
         if runner is None or turn is None or self.jobs is None:
             return []
         if not await self.jobs.settled(JobKey(session.id, turn)):
-            log.warning("proxy: session %s: its job of turn %d still runs; goes on without", session.id, turn)
+            log.warning("proxy: session %s: its turn %d job still runs; goes on without it", session.id, turn)
         state = await self.io(self.job_index.state, session.id, turn, NOTES)
         if state is None:
             raise RuntimeError(f"session {session.id}: the notes job of turn {turn} is not in the store")
