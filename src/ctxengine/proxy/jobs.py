@@ -8,12 +8,8 @@ turn's answer (``NotesInput``; ``job_index``), then submits its key (``JobKey``)
 each later request of the session (on any node) the proxy reads the job's row: once a worker has
 written its outcome, it resolves the job's future before ``prepare``, the engine applies it in
 that turn's ``assemble``, and the turn's record says so (``applied_turn``); a node replaying the
-session resolves it before replaying the same turn. A job this node runs on its thread is waited
-for by the session's next request (``JobQueue.settled``, at most ``JOB_WAIT_S``): its outcome
-lands at the next turn whatever the timing, as the engine's update in line would (a request that
-comes seconds after the response, as a model's do, finds it done). A job queued in Redis for any
-node's worker is not waited for: requests go on with the notes as they are (the $0 layers) until
-its outcome is stored.
+session resolves it before replaying the same turn. Until then requests go on with the notes as
+they are (the $0 layers): none waits for a job.
 
 The worker side (``JobWorker``): reads a job's snapshot, computes the update (the $0 updater of
 ``summary.notes``, as the engine's own: the proxy's engines have no model), writes the outcome
@@ -27,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import secrets
@@ -54,7 +49,6 @@ log = logging.getLogger("ctxengine.proxy")
 NOTES = "notes"  # the kind of a session-notes update
 WRITTEN, MISSING = "written already", "missing"  # a run that wrote nothing: another run had, no such job
 WARNED_MAX = 1_000  # failed jobs remembered so that each is logged once
-JOB_WAIT_S = 10.0  # how long a session's request waits for the job this node runs for it
 
 
 def worker_name() -> str:
@@ -122,11 +116,6 @@ class JobQueue(Protocol):
 
     async def start(self) -> None:
         """Start this node's worker, if it runs one."""
-        ...
-
-    async def settled(self, key: JobKey, timeout: float = JOB_WAIT_S) -> bool:
-        """Wait until this node's run of ``key``'s job has ended, ``timeout`` seconds at most:
-        False when it still runs then (True at once when this node does not run it)."""
         ...
 
     async def close(self) -> None:
@@ -294,24 +283,13 @@ class LocalJobs:
         self.worker = worker
         self.stats = worker.stats
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-jobs")
-        self._running: dict[JobKey, Future[Any]] = {}
+        self._running: set[Future[Any]] = set()
 
     async def submit(self, keys: Sequence[JobKey]) -> None:
         for key in keys:
             future = self._pool.submit(self._execute, key)
-            self._running[key] = future
-            future.add_done_callback(functools.partial(self._forget, key))
-
-    def _forget(self, key: JobKey, future: Future[Any]) -> None:
-        if self._running.get(key) is future:
-            del self._running[key]
-
-    async def settled(self, key: JobKey, timeout: float = JOB_WAIT_S) -> bool:
-        future = self._running.get(key)
-        if future is None:
-            return True
-        done, _ = await asyncio.wait({asyncio.wrap_future(future)}, timeout=timeout)
-        return bool(done)
+            self._running.add(future)
+            future.add_done_callback(self._running.discard)
 
     def _execute(self, key: JobKey) -> None:
         with contextlib.suppress(StoreError):  # counted and logged by the worker; the job stays queued
@@ -320,7 +298,7 @@ class LocalJobs:
     async def drain(self) -> None:
         """Wait until every job submitted so far has run."""
         while self._running:
-            for future in list(self._running.values()):
+            for future in list(self._running):
                 await asyncio.wrap_future(future)
 
     async def start(self) -> None:

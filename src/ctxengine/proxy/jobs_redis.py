@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ctxengine.proxy.jobs import JOB_WAIT_S, JobKey, JobWorker, LocalJobs
+from ctxengine.proxy.jobs import JobKey, JobWorker, LocalJobs
 from ctxengine.proxy.outage import Outage
 from ctxengine.store.base import StoreError
 
@@ -85,10 +85,6 @@ class RedisJobs:
                 await self.local.submit(keys[i:])
                 return
         self.outage.ok()
-
-    async def settled(self, key: JobKey, timeout: float = JOB_WAIT_S) -> bool:
-        """A job queued in Redis is not waited for; one this node runs while Redis is down is."""
-        return await self.local.settled(key, timeout)
 
     async def start(self) -> None:
         if self.run_worker and self._task is None:

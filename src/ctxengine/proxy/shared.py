@@ -368,16 +368,14 @@ class SharedSessions:
         return p
 
     async def _ready(self, session: ProxySession) -> list[tuple[int, str]]:
-        """The job the session's engine waits for (this node's own waited for: ``settled``),
-        resolved when its outcome is stored (applied in this turn's ``assemble``): ``[(its turn,
-        kind)]``, else ``[]`` (still queued: submitted again after ``REQUEUE_S``, in case its queue
-        lost it). Raises ``RuntimeError`` when the store has no such job (not the store's engine)."""
+        """The job the session's engine waits for, resolved when its outcome is stored (the
+        engine applies it in this turn's ``assemble``): ``[(its turn, kind)]``, else ``[]``
+        (still queued: submitted again after ``REQUEUE_S``, in case its queue lost it). Raises
+        ``RuntimeError`` when the store has no such job (the engine is not the store's)."""
         runner = runner_of(session.engine)
         turn = runner.waiting if runner is not None else None
         if runner is None or turn is None or self.jobs is None:
             return []
-        if not await self.jobs.settled(JobKey(session.id, turn)):
-            log.warning("proxy: session %s: its turn %d job still runs; goes on without it", session.id, turn)
         state = await self.io(self.job_index.state, session.id, turn, NOTES)
         if state is None:
             raise RuntimeError(f"session {session.id}: the notes job of turn {turn} is not in the store")
@@ -417,7 +415,8 @@ class SharedSessions:
         """Record the turn's answer and figures (``finish``), then give back the session's lock
         across nodes (the caller releases the node's own). Raises ``StoreError`` when the
         record fails (the lock is given back all the same)."""
-        held, session.held, answer = session.held, None, self._answers.pop(session.id, None)
+        held, session.held = session.held, None
+        answer = self._answers.pop(session.id, None)
         try:
             if answer is not None:
                 try:
@@ -495,4 +494,5 @@ def _where(url: str) -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or ''}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
