@@ -425,7 +425,7 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        warm = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window))  # engine thread
+        warm = asyncio.ensure_future(proxy.run(warm_start, proxy.policy, cfg.window, cfg.freeze_heap))
         _ = proxy.client  # the upstream client (its TLS context, 0.1-0.25 s) made before the first request
         if proxy.shared is not None:  # its job worker
             await proxy.shared.start()

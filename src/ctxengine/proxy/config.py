@@ -46,6 +46,10 @@ class ProxyConfig:
     # (Claude Code answers a second Read of an unchanged file with "file unchanged"); False: the
     # policy's budget as it is (a result over the cap is offloaded on arrival)
     unseen_whole: bool = True
+    # the process is the proxy's own (``ctxengine proxy``, each of its workers): once warm, its
+    # start-up heap is collected and frozen (``warm.freeze_heap``: the cyclic collector's full
+    # collections then skip it); False for an app inside another program (tests, ``wrap``)
+    freeze_heap: bool = False
 
 
 def live_policy(config: ProxyConfig) -> Policy:

@@ -7,9 +7,10 @@ the in-memory table is a cache in front of the file, and a restarted proxy rebui
 engine from its recorded turns (``apply.replay_turn``) at its next request. It speaks the dialect
 the index is written in (``%s`` parameters, ``transaction()``) on one SQLite connection that every
 thread uses one at a time (a lock: a transaction is never interleaved with another thread's
-statement). The schema is migrated by the program (``MIGRATIONS``, numbered, recorded in
-``PRAGMA user_version``). ``SQLiteConversationIndex`` replaces the two statements that are
-PostgreSQL's own (``= ANY(array)``, ``unnest``).
+statement); a thread of its own checkpoints the file (``checkpoint``). The schema is migrated by
+the program (``MIGRATIONS``, numbered, recorded in ``PRAGMA user_version``).
+``SQLiteConversationIndex`` replaces the two statements that are PostgreSQL's own
+(``= ANY(array)``, ``unnest``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ctxengine.proxy.checkpoint import Checkpointer
 from ctxengine.proxy.index import STAT_FIELDS, ConversationIndex, Found, packed
 from ctxengine.proxy.index import found as index_found
 from ctxengine.proxy.store import ProxyStore
@@ -143,6 +145,10 @@ class LocalStore(ProxyStore):
             migrate(self._db)
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot migrate the proxy's tables: {exc}") from exc
+        self.checkpointer: Checkpointer | None = None
+        if str(path) != ":memory:":  # the log copied back off the requests (``checkpoint``)
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            self.checkpointer = Checkpointer(path)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[_Connection]:
@@ -192,6 +198,8 @@ class LocalStore(ProxyStore):
             return super().artifact_ids(session)
 
     def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         with self._lock:
             super().close()
 

@@ -4,6 +4,7 @@ its app from the command's options."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -55,4 +56,4 @@ def serve(
         picklable = {k: str(v) if k == "policy_file" and v else v for k, v in options.items()}
         serve_workers(picklable, workers, common)
     else:
-        uvicorn.run(create_app(config), **common)
+        uvicorn.run(create_app(dataclasses.replace(config, freeze_heap=True)), **common)

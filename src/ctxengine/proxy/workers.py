@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -113,7 +114,8 @@ def _worker_main(options: dict[str, Any], sock: str, parent: int, common: dict[s
     options = dict(options)
     if options.get("policy_file"):
         options["policy_file"] = Path(options["policy_file"])
-    uvicorn.run(create_app(config_from_options(options)), uds=sock, **common)
+    config = dataclasses.replace(config_from_options(options), freeze_heap=True)  # a process of its own
+    uvicorn.run(create_app(config), uds=sock, **common)
 
 
 class Workers:
