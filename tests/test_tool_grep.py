@@ -335,9 +335,10 @@ def test_glob_cap_1000(tmp_path: Path) -> None:
 def test_a_search_split_across_two_processes_prints_what_one_process_prints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
 ) -> None:
-    """With a plain literal over enough files, the second half of the files is read and screened
-    in a forked worker (``file_screen.read_files``): the output, its order and the match count
-    are those of a search in this process alone (a regular expression is never split)."""
+    """With a plain literal over enough files, most of them are read and screened in a forked
+    worker while the walk goes on (``file_screen.read_files``): the output, its order and the
+    match count are those of a search in this process alone (a regular expression is never
+    split)."""
     from ctxengine.tools import file_screen
 
     for d in range(12):
@@ -357,10 +358,11 @@ def test_a_search_split_across_two_processes_prints_what_one_process_prints(
         "from ctxengine.tools.grep import grep\n"
         "from ctxengine.tools.workspace import Workspace\n"
         "file_screen.PARALLEL_MIN_FILES = 10\n"
-        "collect = file_screen._fork_screen([], b'x')\n"
-        "print('forks' if collect is not None else 'alone')\n"
-        "if collect is not None:\n"
-        "    collect()\n"
+        "file_screen.BATCH_FILES = 16\n"  # 23 batches: the child's and this process's interleave
+        "screener = file_screen._Screener.start(b'x')\n"
+        "print('forks' if screener is not None else 'alone')\n"
+        "if screener is not None:\n"
+        "    screener.results()\n"
         "sys.stdout.write(grep(Workspace(sys.argv[1]), sys.argv[2], context=1))\n"
     )
     out = subprocess.run(

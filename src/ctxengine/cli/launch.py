@@ -92,7 +92,7 @@ def fast_tool(argv: list[str]) -> int | None:
     if fields is None:
         return None
     run = _run(argv[1], fields)
-    from ctxengine.tools.base import ToolError
+    from ctxengine.tools.errors import ToolError
 
     try:
         text = run()

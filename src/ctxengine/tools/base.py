@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxengine.tools.errors import ToolError
+
+__all__ = ["ToolError", "ToolExecutor", "ToolSpec"]  # ToolError lives in tools.errors
+
 if TYPE_CHECKING:
     from ctxengine.messages.model import ToolCall, ToolResult
-
-
-class ToolError(Exception):
-    """A refusal or failure, with a message meant for the model (what went wrong, what to do)."""
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,14 @@ Two things make that cheaper without changing any result:
   a file whose raw bytes lack it has no matching line (an ASCII byte stands for the same
   character in UTF-8 and in the Windows-1252 fallback, and a BOM is never ASCII), so it is passed
   over before it is decoded (``literal_needle``).
-- **Screening on a second core.** With such a literal and at least ``PARALLEL_MIN_FILES`` files,
-  the second half of the files (in walk order) is read and screened in a forked child process
-  (``os.fork``, where the platform has it and the process runs a single thread) while this
-  process reads the first half; only the files that pass come back. Threads do not help here:
-  each read is a few microseconds of system call between Python bytecode, and two threads
-  contending for the GIL were slower (0.34 s against 0.26 s for 20,000 small files) than one.
+- **Screening on a second core, while the walk goes on.** With such a literal and at least
+  ``PARALLEL_MIN_FILES`` files, a forked child process (``os.fork``, where the platform has it
+  and the process runs a single thread) screens three of every five batches of files as the walk
+  finds them, while this process walks on and screens the other two; only the files that pass
+  come back. Before, the walk ended first and each process took half: the walk (~25 ms of
+  20,000 files) was not overlapped. Threads do not help here: each read is a few microseconds of
+  system call between Python bytecode, and two threads contending for the GIL were slower (0.34 s
+  against 0.26 s for 20,000 small files) than one.
 
 A file larger than ``BLOCK_BYTES`` is not read here (the caller reads it block by block). An
 ``OSError`` on a file is handed back in its place, and the caller raises it where the file comes
@@ -23,10 +25,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from itertools import chain, count, islice
+from typing import IO
 
 BLOCK_BYTES = 8 * 1024 * 1024  # files above this are searched block by block, never loaded whole
 PARALLEL_MIN_FILES = 2_000  # below this, starting a worker costs more than it saves
+BATCH_FILES = 256  # paths sent to the child at a time
+BATCHES, CHILD_BATCHES = 5, 3  # of every 5 batches the child screens 3 (this process also walks)
 _REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()\r\n")
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
@@ -75,73 +81,119 @@ def read_screened(path: str, needle: bytes | None) -> Loaded:
     return data
 
 
-def _screen(paths: list[str], needle: bytes) -> list[tuple[int, Loaded]]:
-    """``(index, read_screened(path, needle))`` for the files of ``paths`` that pass the screen."""
-    out: list[tuple[int, Loaded]] = []
-    for i, path in enumerate(paths):
-        loaded = read_screened(path, needle)
-        if loaded is not None:
-            out.append((i, loaded))
-    return out
-
-
 class WorkerError(OSError):
     """The forked worker screening files ended without its results (killed, out of memory)."""
 
 
-def _fork_screen(paths: list[str], needle: bytes) -> Callable[[], dict[int, Loaded]] | None:
-    """Start screening ``paths`` in a forked child (``os.fork``; its results pickled back through
-    a pipe); returns the function that waits for them (``WorkerError`` when the child ended
-    without them). None where the platform cannot fork or this process runs other threads
-    (forking a threaded process can deadlock). A fork and a pipe, not ``concurrent.futures``:
-    importing ``multiprocessing`` and the process pool costs ~20 ms, a tenth of a one-shot grep
-    over 20,000 files."""
-    if not hasattr(os, "fork") or threading.active_count() > 1:
-        return None
-    import pickle
+class _Screener:
+    """A forked child that screens the files whose paths it is sent, while the parent walks on.
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: screen, send, leave without running the parent's exit handlers
-        code = 1
+    Paths go to it in batches through a pipe (a 4-byte big-endian length, then the paths encoded
+    with ``os.fsencode`` and joined by NUL, which no path holds; length 0 ends); it screens each
+    as it arrives and, at the end, sends back the ones that pass (pickled, each with its index
+    among the paths it was sent). Nothing comes back before the end, so neither side ever waits on
+    a full pipe while the other waits on it."""
+
+    def __init__(self, pid: int, paths: IO[bytes], results: int) -> None:
+        self.pid, self._paths, self._results = pid, paths, results
+        self.sent = 0
+
+    @classmethod
+    def start(cls, needle: bytes) -> _Screener | None:
+        """The started child; None where the platform cannot fork or this process runs other
+        threads (forking a threaded process can deadlock). A fork and pipes, not
+        ``concurrent.futures``: importing ``multiprocessing`` and the process pool costs ~20 ms,
+        a tenth of a one-shot grep over 20,000 files."""
+        if not hasattr(os, "fork") or threading.active_count() > 1:
+            return None
+        import pickle
+
+        paths_r, paths_w = os.pipe()
+        results_r, results_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: screen, send, leave without running the parent's exit handlers
+            code = 1
+            try:
+                os.close(paths_w)
+                os.close(results_r)
+                passed: list[tuple[int, Loaded]] = []
+                n = 0
+                with os.fdopen(paths_r, "rb") as src:
+                    while size := int.from_bytes(src.read(4) or b"\0", "big"):
+                        for raw in src.read(size).split(b"\0"):
+                            loaded = read_screened(os.fsdecode(raw), needle)
+                            if loaded is not None:
+                                passed.append((n, loaded))
+                            n += 1
+                with os.fdopen(results_w, "wb") as out:
+                    out.write(pickle.dumps(passed, protocol=pickle.HIGHEST_PROTOCOL))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(paths_r)
+        os.close(results_w)
+        return cls(pid, os.fdopen(paths_w, "wb"), results_r)
+
+    def send(self, paths: list[str]) -> None:
+        """Screen ``paths`` (not empty) in the child; their indices follow those sent before."""
+        data = b"\0".join(map(os.fsencode, paths))
+        self._paths.write(len(data).to_bytes(4, "big") + data)
+        self.sent += len(paths)
+
+    def results(self) -> dict[int, Loaded]:
+        """Tell the child that no more paths come and wait for what passed, by index among the
+        paths sent; ``WorkerError`` when it ended without its results."""
+        import pickle
+
         try:
-            os.close(r)
-            with os.fdopen(w, "wb") as out:
-                out.write(pickle.dumps(_screen(paths, needle), protocol=pickle.HIGHEST_PROTOCOL))
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-
-    def collect() -> dict[int, Loaded]:
-        with os.fdopen(r, "rb") as got:
+            self._paths.write(b"\0\0\0\0")
+            self._paths.close()
+        except OSError:  # the child is gone: said below, by its missing results
+            pass
+        with os.fdopen(self._results, "rb") as got:
             data = got.read()
-        _, status = os.waitpid(pid, 0)
+        _, status = os.waitpid(self.pid, 0)
         if os.waitstatus_to_exitcode(status) != 0 or not data:
-            raise WorkerError(f"the worker screening {len(paths):,} files ended without its results")
+            raise WorkerError(f"the worker screening {self.sent:,} files ended without its results")
         return dict(pickle.loads(data))
-
-    return collect
 
 
 def read_files(files: Iterable[tuple[str, str]], needle: bytes | None) -> Iterator[tuple[str, str, Loaded]]:
     """``(rel, path, read_screened(path, needle))`` for each ``(rel, path)`` of ``files``, in
-    order; with a ``needle`` and at least ``PARALLEL_MIN_FILES`` files, the second half screened
-    in a forked worker (see the module docs), the files it screens out given as None like here.
-    Raises ``WorkerError`` when that worker ends without its results."""
-    todo = list(files)
-    half = len(todo) // 2
-    collect = None
-    if needle is not None and len(todo) >= PARALLEL_MIN_FILES:
-        collect = _fork_screen([p for _, p in todo[half:]], needle)
-    if collect is None:
-        for rel, path in todo:
+    order. With a ``needle`` and at least ``PARALLEL_MIN_FILES`` files, a forked child screens
+    ``CHILD_BATCHES`` of every ``BATCHES`` batches of ``BATCH_FILES`` files while this process
+    walks on (``files`` is the walk) and screens the rest: the walk overlaps the reading, and
+    this process, which also walks, takes the smaller share. The results come in order once
+    every file is screened (the files that passed are then held in memory, as the child's
+    already were). Raises ``WorkerError`` when the child ends without its results."""
+    it = iter(files)
+    head = list(islice(it, PARALLEL_MIN_FILES)) if needle is not None else []
+    screener = _Screener.start(needle) if needle is not None and len(head) == PARALLEL_MIN_FILES else None
+    if screener is None:
+        for rel, path in chain(head, it):
             yield rel, path, read_screened(path, needle)
         return
+    todo: list[tuple[str, str]] = []
+    passed: dict[int, Loaded] = {}
+    theirs: list[int] = []  # the index in ``todo`` of each path sent to the child, in order
+    stream = chain(head, it)
     try:
-        for rel, path in todo[:half]:
-            yield rel, path, read_screened(path, needle)
+        for number in count():
+            batch = list(islice(stream, BATCH_FILES))
+            if not batch:
+                break
+            start = len(todo)
+            todo += batch
+            if number % BATCHES < CHILD_BATCHES:
+                screener.send([path for _, path in batch])
+                theirs += range(start, start + len(batch))
+                continue
+            for i, (_, path) in enumerate(batch, start):
+                loaded = read_screened(path, needle)
+                if loaded is not None:
+                    passed[i] = loaded
     finally:
-        passed = collect()  # waits for the child even when the caller stops early
-    for i, (rel, path) in enumerate(todo[half:]):
+        got = screener.results()  # waits for the child even when the walk failed
+    passed.update((theirs[i], loaded) for i, loaded in got.items())
+    for i, (rel, path) in enumerate(todo):
         yield rel, path, passed.get(i)

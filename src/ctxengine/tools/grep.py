@@ -32,7 +32,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.tools.base import ToolError, ToolSpec
+from ctxengine.tools.errors import ToolError
 from ctxengine.tools.file_screen import (
     literal_needle,
     read_files,
@@ -46,6 +46,8 @@ from ctxengine.tools.workspace import (
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
+
+    from ctxengine.tools.base import ToolSpec
 
 GREP_MAX_CONTEXT = 20
 GLOB_MAX_PATHS = 1_000
@@ -302,6 +304,7 @@ GLOB_PARAMETERS: dict[str, Any] = {
 
 def specs(workspace: Workspace) -> list[ToolSpec]:
     """The ``grep`` and ``glob`` tools bound to ``workspace``."""
+    from ctxengine.tools.base import ToolSpec  # here: a one-shot grep never registers a tool
 
     def run_grep(
         pattern: str,

@@ -31,11 +31,10 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from ctxengine.tools.base import ToolError
+from ctxengine.tools.errors import ToolError
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -59,8 +58,7 @@ _CP1252 = {
 _CONTROL = re.compile("[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
 
 
-@dataclass(frozen=True, slots=True)
-class Sniff:
+class Sniff(NamedTuple):
     """What a file's first bytes say: ``kind`` (text, binary or unsupported), the ``encoding`` to
     decode text with (``utf-8``, ``utf-8-sig`` or ``legacy``), and a ``label`` for messages."""
 
@@ -136,6 +134,10 @@ def is_binary(path: Path) -> bool:
     """True when ``path`` is not text we can show: a NUL byte in its first 8 KB, a UTF-16/32
     BOM, or bytes that are neither UTF-8 nor text-like Windows-1252 / Latin-1."""
     return sniff_file(path).kind != "text"
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
 def is_hidden(name: str) -> bool:
@@ -319,31 +321,33 @@ class Workspace:
     def _walk(self, directory: str | Path, rel_dir: str, rules: _Rules) -> Iterator[WalkEntry]:
         try:
             with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_entry_name)
         except OSError:
             return
+        prefix = f"{rel_dir}/" if rel_dir else ""
+        ignored = self.ignore.ignored
         for entry in entries:
-            if is_hidden(entry.name):
+            name = entry.name
+            if name[0] == ".":  # hidden (``is_hidden``: scandir never gives "." or "..")
                 continue
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            rel = prefix + name
             try:
-                if entry.is_symlink():
+                # regular files first, the most common entry; without following links, a symlink
+                # is neither a file nor a directory here, so the order changes no verdict
+                if entry.is_file(follow_symlinks=False):
+                    if not (rules and ignored(rules, rel, False)):
+                        yield WalkEntry(entry.path, rel)
+                elif entry.is_dir(follow_symlinks=False):
+                    if not (rules and ignored(rules, rel, True)):
+                        yield from self._walk(entry.path, rel, self.ignore.descend(rules, rel))
+                elif entry.is_symlink():
                     real = os.path.realpath(entry.path)
                     if not self._inside(real, self.real_root):
                         continue
                     st = os.stat(real)
                     if not stat.S_ISREG(st.st_mode):
                         continue  # symlinked directories are never entered
-                    if not (rules and self.ignore.ignored(rules, rel, False)):
+                    if not (rules and ignored(rules, rel, False)):
                         yield WalkEntry(real, rel, st)
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    if rules and self.ignore.ignored(rules, rel, True):
-                        continue
-                    yield from self._walk(entry.path, rel, self.ignore.descend(rules, rel))
-                elif entry.is_file(follow_symlinks=False):
-                    if rules and self.ignore.ignored(rules, rel, False):
-                        continue
-                    yield WalkEntry(entry.path, rel)
             except OSError:
                 continue
