@@ -359,6 +359,7 @@ def test_a_search_split_across_two_processes_prints_what_one_process_prints(
         "from ctxengine.tools.workspace import Workspace\n"
         "file_screen.PARALLEL_MIN_FILES = 10\n"
         "file_screen.BATCH_FILES = 16\n"  # 23 batches: the child's and this process's interleave
+        "file_screen.BLOCK_BYTES = 32\n"  # big.log (41 bytes) comes back as LARGE, read in blocks
         "screener = file_screen._Screener.start(b'x')\n"
         "print('forks' if screener is not None else 'alone')\n"
         "if screener is not None:\n"
