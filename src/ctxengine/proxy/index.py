@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -65,6 +65,14 @@ class TurnRecord(msgspec.Struct, frozen=True):
     status: int | None
     usage: Usage | None
     realigned: int | None = None
+
+
+def pipelined(conn: Any) -> AbstractContextManager[Any]:
+    """``conn``'s pipeline mode where it has one (psycopg 3 on PostgreSQL: the statements whose
+    results nobody reads go out together, one round trip at the next read or at the end, instead
+    of one each), else nothing (SQLite)."""
+    pipeline = getattr(conn, "pipeline", None)
+    return pipeline() if pipeline is not None else nullcontext()
 
 
 def replayable(turns: Sequence[TurnRecord], realigned_now: int | None = None) -> bool:
@@ -276,7 +284,7 @@ class ConversationIndex:
             FencedOut: when a holder of a later fencing number has claimed the session.
             StoreError: when turn ``turn`` exists already (another writer), or the write fails.
         """
-        with self.store.connection() as conn, conn.transaction():
+        with self.store.connection() as conn, conn.transaction(), pipelined(conn):
             self.store.append_batch(conn, sid, entries, fence)
             before = conn.execute(
                 "SELECT messages, status FROM ctx_proxy_turns WHERE session = %s AND turn = %s",
@@ -320,7 +328,7 @@ class ConversationIndex:
         status, usage = answer
         enc = msgspec.msgpack.encode(usage) if usage is not None else None
         sets = ", ".join(f"{f} = {f} + %s" for f in STAT_FIELDS)
-        with self.store.connection() as conn, conn.transaction():
+        with self.store.connection() as conn, conn.transaction(), pipelined(conn):
             if entries:
                 self.store.append_batch(conn, sid, entries, fence)
             if turn is not None:
