@@ -24,9 +24,16 @@ from test_proxy import _turns
 pytestmark = pytest.mark.usefixtures("clean_llm_env")
 
 
-def _ask(base: str, key: str, t: int) -> str:
+def _ask(base: str, key: str, t: int, log: Path | None = None) -> str:
+    """Turn ``t`` of ``key``'s conversation; given the node's ``log``, a refusal fails the test
+    with its status, its message and the log (else it is raised)."""
     c = anthropic.Anthropic(api_key=key, base_url=base, max_retries=0, timeout=60)
-    text = c.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(t)).content[0]
+    try:
+        text = c.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=_turns(t)).content[0]
+    except anthropic.APIStatusError as exc:
+        if log is None:
+            raise
+        pytest.fail(f"turn {t} of {key}: {exc.status_code} {exc.message}\n{log.read_text()}")
     return text.text  # type: ignore[union-attr]
 
 
@@ -49,6 +56,14 @@ def _workers(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmd:
                 out.append(int(d))
     return out
+
+
+def _dead(pid: int) -> bool:
+    """``pid`` has exited (gone, or a zombie not yet reaped by the router)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
 
 
 def test_a_conversations_requests_keep_one_affinity_as_it_grows() -> None:
@@ -92,9 +107,15 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
         workers = _workers(proc.pid)
         assert len(workers) == 2
         os.kill(workers[0], signal.SIGKILL)
+        # kill() returns before the process is gone: a request relayed to it meanwhile would be
+        # one "given to the worker when it died" (a 502, the next test's case), not this one's
+        for _ in range(600):
+            if _dead(workers[0]):
+                break
+            time.sleep(0.01)
         for t in range(5, 8):
             for k in keys:
-                assert _ask(base, k, t).startswith("ok"), log.read_text()
+                assert _ask(base, k, t, log).startswith("ok"), log.read_text()
         for _ in range(600):  # the killed worker is started again
             if len(_workers(proc.pid)) == 2 and workers[0] not in _workers(proc.pid):
                 break
