@@ -14,8 +14,10 @@ they are (the $0 layers): none waits for a job.
 The worker side (``JobWorker``): reads a job's snapshot, computes the update (the $0 updater of
 ``summary.notes``, as the engine's own: the proxy's engines have no model), writes the outcome
 once (``done``, or ``failed`` with the error in its event: the session's notes then stay as they
-were and its next cadence tries again). Queues: ``LocalJobs`` (a thread of the node: one node,
-no Redis, or Redis down) and ``jobs_redis.RedisJobs`` (a Redis stream every node's worker reads).
+were and its next cadence tries again); the proxy's worker does that work in a process of its own
+(``job_process``), so that no request waits on it for the interpreter's lock. Queues:
+``LocalJobs`` (a thread of the node: one node, no Redis, or Redis down) and
+``jobs_redis.RedisJobs`` (a Redis stream every node's worker reads).
 """
 
 from __future__ import annotations
@@ -186,9 +188,7 @@ def encode_input(job: NotesJob, model: str) -> bytes:
     )
 
 
-def run_job(
-    index: JobIndex, key: JobKey, count_for: Callable[[str], Callable[[str], int]], name: str
-) -> str:
+def run_job(index: JobIndex, key: JobKey, count_for: Callable[[str], Callable[[str], int]], name: str) -> str:
     """Run ``key``'s job and write its outcome (as ``name``): returns the status this run wrote
     (``done``, ``failed``), ``WRITTEN`` when another run had written it, ``MISSING`` when there is
     no such job. A job whose snapshot cannot be computed is written ``failed`` with the error.
@@ -231,12 +231,27 @@ def _write(index: JobIndex, key: JobKey, outcome: NotesOutcome, name: str) -> st
     return status
 
 
+class RunElsewhere(Protocol):
+    """Where a worker's jobs run when not on its own thread (``job_process.JobProcess``)."""
+
+    def start(self) -> object: ...
+
+    def run(self, key: JobKey, give_up_why: str | None = None) -> str: ...
+
+    def close(self) -> None: ...
+
+
 class JobWorker:
     """Runs jobs for one node (``run_job``), counting them in ``stats`` and logging each failed
-    job once. ``name``: written in the jobs it runs (``ran_by``)."""
+    job once. ``name``: written in the jobs it runs (``ran_by``); ``elsewhere``: where the jobs'
+    work runs (``job_process.JobProcess``; None: on the caller's thread)."""
 
-    def __init__(self, index: JobIndex, registry: Registry | None, name: str, stats: JobStats) -> None:
+    def __init__(
+        self, index: JobIndex, registry: Registry | None, name: str, stats: JobStats,
+        elsewhere: RunElsewhere | None = None,
+    ) -> None:  # fmt: skip
         self.index, self.name, self.stats = index, name, stats
+        self.elsewhere = elsewhere
         self._registry = registry or Registry.default()
         self._warned: set[JobKey] = set()
         self._counters: dict[str, Callable[[str], int]] = {}
@@ -247,14 +262,21 @@ class JobWorker:
             self._counters[model] = counter_for(self._registry.get(model)).count_text
         return self._counters[model]
 
+    def run(self, key: JobKey, give_up_why: str | None = None) -> str:
+        """Run one job on this thread (see ``run_job``; ``give_up_why``: write it failed instead,
+        ``give_up``), uncounted. Raises ``StoreError``."""
+        if give_up_why is not None:
+            return give_up(self.index, key, give_up_why, self.name)
+        return run_job(self.index, key, self.count_for, self.name)
+
     def execute(self, key: JobKey, give_up_why: str | None = None) -> str:
-        """Run one job (see ``run_job``; ``give_up_why``: write it failed instead, ``give_up``);
-        counted when this run wrote it. Raises ``StoreError``."""
+        """Run one job (``run``, ``elsewhere`` when given), counted when this run wrote it.
+        Raises ``StoreError``."""
         try:
-            if give_up_why is not None:
-                status = give_up(self.index, key, give_up_why, self.name)
+            if self.elsewhere is not None:
+                status = self.elsewhere.run(key, give_up_why)
             else:
-                status = run_job(self.index, key, self.count_for, self.name)
+                status = self.run(key, give_up_why)
         except StoreError as exc:
             self._failed(key, f"its outcome could not be stored: {exc}")
             raise
@@ -263,6 +285,16 @@ class JobWorker:
         elif status == DONE:
             self.stats.jobs_run += 1
         return status
+
+    def start(self) -> None:
+        """Start where the jobs run (``elsewhere``) ahead of the first job, without waiting."""
+        if self.elsewhere is not None:
+            self.elsewhere.start()
+
+    def close(self) -> None:
+        """Stop where the jobs run (``elsewhere``), once the job it runs is finished."""
+        if self.elsewhere is not None:
+            self.elsewhere.close()
 
     def _failed(self, key: JobKey, why: str) -> None:
         self.stats.jobs_failed += 1
@@ -302,7 +334,8 @@ class LocalJobs:
                 await asyncio.wrap_future(future)
 
     async def start(self) -> None:
-        return None
+        self.worker.start()
 
     async def close(self) -> None:
         await asyncio.to_thread(self._pool.shutdown, True)
+        await asyncio.to_thread(self.worker.close)

@@ -88,6 +88,7 @@ class RedisJobs:
 
     async def start(self) -> None:
         if self.run_worker and self._task is None:
+            self.worker.start()
             self._task = asyncio.ensure_future(self._work())
 
     async def close(self) -> None:

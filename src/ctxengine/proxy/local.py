@@ -131,13 +131,15 @@ def migrate(db: sqlite3.Connection) -> list[int]:
 
 class LocalStore(ProxyStore):
     """``ProxyStore`` at ``path`` with the conversation index's tables (see the module docstring).
-    Every method takes the connection's lock.
+    Every method takes the connection's lock. ``checkpoint``: the log copied back by a thread of
+    this store's (``checkpoint.Checkpointer``); False for another process's connection to the
+    node's file (the job process: ``job_process``), whose commits checkpoint as SQLite's default.
 
     Raises:
         StoreError: when the file cannot be opened or migrated, and from any method when SQLite fails.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, checkpoint: bool = True) -> None:
         super().__init__(path)
         self.url = str(path)
         self._lock = threading.RLock()
@@ -146,7 +148,7 @@ class LocalStore(ProxyStore):
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot migrate the proxy's tables: {exc}") from exc
         self.checkpointer: Checkpointer | None = None
-        if str(path) != ":memory:":  # the log copied back off the requests (``checkpoint``)
+        if str(path) != ":memory:" and checkpoint:  # the log copied back off the requests
             self._db.execute("PRAGMA wal_autocheckpoint=0")
             self.checkpointer = Checkpointer(path)
 

@@ -22,17 +22,26 @@ if TYPE_CHECKING:
 
 @dataclass
 class JobOptions:
-    """The node's job queue: the registry its worker counts tokens with (the engines' own), and
-    whether this node takes jobs from a Redis queue (False: other nodes' workers run them)."""
+    """The node's job queue: the registry its worker counts tokens with (the engines' own),
+    whether this node takes jobs from a Redis queue (False: other nodes' workers run them), and
+    whether its worker runs them in a process of its own (``job_process``; False: on its thread)."""
 
     registry: Registry | None = None
     run_worker: bool = True
+    process: bool = True
 
 
 def job_queue(store: IndexStore, redis: str | None, options: JobOptions) -> JobQueue:
     """The queue of a node on ``store``: in the Redis at ``redis`` (shared by the store's nodes),
-    else on a thread of the node."""
-    worker = JobWorker(JobIndex(store), options.registry, worker_name(), JobStats())
+    else on a thread of the node; the jobs' work in the node's job process (``options.process``,
+    a store another process can open: not ``:memory:``)."""
+    name = worker_name()
+    elsewhere = None
+    if options.process and store.url != ":memory:":
+        from ctxengine.proxy.job_process import JobProcess
+
+        elsewhere = JobProcess(store.url, options.registry)
+    worker = JobWorker(JobIndex(store), options.registry, name, JobStats(), elsewhere)
     if redis is None:
         return LocalJobs(worker)
     from ctxengine.proxy.jobs_redis import RedisJobs, namespace

@@ -1,0 +1,138 @@
+"""A node's background jobs run in a process of their own (``JobProcess``), so that no request of
+the node waits for a job's work to let go of the interpreter's lock.
+
+A session-notes job folds the session's history into its notes (30-50 ms of CPU for a history
+of 150,000 tokens). On a thread of the node it held the GIL while the session's next request was
+served: that request's own time was 31 ms instead of ~4 (``benchmarks/bench_proxy.py``, latency
+run at 150,000 tokens, 2026-12-05; with the job not run at all, 8 ms). Here the job runs as a
+worker on another node would run it: the process opens the node's store itself (the node's
+SQLite file, or the PostgreSQL URL), reads the job's snapshot and writes its outcome there
+(``jobs.JobWorker.run``); the node finds the outcome as it finds any worker's, in the job's row
+at the session's next request.
+
+The process is started with ``spawn`` (the node runs threads, whose locks a fork would copy),
+ahead of the first job (``start``), and exits by itself when the node is gone. A process that
+died between two jobs is replaced before the next; one that dies with a job (killed, out of
+memory) fails it with ``StoreError``: the job stays queued and is submitted again later
+(``shared.REQUEUE_S``), as after a store failure, and the session goes on with its notes as they
+are meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from ctxengine.models.registry import Registry
+from ctxengine.proxy.job_index import JobIndex
+from ctxengine.proxy.jobs import JobKey, JobStats, JobWorker, worker_name
+from ctxengine.store.base import StoreError
+from ctxengine.store.url import is_postgres_url
+
+log = logging.getLogger("ctxengine.proxy")
+
+PARENT_POLL_S = 1.0  # how often the process checks that its node lives
+
+_worker: JobWorker | None = None  # in the job process: its worker on its own store connection
+
+
+def _open(url: str, registry: Registry | None, parent: int) -> None:
+    """The job process's start: its worker on its own connection to the store at ``url``, named
+    after this process (``ran_by``)."""
+    global _worker
+
+    def orphaned() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, daemon=True, name="ctxengine-parent-watch").start()
+    if is_postgres_url(url):
+        from ctxengine.store.postgres import PostgresStore
+
+        store: object = PostgresStore(url, max_size=2, synchronous_commit=False)
+    else:
+        from ctxengine.proxy.local import LocalStore
+
+        store = LocalStore(url, checkpoint=False)
+    _worker = JobWorker(JobIndex(store), registry, worker_name(), JobStats())  # type: ignore[arg-type]
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+def _run(key: JobKey, give_up_why: str | None) -> str:
+    if _worker is None:  # pragma: no cover - ``_open`` runs first in every process of the pool
+        raise StoreError("the job process has no store")
+    return _worker.run(key, give_up_why)
+
+
+class JobProcess:
+    """The job process of a node whose store is at ``url`` (a PostgreSQL URL or the node's SQLite
+    file; not ``:memory:``, which another process cannot open). ``registry``: the models whose
+    tokens the jobs count (None: the built-in table). The jobs it runs name it (``ran_by``: its
+    host, pid and a random part). ``restarts``: processes that died and were replaced. Raises
+    ``ValueError`` for ``:memory:``."""
+
+    def __init__(self, url: str, registry: Registry | None) -> None:
+        if url == ":memory:":
+            raise ValueError("an in-memory store cannot be opened by another process")
+        self.url, self.registry = url, registry
+        self.restarts = 0
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_open,
+                    initargs=(self.url, self.registry, os.getpid()),
+                )
+            return self._pool
+
+    def start(self) -> Future[int]:
+        """Start the process (its imports and store connection) without waiting for it; the
+        future gives its pid."""
+        return self._executor().submit(_ready)
+
+    def run(self, key: JobKey, give_up_why: str | None = None) -> str:
+        """``JobWorker.run`` of ``key`` in the process, waited for (the caller's thread blocks,
+        holding no lock of the interpreter's). A process found dead before the job is replaced
+        first. Raises ``StoreError`` when the store fails or the process died with the job (then
+        replaced at the next call)."""
+        pool = self._executor()
+        try:
+            future = pool.submit(_run, key, give_up_why)
+        except BrokenProcessPool:  # it died between two jobs: this one has not started
+            self._replace(pool, "between two jobs")
+            future = self._executor().submit(_run, key, give_up_why)
+        try:
+            return future.result()
+        except BrokenProcessPool as exc:
+            self._replace(pool, f"with the job of turn {key.turn} of session {key.session}")
+            raise StoreError(f"the job process died ({exc})") from exc
+
+    def _replace(self, pool: ProcessPoolExecutor, when: str) -> None:
+        with self._lock:
+            if self._pool is not pool:
+                return  # replaced already
+            self._pool = None
+            self.restarts += 1
+        pool.shutdown(wait=False)
+        log.warning("proxy: the job process died %s: started again", when)
+
+    def close(self) -> None:
+        """Stop the process once the job it runs is finished."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,145 @@
+"""A node's background jobs in its job process (``proxy.job_process``): a real Claude Code session
+through a proxy on its SQLite store, its session-notes updates queued as jobs. Each job is run by
+a child process of the node (its ``ran_by`` names that process), its outcome applied at a later
+request of the session; a job process killed with SIGKILL between two jobs is replaced and the
+jobs after it run. PostgreSQL's path is the same code on the other store (``test_gateway_jobs``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import CLAUDE_CODE
+from ctxengine.formats import load
+from ctxengine.formats.anthropic_writer import to_anthropic
+from ctxengine.messages.model import Message
+from ctxengine.proxy import Proxy, ProxyConfig, create_app
+from ctxengine.proxy.app import STORE_FILE
+from ctxengine.proxy.job_index import DONE
+from ctxengine.proxy.job_process import JobProcess
+from proxy_servers import Upstream, serve
+
+pytestmark = [pytest.mark.usefixtures("clean_llm_env"), pytest.mark.filterwarnings("ignore")]
+
+CC_FILE = CLAUDE_CODE / "cc_opus-4.5_general-tool-calls_2-comment-header-lines.jsonl"
+MODEL = "claude-opus-4-5"
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[tuple[Upstream, str, Proxy, Path]]:
+    up = Upstream()
+    store = tmp_path / "store"
+    with serve(up.app()) as up_url:
+        cfg = ProxyConfig(anthropic_upstream=up_url, window=32_000, store=store, background_notes=True)
+        app = create_app(cfg)
+        with serve(app) as base:
+            yield up, base, app.state.proxy, store
+
+
+def _jobs(store: Path) -> list[tuple[str, int, str, int | None, str]]:
+    """Every job row of the node's SQLite file: session, turn, status, applied turn, worker."""
+    with sqlite3.connect(store / STORE_FILE) as conn:
+        rows = conn.execute(
+            "SELECT session, turn, status, applied_turn, ran_by FROM ctx_proxy_jobs ORDER BY turn"
+        ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def _job_process(proxy: Proxy) -> JobProcess:
+    shared = proxy.shared
+    assert shared is not None and shared.jobs is not None
+    elsewhere = shared.jobs.worker.elsewhere  # type: ignore[attr-defined]
+    assert isinstance(elsewhere, JobProcess)
+    return elsewhere
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _drive(base: str, messages: list[Message], calls: range, until: Any = None) -> int:
+    """The recorded session's calls numbered in ``calls`` (from 0), each request the whole
+    history so far, as Claude Code sends it; stops early once ``until()`` is true. Returns the
+    number of the next call."""
+    http = httpx.Client(base_url=base, headers={"x-api-key": "sk-job-process"}, timeout=60)
+    history: list[Message] = []
+    call = 0
+    for msg in messages:
+        if msg.role == "assistant":
+            if call == calls.stop or (until is not None and until()):
+                break
+            if call in calls:
+                msgs = to_anthropic(history, model=MODEL, cache_breakpoints=False)["messages"]
+                r = http.post("/v1/messages", json={"model": MODEL, "max_tokens": 1024, "messages": msgs})
+                assert r.status_code == 200, r.text
+                time.sleep(0.05)  # a moment between calls, as an agent's tools take
+            call += 1
+        history.append(msg)
+    return call
+
+
+def _wait_done(store: Path, n: int) -> list[tuple[str, int, str, int | None, str]]:
+    for _ in range(600):
+        jobs = _jobs(store)
+        if sum(j[2] == DONE for j in jobs) >= n:
+            return jobs
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n} jobs done: {_jobs(store)}")
+
+
+def test_notes_jobs_run_in_a_child_process_and_apply_at_a_later_request(
+    rig: tuple[Upstream, str, Proxy, Path], transcripts: Path
+) -> None:
+    upstream, base, proxy, store = rig
+    (session,) = load(CC_FILE)
+    assert _drive(base, session.messages, range(len(session.calls))) == len(session.calls)
+    jobs = _wait_done(store, 2)
+    done = [j for j in jobs if j[2] == DONE]
+    pids = {int(j[4].rsplit("-", 2)[1]) for j in done}  # ran_by: host-pid-random
+    assert os.getpid() not in pids
+    process = _job_process(proxy)
+    pid = process.start().result(timeout=60)
+    assert pids == {pid} and _parent(pid) == os.getpid()  # the node's own job process ran them all
+    applied = [j for j in done if j[3] is not None]
+    assert applied and all(j[3] > j[1] for j in applied)  # applied at a later request
+    assert all(not s.problems for s in upstream.seen)
+    totals = httpx.get(base + "/ctxengine/sessions").json()["totals"]
+    assert totals["jobs_failed"] == 0 and totals["jobs_run"] == len(done)
+
+
+def test_a_job_process_killed_between_jobs_is_replaced(
+    rig: tuple[Upstream, str, Proxy, Path], transcripts: Path
+) -> None:
+    _, base, proxy, store = rig
+    (session,) = load(CC_FILE)
+    n = len(session.calls)
+    stopped = _drive(base, session.messages, range(n), until=lambda: bool(_jobs(store)))
+    assert stopped < n
+    first = _wait_done(store, 1)
+    process = _job_process(proxy)
+    pid = process.start().result(timeout=60)
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(600):  # dead (gone, or a zombie until the pool reaps it)
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+                break
+        except OSError:
+            break
+        time.sleep(0.01)
+    _drive(base, session.messages, range(stopped, n))
+    jobs = _wait_done(store, len(first) + 1)
+    later = {
+        int(j[4].rsplit("-", 2)[1]) for j in jobs if j[2] == DONE and j[:2] not in {f[:2] for f in first}
+    }
+    assert later and pid not in later
+    assert process.restarts == 1
+    totals = httpx.get(base + "/ctxengine/sessions").json()["totals"]
+    assert totals["jobs_failed"] == 0
