@@ -1,8 +1,10 @@
 """A node's background jobs in its job process (``proxy.job_process``): a real Claude Code session
 through a proxy on its SQLite store, its session-notes updates queued as jobs. Each job is run by
-a child process of the node (its ``ran_by`` names that process), its outcome applied at a later
-request of the session; a job process killed with SIGKILL between two jobs is replaced and the
-jobs after it run. PostgreSQL's path is the same code on the other store (``test_gateway_jobs``)."""
+a child process of the node, its outcome applied at a later request of the session; a job process
+killed with SIGKILL between two jobs is replaced and the jobs after it run. PostgreSQL's path is
+the same code on the other store (``test_gateway_jobs``). Without a store, an engine's $0 notes
+updates computed in the job process (``ProcessNotes``) make the same notes at the same turns as
+in line, on the real 290-tool session."""
 
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from ctxengine.messages.model import Message
 from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy.app import STORE_FILE
 from ctxengine.proxy.job_index import DONE
-from ctxengine.proxy.job_process import JobProcess
+from ctxengine.proxy.job_process import JobProcess, ProcessNotes, notes_in
 from proxy_servers import Upstream, serve
+from test_notes import SONNET, drive, make_engine
 
 pytestmark = [pytest.mark.usefixtures("clean_llm_env"), pytest.mark.filterwarnings("ignore")]
 
@@ -103,11 +106,11 @@ def test_notes_jobs_run_in_a_child_process_and_apply_at_a_later_request(
     assert _drive(base, session.messages, range(len(session.calls))) == len(session.calls)
     jobs = _wait_done(store, 2)
     done = [j for j in jobs if j[2] == DONE]
-    pids = {int(j[4].rsplit("-", 2)[1]) for j in done}  # ran_by: host-pid-random
-    assert os.getpid() not in pids
     process = _job_process(proxy)
+    assert process.ran >= len(done)  # each job went to the process, which wrote its outcome
     pid = process.start().result(timeout=60)
-    assert pids == {pid} and _parent(pid) == os.getpid()  # the node's own job process ran them all
+    assert pid != os.getpid() and _parent(pid) == os.getpid()  # a child of the node
+    assert {j[4] for j in done} == {proxy.shared.jobs.worker.name}  # type: ignore[union-attr]
     applied = [j for j in done if j[3] is not None]
     assert applied and all(j[3] > j[1] for j in applied)  # applied at a later request
     assert all(not s.problems for s in upstream.seen)
@@ -134,12 +137,64 @@ def test_a_job_process_killed_between_jobs_is_replaced(
         except OSError:
             break
         time.sleep(0.01)
+    ran = process.ran
     _drive(base, session.messages, range(stopped, n))
-    jobs = _wait_done(store, len(first) + 1)
-    later = {
-        int(j[4].rsplit("-", 2)[1]) for j in jobs if j[2] == DONE and j[:2] not in {f[:2] for f in first}
-    }
-    assert later and pid not in later
+    _wait_done(store, len(first) + 1)
+    assert process.ran > ran  # the jobs after the kill ran, in a new process
+    assert process.start().result(timeout=60) not in (pid, os.getpid())
     assert process.restarts == 1
     totals = httpx.get(base + "/ctxengine/sessions").json()["totals"]
     assert totals["jobs_failed"] == 0
+
+
+@pytest.fixture(scope="module")
+def sonnet() -> list[Message]:
+    return load(SONNET)[0].messages
+
+
+def test_notes_computed_in_the_job_process_match_in_line(sonnet: list[Message]) -> None:
+    """The $0 updater in the job process, each update finished before the next turn: the same
+    notes, at the same turns, as in line; every update was computed in the child process."""
+    process = JobProcess(None, None)
+    try:
+        inline = make_engine()
+        background = notes_in(process, make_engine(background_notes=True), "claude-sonnet-4-5")
+        assert isinstance(background.compactor.notes_process, ProcessNotes)
+        at_inline: list[int] = []
+        at_background: list[int] = []
+        for (i, _), _ in zip(drive(inline, sonnet[:300]), drive(background, sonnet[:300]), strict=True):
+            if inline.compactor.notes.updates > len(at_inline):
+                at_inline.append(i)
+            job = background.compactor.notes_job
+            if job is not None and job.future is not None:
+                job.future.result(timeout=60)
+                background.maintain()  # applies it
+                at_background.append(i)
+        pid = process.start().result(timeout=60)
+        assert pid != os.getpid() and _parent(pid) == os.getpid()
+    finally:
+        process.close()
+    assert len(at_inline) >= 3 and at_background == at_inline
+    assert background.compactor.notes == inline.compactor.notes
+    assert background.compactor.notes_from == inline.compactor.notes_from
+
+
+def test_a_proxy_without_a_store_computes_its_notes_in_its_job_process(transcripts: Path) -> None:
+    """The real session through a proxy without a store: its engine's notes updates are computed
+    in the proxy's job process (a child process) and applied at its later calls; none failed."""
+    up = Upstream()
+    with serve(up.app()) as up_url:
+        app = create_app(ProxyConfig(anthropic_upstream=up_url, window=32_000, background_notes=True))
+        with serve(app) as base:
+            proxy: Proxy = app.state.proxy
+            (session,) = load(CC_FILE)
+            _drive(base, session.messages, range(len(session.calls)))
+            (s,) = proxy.table.sessions.values()
+            assert proxy.notes is not None and proxy.shared is None
+            assert isinstance(s.engine.compactor.notes_process, ProcessNotes)
+            pid = proxy.notes.start().result(timeout=60)
+            assert pid != os.getpid() and _parent(pid) == os.getpid()
+            # applied at the session's later calls (one may still wait for the next call)
+            assert s.engine.compactor.notes.updates >= 2, s.engine.compactor.notes_events
+            assert not [e for e in s.engine.compactor.notes_events if "error" in e.details]
+    assert all(not x.problems for x in up.seen)

@@ -10,6 +10,8 @@ pre-compaction flushes). One update at a time: while one runs, a due cadence is 
 (``notes_from`` and the cadence advance only when an update is applied, so the next cadence
 catches up). The notes themselves (Claude Code's session memory) are ``ctxengine.summary.notes``.
 
+A ``notes_process`` (set by the proxy without a store: ``proxy.job_process``) computes the $0
+updates in another process instead of the worker thread, and is waited for as the thread is.
 A ``notes_runner`` (set by the proxy on a shared store: ``proxy.jobs``) replaces the worker thread:
 it gets the job and the updater, and returns the future of its outcome, which its owner resolves
 between two calls of the engine (from a queue's outcome recorded in the store). The engine never
@@ -179,6 +181,8 @@ class SessionNotes:
         self.background_notes = False  # cadence updates on a worker thread (see the class doc)
         self.notes_job: NotesJob | None = None  # the background update running or not yet applied
         self.notes_runner: NotesRunner | None = None  # runs background updates instead of a thread
+        # computes the $0 background updates elsewhere (``proxy.job_process``), waited for as the thread
+        self.notes_process: Callable[[NotesJob], Future[NotesOutcome]] | None = None
         self._gave_up: NotesJob | None = None  # a running update already waited for in vain
         self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
         # a rehearsal of the next compaction runs (``compaction.rehearse``): no flush, no wait
@@ -280,6 +284,8 @@ class SessionNotes:
         updater, count = self._current_updater(), self.count_text
         if self.notes_runner is not None:
             job.future = self.notes_runner(job, updater)
+        elif self.notes_process is not None and self.llm is None and updater is self.updater:
+            job.future = self.notes_process(job)
         else:
             job.future = _in_thread(lambda: run_notes_update(updater, job, count), "ctxengine-notes")
         self.notes_job = job

@@ -49,6 +49,7 @@ from ctxengine.proxy.apply import Prepared, prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
 from ctxengine.proxy.identity import SESSION_HEADER, key_digest, root
+from ctxengine.proxy.job_process import JobProcess, notes_in
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable, branched_off
@@ -89,6 +90,7 @@ class Proxy:
         self.policy = live_policy(config)
         self.shared: SharedSessions | None
         self.shared = open_sessions(config, STORE_FILE, self.table, self.run, self._engine)
+        self.notes = None if self.shared or not config.background_notes else JobProcess(None, config.registry)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -107,6 +109,8 @@ class Proxy:
             await self.run(self._store.close)
         if self.shared is not None:
             await self.shared.close()
+        if self.notes is not None:
+            await asyncio.to_thread(self.notes.close)
         self._pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------ sessions
@@ -125,15 +129,11 @@ class Proxy:
         with warnings.catch_warnings():
             if window is not None and not self.config.window:  # the beta's window is the model's
                 warnings.simplefilter("ignore", ModelWindowWarning)
-            return ContextEngine(
-                self.policy,
-                model=model,
-                window=self.config.window or window,
-                registry=self.config.registry,
-                store=store or self._store,
-                session_id=sid,
-                background_notes=self.config.background_notes,
-            )
+            engine = ContextEngine(
+                self.policy, model=model, window=self.config.window or window, registry=self.config.registry,
+                store=store or self._store, session_id=sid, background_notes=self.config.background_notes,
+            )  # fmt: skip
+        return notes_in(self.notes, engine, model)  # without a store: the $0 notes in the job process
 
     async def session(self, wire: Wire, request: ClientRequest, headers: Any) -> ProxySession:
         """The session of ``request`` (continued, or new: a new conversation or a branch), its lock

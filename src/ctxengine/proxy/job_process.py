@@ -28,9 +28,21 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from ctxengine.compaction.notes import NOTES_LAYER, NotesJob, NotesOutcome
+from ctxengine.engine.core import ContextEngine
+from ctxengine.layers.base import LayerEvent
 from ctxengine.models.registry import Registry
 from ctxengine.proxy.job_index import JobIndex
-from ctxengine.proxy.jobs import JobKey, JobStats, JobWorker, worker_name
+from ctxengine.proxy.jobs import (
+    Counters,
+    JobKey,
+    JobStats,
+    JobWorker,
+    decode_outcome,
+    encode_input,
+    encode_outcome,
+    fold_input,
+)
 from ctxengine.store.base import StoreError
 from ctxengine.store.url import is_postgres_url
 
@@ -39,12 +51,13 @@ log = logging.getLogger("ctxengine.proxy")
 PARENT_POLL_S = 1.0  # how often the process checks that its node lives
 
 _worker: JobWorker | None = None  # in the job process: its worker on its own store connection
+_counters: Counters | None = None  # in the job process: the token counters of its updates
 
 
-def _open(url: str, registry: Registry | None, parent: int) -> None:
-    """The job process's start: its worker on its own connection to the store at ``url``, named
-    after this process (``ran_by``)."""
-    global _worker
+def _open(url: str | None, registry: Registry | None, name: str, parent: int) -> None:
+    """The job process's start: its token counters, and with a store (``url``) its worker on a
+    connection of its own, writing the node's worker ``name`` in the jobs it runs (``ran_by``)."""
+    global _worker, _counters
 
     def orphaned() -> None:
         while os.getppid() == parent:
@@ -52,6 +65,9 @@ def _open(url: str, registry: Registry | None, parent: int) -> None:
         os._exit(0)
 
     threading.Thread(target=orphaned, daemon=True, name="ctxengine-parent-watch").start()
+    _counters = Counters(registry)
+    if url is None:
+        return
     if is_postgres_url(url):
         from ctxengine.store.postgres import PostgresStore
 
@@ -60,7 +76,7 @@ def _open(url: str, registry: Registry | None, parent: int) -> None:
         from ctxengine.proxy.local import LocalStore
 
         store = LocalStore(url, checkpoint=False)
-    _worker = JobWorker(JobIndex(store), registry, worker_name(), JobStats())  # type: ignore[arg-type]
+    _worker = JobWorker(JobIndex(store), registry, name, JobStats())  # type: ignore[arg-type]
 
 
 def _ready() -> int:
@@ -68,23 +84,31 @@ def _ready() -> int:
 
 
 def _run(key: JobKey, give_up_why: str | None) -> str:
-    if _worker is None:  # pragma: no cover - ``_open`` runs first in every process of the pool
+    if _worker is None:
         raise StoreError("the job process has no store")
     return _worker.run(key, give_up_why)
 
 
+def _fold(data: bytes) -> bytes:
+    if _counters is None:  # pragma: no cover - ``_open`` runs first in every process of the pool
+        raise RuntimeError("the job process was not started")
+    return encode_outcome(fold_input(data, _counters))
+
+
 class JobProcess:
     """The job process of a node whose store is at ``url`` (a PostgreSQL URL or the node's SQLite
-    file; not ``:memory:``, which another process cannot open). ``registry``: the models whose
-    tokens the jobs count (None: the built-in table). The jobs it runs name it (``ran_by``: its
-    host, pid and a random part). ``restarts``: processes that died and were replaced. Raises
-    ``ValueError`` for ``:memory:``."""
+    file; not ``:memory:``, which another process cannot open; None: no store, the process only
+    folds snapshots it is sent, ``fold``). ``registry``: the models whose tokens the jobs count
+    (None: the built-in table); ``name``: the node's worker name, written in the jobs it runs
+    (``ran_by``). ``ran``: jobs it ran (``run`` calls it answered); ``restarts``: processes that
+    died and were replaced. Raises ``ValueError`` for ``:memory:``."""
 
-    def __init__(self, url: str, registry: Registry | None) -> None:
+    def __init__(self, url: str | None, registry: Registry | None, name: str = "") -> None:
         if url == ":memory:":
             raise ValueError("an in-memory store cannot be opened by another process")
-        self.url, self.registry = url, registry
-        self.restarts = 0
+        self.url, self.registry, self.name = url, registry, name
+        self.ran = self.restarts = 0
+        self._starting = False
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -95,14 +119,35 @@ class JobProcess:
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_open,
-                    initargs=(self.url, self.registry, os.getpid()),
+                    initargs=(self.url, self.registry, self.name, os.getpid()),
                 )
             return self._pool
+
+    def start_soon(self) -> None:
+        """Start the process on a thread of its own, unless started already: its start (a few
+        ms of the interpreter's time) is not spent on the caller's thread (the engine thread,
+        which serves the next request)."""
+        with self._lock:
+            if self._pool is not None or self._starting:
+                return
+            self._starting = True
+        threading.Thread(target=self.start, daemon=True, name="ctxengine-job-process-start").start()
 
     def start(self) -> Future[int]:
         """Start the process (its imports and store connection) without waiting for it; the
         future gives its pid."""
         return self._executor().submit(_ready)
+
+    def fold(self, data: bytes) -> Future[bytes]:
+        """The outcome (``jobs.encode_outcome``) of the notes update whose snapshot is ``data``
+        (``jobs.encode_input``), computed in the process; a process found dead first is replaced.
+        The future raises ``BrokenProcessPool`` when the process dies with it."""
+        pool = self._executor()
+        try:
+            return pool.submit(_fold, data)
+        except BrokenProcessPool:  # it died between two updates: this one has not started
+            self._replace(pool, "between two jobs")
+            return self._executor().submit(_fold, data)
 
     def run(self, key: JobKey, give_up_why: str | None = None) -> str:
         """``JobWorker.run`` of ``key`` in the process, waited for (the caller's thread blocks,
@@ -116,10 +161,13 @@ class JobProcess:
             self._replace(pool, "between two jobs")
             future = self._executor().submit(_run, key, give_up_why)
         try:
-            return future.result()
+            status = future.result()
         except BrokenProcessPool as exc:
             self._replace(pool, f"with the job of turn {key.turn} of session {key.session}")
             raise StoreError(f"the job process died ({exc})") from exc
+        with self._lock:
+            self.ran += 1
+        return status
 
     def _replace(self, pool: ProcessPoolExecutor, when: str) -> None:
         with self._lock:
@@ -136,3 +184,42 @@ class JobProcess:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class ProcessNotes:
+    """An engine's $0 session-notes updates computed in ``process`` (the compactor's
+    ``notes_process``) instead of on a thread of the proxy's: the engine waits for their outcome
+    where it would wait for the thread's, so that it makes the same notes at the same calls. The
+    snapshot and the outcome cross as the store's jobs store them (msgpack). ``model``: the
+    session's, whose tokens the update counts. An update whose process died is an update that
+    failed (its event says so): the notes stay as they were and the next cadence tries again."""
+
+    def __init__(self, process: JobProcess, model: str) -> None:
+        self.process, self.model = process, model
+
+    def __call__(self, job: NotesJob) -> Future[NotesOutcome]:
+        out: Future[NotesOutcome] = Future()
+        out.set_running_or_notify_cancel()
+
+        def done(inner: Future[bytes]) -> None:
+            try:
+                outcome = decode_outcome(inner.result())
+            except BaseException as exc:  # the process died: a failed update, said in its event
+                event = LayerEvent(
+                    layer=NOTES_LAYER, reason=f"{job.why}: update failed", tokens_before=0,
+                    tokens_after=0, details={"error": f"{type(exc).__name__}: {exc}"},
+                )  # fmt: skip
+                outcome = NotesOutcome(None, event)
+            out.set_result(outcome)
+
+        self.process.fold(encode_input(job, self.model)).add_done_callback(done)
+        return out
+
+
+def notes_in(process: JobProcess | None, engine: ContextEngine, model: str) -> ContextEngine:
+    """``engine`` with its $0 background notes updates computed in ``process`` (``ProcessNotes``;
+    None, or an engine with a model or without background notes: as it was)."""
+    if process is not None and engine.llm is None and engine.compactor.background_notes:
+        engine.compactor.notes_process = ProcessNotes(process, model)
+        process.start_soon()
+    return engine

@@ -200,13 +200,25 @@ def run_job(index: JobIndex, key: JobKey, count_for: Callable[[str], Callable[[s
     if status != QUEUED:
         return WRITTEN
     try:
-        inp = _INPUT.decode(data)
-        count = count_for(inp.model)
-        job = NotesJob(inp.why, inp.new, inp.notes, inp.end, inp.tokens, inp.tool_calls)
-        outcome = run_notes_update(DeterministicNotesUpdater(count), job, count)
+        outcome = fold_input(data, count_for)
     except Exception as exc:  # a snapshot this worker cannot read: the session must not wait for ever
         outcome = NotesOutcome(None, failed_event(key, f"{type(exc).__name__}: {exc}"))
     return _write(index, key, outcome, name)
+
+
+def fold_input(data: bytes, count_for: Callable[[str], Callable[[str], int]]) -> NotesOutcome:
+    """The outcome of the notes update whose snapshot is ``data`` (``encode_input``): the $0
+    updater of ``summary.notes``, counting with ``count_for(model)``. Raises what decoding a
+    snapshot that is not one raises (``msgspec.DecodeError``, ``msgspec.ValidationError``)."""
+    inp = _INPUT.decode(data)
+    count = count_for(inp.model)
+    job = NotesJob(inp.why, inp.new, inp.notes, inp.end, inp.tokens, inp.tool_calls)
+    return run_notes_update(DeterministicNotesUpdater(count), job, count)
+
+
+def encode_outcome(outcome: NotesOutcome) -> bytes:
+    """An outcome as stored (``StoredOutcome``'s msgpack; ``decode_outcome`` reads it)."""
+    return msgspec.msgpack.encode(StoredOutcome(outcome.state, outcome.event))
 
 
 def give_up(index: JobIndex, key: JobKey, why: str, name: str) -> str:
@@ -225,10 +237,24 @@ def failed_event(key: JobKey, error: str) -> LayerEvent:
 
 def _write(index: JobIndex, key: JobKey, outcome: NotesOutcome, name: str) -> str:
     status = DONE if outcome.state is not None else FAILED
-    stored = msgspec.msgpack.encode(StoredOutcome(outcome.state, outcome.event))
+    stored = encode_outcome(outcome)
     if not index.complete(key.session, key.turn, key.kind, status, stored, name, time.time()):
         return WRITTEN
     return status
+
+
+class Counters:
+    """Token counters by model name, as the engines of ``registry`` count (None: the built-in
+    table): ``counters(model)`` is the ``count_text`` of ``counter_for`` its entry."""
+
+    def __init__(self, registry: Registry | None) -> None:
+        self._registry = registry or Registry.default()
+        self._counters: dict[str, Callable[[str], int]] = {}
+
+    def __call__(self, model: str) -> Callable[[str], int]:
+        if model not in self._counters:
+            self._counters[model] = counter_for(self._registry.get(model)).count_text
+        return self._counters[model]
 
 
 class RunElsewhere(Protocol):
@@ -252,15 +278,8 @@ class JobWorker:
     ) -> None:  # fmt: skip
         self.index, self.name, self.stats = index, name, stats
         self.elsewhere = elsewhere
-        self._registry = registry or Registry.default()
+        self.count_for = Counters(registry)
         self._warned: set[JobKey] = set()
-        self._counters: dict[str, Callable[[str], int]] = {}
-
-    def count_for(self, model: str) -> Callable[[str], int]:
-        """The token counter of ``model`` (as its engines count)."""
-        if model not in self._counters:
-            self._counters[model] = counter_for(self._registry.get(model)).count_text
-        return self._counters[model]
 
     def run(self, key: JobKey, give_up_why: str | None = None) -> str:
         """Run one job on this thread (see ``run_job``; ``give_up_why``: write it failed instead,

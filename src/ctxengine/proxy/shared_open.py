@@ -40,7 +40,7 @@ def job_queue(store: IndexStore, redis: str | None, options: JobOptions) -> JobQ
     if options.process and store.url != ":memory:":
         from ctxengine.proxy.job_process import JobProcess
 
-        elsewhere = JobProcess(store.url, options.registry)
+        elsewhere = JobProcess(store.url, options.registry, name)
     worker = JobWorker(JobIndex(store), options.registry, name, JobStats(), elsewhere)
     if redis is None:
         return LocalJobs(worker)
