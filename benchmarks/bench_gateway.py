@@ -28,7 +28,8 @@ the gateway adds, queueing included), the sessions' first requests, lost request
 both nodes), invalid answers (not echoing their id), and from the store: sessions whose recorded
 calls or messages fall short of what their client got answered (lost session entries), the CPU
 the node's processes spent per request (ms: the node's own process, with workers its router;
-then its worker processes, a killed one's CPU not counted), the CPU the load itself spent per
+then its worker processes, a killed one's CPU not counted; then the job processes that run the
+sessions' notes updates), the CPU the load itself spent per
 request (ms: the clients, this process; the upstream stand-in; the PostgreSQL and Redis
 servers) and the load average at the end of
 the run (the cores are shared with the clients, the upstream, the servers and other jobs). It
@@ -165,13 +166,19 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _cpu(procs: list[subprocess.Popen[bytes]]) -> dict[str, float]:
-    """CPU seconds so far of the nodes (with one worker: the node; with more, its router) and of
-    their worker processes."""
-    out = {"node": 0.0, "workers": 0.0}
+def _cpu(procs: list[subprocess.Popen[bytes]], workers: int) -> dict[str, float]:
+    """CPU seconds so far of the nodes (with one worker: the node; with more, its router), of
+    their worker processes, and of the job processes that run the sessions' notes updates (the
+    node's child with one worker, each worker's child with more)."""
+    out = {"node": 0.0, "workers": 0.0, "jobs": 0.0}
     for p in procs:
         out["node"] += _cpu_s(p.pid)
-        out["workers"] += sum(_cpu_s(w) for w in _workers_of(p.pid))
+        children = _workers_of(p.pid)
+        if workers == 1:
+            out["jobs"] += sum(_cpu_s(j) for j in children)
+        else:
+            out["workers"] += sum(_cpu_s(w) for w in children)
+            out["jobs"] += sum(_cpu_s(j) for w in children for j in _workers_of(w))
     return out
 
 
@@ -254,9 +261,9 @@ def layout(
         elif kill:
             killer = lambda: os.killpg(procs[0].pid, signal.SIGKILL)  # noqa: E731
         work = [Conversation(s, history) for s in range(sessions)]
-        before = _cpu(procs)
+        before = _cpu(procs, workers)
         res = _measured(up_pid, clients(bases, work, per, killer, think_ms, ramp_ms))
-        res.cpu = {k: v - before[k] for k, v in _cpu(procs).items()}
+        res.cpu = {k: v - before[k] for k, v in _cpu(procs, workers).items()}
         res.invalid += _short(store, per, res.retried)
         return res
     finally:
@@ -280,17 +287,14 @@ def line(label: str, r: Result, n: int, direct: Result | None) -> None:
     if direct is not None:
         p50, p99 = (pct(r.later, q) - pct(direct.later, q) for q in (0.5, 0.99))
         added = f"{p50:8.1f} {p99:8.1f}"
-    cpu = ""
-    if r.cpu:
-        node, workers = (1000 * r.cpu[k] / n for k in ("node", "workers"))
-        cpu = f"{node:6.1f} {workers:6.1f}" if workers else f"{node:6.1f} {'-':>6}"
-    else:
-        cpu = f"{'-':>6} {'-':>6}"
+    cpu = " ".join(
+        f"{1000 * r.cpu[k] / n:6.1f}" if r.cpu.get(k) else f"{'-':>6}" for k in ("node", "workers", "jobs")
+    )
     load = " ".join(f"{1000 * r.load_cpu.get(k, 0.0) / n:6.1f}" for k in ("clients", "upstream", "servers"))
     print(
         f"{label:30} {n / r.wall:8.1f} {pct(r.later, 0.5):8.1f} {pct(r.later, 0.99):8.1f} {added:17} "
         f"{pct(r.first, 0.5):8.0f} {pct(r.first, 1.0):8.0f} {r.retried:7} {r.lost:5} {r.invalid:7} "
-        f"{cpu:13} {load:20} {os.getloadavg()[0]:5.1f}"
+        f"{cpu:20} {load:20} {os.getloadavg()[0]:5.1f}"
     )
 
 
@@ -299,12 +303,13 @@ def ceiling(one: Result, two: Result, n: int) -> str:
     the CPU each spent per request, and what the runs reached.
 
     One worker runs on one core at most: at most ``1000 / w1`` requests/s (``w1``: its CPU ms per
-    request). Two workers, their router and the load (clients, upstream, servers) share the
-    machine's ``c`` cores: at most ``1000 c / (w2 + r + o)``. The ratio of the two is the most
-    that adding a worker can give here; it falls as the proxy gets cheaper beside the load."""
+    request; its job process ``j1`` runs beside it). Two workers, their router, their job
+    processes and the load (clients, upstream, servers) share the machine's ``c`` cores: at most
+    ``1000 c / (w2 + r + j2 + o)``. The ratio of the two is the most that adding a worker can give
+    here; it falls as the proxy gets cheaper beside the load."""
     cores = os.cpu_count() or 1
     w1 = 1000 * one.cpu["node"] / n
-    o1 = 1000 * sum(one.load_cpu.values()) / n
+    o1 = 1000 * (sum(one.load_cpu.values()) + one.cpu["jobs"]) / n
     total = 1000 * (sum(two.cpu.values()) + sum(two.load_cpu.values())) / n
     cap1 = min(1000 / w1, 1000 * cores / (w1 + o1))
     cap2 = 1000 * cores / total
@@ -343,7 +348,8 @@ def main() -> None:
             print(f"\n## history {history:,} tokens: {what}")
             print(f"{'layout':30} {'req/s':>8} {'p50':>8} {'p99':>8} {'added p50/p99':>17} "
                   f"{'1st p50':>8} {'1st max':>8} {'retried':>7} {'lost':>5} {'invalid':>7} "
-                  f"{'cpu ms/req':>13} {'clients/upstream/servers ms':>20} {'load':>5}")  # fmt: skip
+                  f"{'cpu node/workers/jobs ms':>20} "
+                  f"{'clients/upstream/servers ms':>20} {'load':>5}")  # fmt: skip
             work = [Conversation(s, history) for s in range(args.sessions)]
             pace = {"think_ms": args.think_ms, "ramp_ms": args.ramp_ms}
             direct = _measured(up.pid, clients([up_url], work, per, **pace))
