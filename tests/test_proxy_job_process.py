@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from conftest import CLAUDE_CODE
@@ -198,3 +199,42 @@ def test_a_proxy_without_a_store_computes_its_notes_in_its_job_process(transcrip
             assert s.engine.compactor.notes.updates >= 2, s.engine.compactor.notes_events
             assert not [e for e in s.engine.compactor.notes_events if "error" in e.details]
     assert all(not x.problems for x in up.seen)
+
+
+def test_a_failed_update_and_a_dead_process_are_failed_updates_and_the_process_goes_on(
+    sonnet: list[Message],
+) -> None:
+    """A snapshot the job process cannot read, then its process killed between two updates:
+    each update that could not be made is an outcome without notes whose event says why; the
+    process is replaced and the next update is made."""
+    from ctxengine.compaction.notes import NotesJob
+    from ctxengine.proxy.jobs import decode_outcome, encode_input
+    from ctxengine.summary.notes import NotesState
+
+    process = JobProcess(None, None)
+    try:
+        bad = process.fold(b"not a snapshot")
+        with pytest.raises(msgspec.ValidationError):  # raised in the process, given back
+            bad.result(timeout=60)
+        pid = process.start().result(timeout=60)
+        assert process.restarts == 0  # a bad snapshot does not kill the process
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(600):
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+                    break
+            except OSError:
+                break
+            time.sleep(0.01)
+        time.sleep(0.2)  # the pool's thread sees its process gone
+        job = NotesJob("cadence", sonnet[:40], NotesState(), 40, tokens=1_000)
+        outcome = ProcessNotes(process, "claude-sonnet-4-5")(job).result(timeout=60)
+        if outcome.state is None:  # submitted before the pool saw the death: failed, said so
+            assert "update failed" in outcome.event.reason and "error" in outcome.event.details
+            outcome = ProcessNotes(process, "claude-sonnet-4-5")(job).result(timeout=60)
+        assert outcome.state is not None and outcome.state.updates == 1
+        assert process.restarts == 1
+        again = decode_outcome(process.fold(encode_input(job, "claude-sonnet-4-5")).result(timeout=60))
+        assert again.state == outcome.state  # the same update, made again in the new process
+    finally:
+        process.close()

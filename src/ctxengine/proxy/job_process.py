@@ -25,8 +25,10 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
 
 from ctxengine.compaction.notes import NOTES_LAYER, NotesJob, NotesOutcome
 from ctxengine.engine.core import ContextEngine
@@ -47,6 +49,7 @@ from ctxengine.store.base import StoreError
 from ctxengine.store.url import is_postgres_url
 
 log = logging.getLogger("ctxengine.proxy")
+T = TypeVar("T")
 
 PARENT_POLL_S = 1.0  # how often the process checks that its node lives
 
@@ -140,26 +143,22 @@ class JobProcess:
 
     def fold(self, data: bytes) -> Future[bytes]:
         """The outcome (``jobs.encode_outcome``) of the notes update whose snapshot is ``data``
-        (``jobs.encode_input``), computed in the process; a process found dead first is replaced.
-        The future raises ``BrokenProcessPool`` when the process dies with it."""
-        pool = self._executor()
-        try:
-            return pool.submit(_fold, data)
-        except BrokenProcessPool:  # it died between two updates: this one has not started
-            self._replace(pool, "between two jobs")
-            return self._executor().submit(_fold, data)
+        (``jobs.encode_input``), computed in the process. Never raises: the future raises
+        ``BrokenProcessPool`` when the process died with it (then replaced) or could not start."""
+        pool, future = self._submit(_fold, data)
+
+        def died(done: Future[bytes]) -> None:
+            if isinstance(done.exception(), BrokenProcessPool):
+                self._replace(pool, "with a notes update")
+
+        future.add_done_callback(died)
+        return future
 
     def run(self, key: JobKey, give_up_why: str | None = None) -> str:
         """``JobWorker.run`` of ``key`` in the process, waited for (the caller's thread blocks,
-        holding no lock of the interpreter's). A process found dead before the job is replaced
-        first. Raises ``StoreError`` when the store fails or the process died with the job (then
-        replaced at the next call)."""
-        pool = self._executor()
-        try:
-            future = pool.submit(_run, key, give_up_why)
-        except BrokenProcessPool:  # it died between two jobs: this one has not started
-            self._replace(pool, "between two jobs")
-            future = self._executor().submit(_run, key, give_up_why)
+        holding no lock of the interpreter's). Raises ``StoreError`` when the store fails, or the
+        process died with the job (then replaced at the next call) or could not start."""
+        pool, future = self._submit(_run, key, give_up_why)
         try:
             status = future.result()
         except BrokenProcessPool as exc:
@@ -168,6 +167,23 @@ class JobProcess:
         with self._lock:
             self.ran += 1
         return status
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> tuple[ProcessPoolExecutor, Future[T]]:
+        """``fn(*args)`` submitted to the process (one found dead first is replaced: the call has
+        not started), with the pool it went to; a pool that cannot take it gives a future that
+        raises ``BrokenProcessPool``."""
+        pool = self._executor()
+        try:
+            return pool, pool.submit(fn, *args)
+        except BrokenProcessPool:  # it died between two calls
+            self._replace(pool, "between two jobs")
+        pool = self._executor()
+        try:
+            return pool, pool.submit(fn, *args)
+        except BrokenProcessPool as exc:  # it cannot start: said by the caller's failure
+            failed: Future[T] = Future()
+            failed.set_exception(exc)
+            return pool, failed
 
     def _replace(self, pool: ProcessPoolExecutor, when: str) -> None:
         with self._lock:
