@@ -701,21 +701,30 @@ def test_background_cadence_is_skipped_while_an_update_runs_and_catches_up(sonne
     assert "FIRST" in between(p2, "current-notes")
 
 
-def test_background_with_each_update_awaited_matches_in_line(sonnet: list[Message]) -> None:
-    """The $0 updater in the background, each update finished before the next turn, ends with
-    the same notes, at the same turns, as in line."""
-    inline, background = make_engine(), make_engine(background_notes=True)
+def updates_side_by_side(
+    inline: ContextEngine, background: ContextEngine, messages: list[Message]
+) -> tuple[list[int], list[int]]:
+    """``messages`` fed to both engines, each background update finished and applied before the
+    next turn: the indices of the turns at which each engine's notes were updated."""
     at_inline: list[int] = []
     at_background: list[int] = []
-    for (i, _), _ in zip(drive(inline, sonnet[:300]), drive(background, sonnet[:300]), strict=True):
+    for (i, _), _ in zip(drive(inline, messages), drive(background, messages), strict=True):
         if inline.compactor.notes.updates > len(at_inline):
             at_inline.append(i)
         job = background.compactor.notes_job
         if job is not None and job.future is not None:
-            job.future.result(timeout=30)
+            job.future.result(timeout=60)
             background.maintain()  # applies it
             at_background.append(i)
         assert not background.notes_update_pending
+    return at_inline, at_background
+
+
+def test_background_with_each_update_awaited_matches_in_line(sonnet: list[Message]) -> None:
+    """The $0 updater in the background, each update finished before the next turn, ends with
+    the same notes, at the same turns, as in line."""
+    inline, background = make_engine(), make_engine(background_notes=True)
+    at_inline, at_background = updates_side_by_side(inline, background, sonnet[:300])
     assert len(at_inline) >= 3 and at_background == at_inline
     assert background.compactor.notes == inline.compactor.notes
     assert background.compactor.notes_from == inline.compactor.notes_from

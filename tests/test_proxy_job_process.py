@@ -29,7 +29,7 @@ from ctxengine.proxy.app import STORE_FILE
 from ctxengine.proxy.job_index import DONE
 from ctxengine.proxy.job_process import JobProcess, ProcessNotes, notes_in
 from proxy_servers import Upstream, serve
-from test_notes import SONNET, drive, make_engine
+from test_notes import SONNET, make_engine, updates_side_by_side
 
 pytestmark = [pytest.mark.usefixtures("clean_llm_env"), pytest.mark.filterwarnings("ignore")]
 
@@ -63,6 +63,18 @@ def _job_process(proxy: Proxy) -> JobProcess:
     elsewhere = shared.jobs.worker.elsewhere  # type: ignore[attr-defined]
     assert isinstance(elsewhere, JobProcess)
     return elsewhere
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL to ``pid``, returning once it is dead (gone, or a zombie until its pool reaps it)."""
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(600):
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+                return
+        except OSError:
+            return
+        time.sleep(0.01)
 
 
 def _parent(pid: int) -> int:
@@ -130,14 +142,7 @@ def test_a_job_process_killed_between_jobs_is_replaced(
     first = _wait_done(store, 1)
     process = _job_process(proxy)
     pid = process.start().result(timeout=60)
-    os.kill(pid, signal.SIGKILL)
-    for _ in range(600):  # dead (gone, or a zombie until the pool reaps it)
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
-                break
-        except OSError:
-            break
-        time.sleep(0.01)
+    _kill(pid)
     ran = process.ran
     _drive(base, session.messages, range(stopped, n))
     _wait_done(store, len(first) + 1)
@@ -160,17 +165,12 @@ def test_notes_computed_in_the_job_process_match_in_line(sonnet: list[Message]) 
     try:
         inline = make_engine()
         background = notes_in(process, make_engine(background_notes=True), "claude-sonnet-4-5")
-        assert isinstance(background.compactor.notes_process, ProcessNotes)
-        at_inline: list[int] = []
-        at_background: list[int] = []
-        for (i, _), _ in zip(drive(inline, sonnet[:300]), drive(background, sonnet[:300]), strict=True):
-            if inline.compactor.notes.updates > len(at_inline):
-                at_inline.append(i)
-            job = background.compactor.notes_job
-            if job is not None and job.future is not None:
-                job.future.result(timeout=60)
-                background.maintain()  # applies it
-                at_background.append(i)
+        real = background.compactor.notes_process
+        assert isinstance(real, ProcessNotes)
+        sent: list[int] = []
+        background.compactor.notes_process = lambda job: sent.append(job.end) or real(job)
+        at_inline, at_background = updates_side_by_side(inline, background, sonnet[:300])
+        assert len(sent) == len(at_background)  # each update went to the process
         pid = process.start().result(timeout=60)
         assert pid != os.getpid() and _parent(pid) == os.getpid()
     finally:
@@ -218,14 +218,7 @@ def test_a_failed_update_and_a_dead_process_are_failed_updates_and_the_process_g
             bad.result(timeout=60)
         pid = process.start().result(timeout=60)
         assert process.restarts == 0  # a bad snapshot does not kill the process
-        os.kill(pid, signal.SIGKILL)
-        for _ in range(600):
-            try:
-                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
-                    break
-            except OSError:
-                break
-            time.sleep(0.01)
+        _kill(pid)
         time.sleep(0.2)  # the pool's thread sees its process gone
         job = NotesJob("cadence", sonnet[:40], NotesState(), 40, tokens=1_000)
         outcome = ProcessNotes(process, "claude-sonnet-4-5")(job).result(timeout=60)
