@@ -22,6 +22,7 @@ import pytest
 from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy import app as proxy_app
 from ctxengine.proxy import shared as proxy_shared
+from ctxengine.proxy.jobs import LocalJobs
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from proxy_servers import Upstream, serve
 
@@ -44,12 +45,21 @@ class Rig:
 
     def settle(self) -> None:
         """Wait until every request has completed (the engine's upkeep and the log line run
-        after the response has gone out)."""
+        after the response has gone out) and the jobs they queued on the node have run (their
+        outcomes then apply at the session's next request, whatever runs them and how fast: a
+        test's two runs apply them at the same turns)."""
         for _ in range(500):
             if not any(s.lock.locked() for s in list(self.proxy.table.sessions.values())):
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("a session stayed locked")
+        jobs = self.proxy.shared.jobs if self.proxy.shared is not None else None
+        for _ in range(3000):
+            if not isinstance(jobs, LocalJobs) or not jobs.pending:
                 return
             time.sleep(0.01)
-        raise AssertionError("a session stayed locked")
+        raise AssertionError("the node's jobs did not run within 30 s")
 
     def sessions(self) -> dict[str, Any]:
         self.settle()

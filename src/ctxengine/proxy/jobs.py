@@ -346,6 +346,11 @@ class LocalJobs:
         with contextlib.suppress(StoreError):  # counted and logged by the worker; the job stays queued
             self.worker.execute(key)
 
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not yet run (or running)."""
+        return len(self._running)
+
     async def drain(self) -> None:
         """Wait until every job submitted so far has run."""
         while self._running:
