@@ -8,7 +8,9 @@ run at 150,000 tokens, 2026-12-05; with the job not run at all, 8 ms). Here the 
 worker on another node would run it: the process opens the node's store itself (the node's
 SQLite file, or the PostgreSQL URL), reads the job's snapshot and writes its outcome there
 (``jobs.JobWorker.run``); the node finds the outcome as it finds any worker's, in the job's row
-at the session's next request.
+at the session's next request. A proxy without a store has no job to record: ``ProcessNotes``
+sends its engines' $0 updates to the process (the snapshot as the store's jobs hold it) and the
+engine waits for the outcome where it would wait for its own thread's (``notes_in``).
 
 The process is started with ``spawn`` (the node runs threads, whose locks a fork would copy),
 ahead of the first job (``start``), and exits by itself when the node is gone. A process that
