@@ -106,6 +106,7 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
         assert totals["sessions_rebuilt"] == 0
         workers = _workers(proc.pid)
         assert len(workers) == 2
+        assert [len(_workers(w)) for w in workers] == [1, 1]  # each worker's job process
         os.kill(workers[0], signal.SIGKILL)
         # kill() returns before the process is gone: a request relayed to it meanwhile would be
         # one "given to the worker when it died" (a 502, the next test's case), not this one's

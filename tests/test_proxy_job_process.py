@@ -42,7 +42,9 @@ def rig(tmp_path: Path) -> Iterator[tuple[Upstream, str, Proxy, Path]]:
     up = Upstream()
     store = tmp_path / "store"
     with serve(up.app()) as up_url:
-        cfg = ProxyConfig(anthropic_upstream=up_url, window=32_000, store=store, background_notes=True)
+        cfg = ProxyConfig(
+            anthropic_upstream=up_url, window=32_000, store=store, background_notes=True, job_process=True
+        )
         app = create_app(cfg)
         with serve(app) as base:
             yield up, base, app.state.proxy, store
@@ -185,7 +187,8 @@ def test_a_proxy_without_a_store_computes_its_notes_in_its_job_process(transcrip
     in the proxy's job process (a child process) and applied at its later calls; none failed."""
     up = Upstream()
     with serve(up.app()) as up_url:
-        app = create_app(ProxyConfig(anthropic_upstream=up_url, window=32_000, background_notes=True))
+        cfg = ProxyConfig(anthropic_upstream=up_url, window=32_000, background_notes=True, job_process=True)
+        app = create_app(cfg)
         with serve(app) as base:
             proxy: Proxy = app.state.proxy
             (session,) = load(CC_FILE)
@@ -231,3 +234,14 @@ def test_a_failed_update_and_a_dead_process_are_failed_updates_and_the_process_g
         assert again.state == outcome.state  # the same update, made again in the new process
     finally:
         process.close()
+
+
+def test_an_app_inside_another_program_keeps_its_notes_on_threads(tmp_path: Path) -> None:
+    """``create_app`` in another program (``job_process`` off, the default): no job process is
+    made, with a store or without (spawning one would import that program's main module again);
+    ``ctxengine proxy`` and its workers turn it on."""
+    for store in (None, tmp_path / "store"):
+        proxy: Proxy = create_app(ProxyConfig(window=32_000, store=store)).state.proxy
+        assert proxy.notes is None
+        jobs = proxy.shared.jobs if proxy.shared is not None else None
+        assert jobs is None or jobs.worker.elsewhere is None  # type: ignore[attr-defined]

@@ -49,7 +49,7 @@ from ctxengine.proxy.apply import Prepared, prepare
 from ctxengine.proxy.cache_ttl import IdleGaps, hour_prefix
 from ctxengine.proxy.config import ProxyConfig, Totals, live_policy
 from ctxengine.proxy.identity import SESSION_HEADER, key_digest, root
-from ctxengine.proxy.job_process import JobProcess, notes_in
+from ctxengine.proxy.job_process import notes_in, notes_process
 from ctxengine.proxy.locks import LockUnavailable
 from ctxengine.proxy.retrieve_rounds import forward_rounds
 from ctxengine.proxy.sessions import ProxySession, SessionTable, branched_off
@@ -90,7 +90,7 @@ class Proxy:
         self.policy = live_policy(config)
         self.shared: SharedSessions | None
         self.shared = open_sessions(config, STORE_FILE, self.table, self.run, self._engine)
-        self.notes = None if self.shared or not config.background_notes else JobProcess(None, config.registry)
+        self.notes = notes_process(config) if self.shared is None else None
 
     @property
     def client(self) -> httpx.AsyncClient:

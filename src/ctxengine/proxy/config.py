@@ -50,6 +50,11 @@ class ProxyConfig:
     # start-up heap is collected and frozen (``warm.freeze_heap``: the cyclic collector's full
     # collections then skip it); False for an app inside another program (tests, ``wrap``)
     freeze_heap: bool = False
+    # the process is the proxy's own: the sessions' notes updates run in its job process
+    # (``job_process``), off the interpreter lock of the requests; False for an app inside another
+    # program (tests, ``wrap``, an ASGI server of its own): the updates on threads, as a process
+    # spawned there would import that program's main module again
+    job_process: bool = False
 
 
 def live_policy(config: ProxyConfig) -> Policy:

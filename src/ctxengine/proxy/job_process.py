@@ -12,7 +12,10 @@ at the session's next request. A proxy without a store has no job to record: ``P
 sends its engines' $0 updates to the process (the snapshot as the store's jobs hold it) and the
 engine waits for the outcome where it would wait for its own thread's (``notes_in``).
 
-The process is started with ``spawn`` (the node runs threads, whose locks a fork would copy),
+Only for a process that is the proxy's own (``ctxengine proxy`` and each of its workers:
+``ProxyConfig.job_process``): a process spawned from an app inside another program would import
+that program's main module again. The process is started with ``spawn`` (the node runs threads,
+whose locks a fork would copy),
 ahead of the first job (``start``), and exits by itself when the node is gone. A process that
 died between two jobs is replaced before the next; one that dies with a job (killed, out of
 memory) fails it with ``StoreError``: the job stays queued and is submitted again later
@@ -30,7 +33,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxengine.compaction.notes import NOTES_LAYER, NotesJob, NotesOutcome
 from ctxengine.engine.core import ContextEngine
@@ -49,6 +52,9 @@ from ctxengine.proxy.jobs import (
 )
 from ctxengine.store.base import StoreError
 from ctxengine.store.url import is_postgres_url
+
+if TYPE_CHECKING:
+    from ctxengine.proxy.config import ProxyConfig
 
 log = logging.getLogger("ctxengine.proxy")
 T = TypeVar("T")
@@ -232,6 +238,14 @@ class ProcessNotes:
 
         self.process.fold(encode_input(job, self.model)).add_done_callback(done)
         return out
+
+
+def notes_process(config: ProxyConfig) -> JobProcess | None:
+    """The job process of a proxy without a store that computes its engines' notes updates
+    (``ProcessNotes``): None unless ``config.background_notes`` and ``config.job_process``."""
+    if config.background_notes and config.job_process:
+        return JobProcess(None, config.registry)
+    return None
 
 
 def notes_in(process: JobProcess | None, engine: ContextEngine, model: str) -> ContextEngine:

@@ -56,4 +56,4 @@ def serve(
         picklable = {k: str(v) if k == "policy_file" and v else v for k, v in options.items()}
         serve_workers(picklable, workers, common)
     else:
-        uvicorn.run(create_app(dataclasses.replace(config, freeze_heap=True)), **common)
+        uvicorn.run(create_app(dataclasses.replace(config, freeze_heap=True, job_process=True)), **common)

@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 class JobOptions:
     """The node's job queue: the registry its worker counts tokens with (the engines' own),
     whether this node takes jobs from a Redis queue (False: other nodes' workers run them), and
-    whether its worker runs them in a process of its own (``job_process``; False: on its thread)."""
+    whether its worker runs them in a process of its own (``job_process``; False: on its thread:
+    ``ProxyConfig.job_process``)."""
 
     registry: Registry | None = None
     run_worker: bool = True
-    process: bool = True
+    process: bool = False
 
 
 def job_queue(store: IndexStore, redis: str | None, options: JobOptions) -> JobQueue:
@@ -93,7 +94,9 @@ def open_sessions(
     store, background notes updates are jobs whose outcomes the store records."""
     if config.store is None:
         return None
-    jobs = JobOptions(config.registry, config.job_worker) if config.background_notes else None
+    jobs = None
+    if config.background_notes:
+        jobs = JobOptions(config.registry, config.job_worker, config.job_process)
     if is_postgres_url(config.store):
         return open_shared(str(config.store), config.redis, table, run, make_engine, jobs)
     Path(config.store).mkdir(parents=True, exist_ok=True)  # the node's own file: survives a restart

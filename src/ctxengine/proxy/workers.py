@@ -114,7 +114,7 @@ def _worker_main(options: dict[str, Any], sock: str, parent: int, common: dict[s
     options = dict(options)
     if options.get("policy_file"):
         options["policy_file"] = Path(options["policy_file"])
-    config = dataclasses.replace(config_from_options(options), freeze_heap=True)  # a process of its own
+    config = dataclasses.replace(config_from_options(options), freeze_heap=True, job_process=True)  # its own
     uvicorn.run(create_app(config), uds=sock, **common)
 
 
