@@ -23,6 +23,9 @@ random moment of the first ``T`` ms (``--ramp-ms R``: of the first ``R`` ms, as 
 period rather than at once) and waits 0.5-1.5 x ``T`` ms (seeded) before each of its later
 requests; the default (0) is a closed loop against an upstream that answers at once, where
 latency is mostly queueing on the machine's cores (the direct run's own p99 is then seconds).
+Paced, each layout's line is followed by the later requests sent once every session had joined
+(its first request answered): the latency the gateway adds when no first request, which ingests
+the session's whole history, is being served.
 Figures: requests/s, latency p50 / p99 beside the direct run's (the difference is the latency
 the gateway adds, queueing included), the sessions' first requests, lost requests (failed on
 both nodes), invalid answers (not echoing their id), and from the store: sessions whose recorded
@@ -71,6 +74,7 @@ class Result:
 
     first: list[float] = field(default_factory=list)
     later: list[float] = field(default_factory=list)
+    steady: list[float] = field(default_factory=list)  # the later requests sent once every session had joined
     retried: int = 0
     lost: int = 0
     invalid: int = 0
@@ -91,6 +95,8 @@ async def clients(
     import httpx
 
     res, sent, total = Result(), [0], len(work) * per
+    joined: list[float] = []  # when each session's first request was answered (s from the start)
+    later_at: list[tuple[float, float]] = []  # each later request: when it was sent (s), its latency (ms)
     limits = httpx.Limits(max_connections=len(work) * 2 + 10)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
@@ -123,12 +129,18 @@ async def clients(
                     res.lost += 1
                     continue
                 (res.first if k == 0 else res.later).append((time.perf_counter() - t0) * 1000)
+                if k == 0:
+                    joined.append(time.perf_counter() - start)
+                else:
+                    later_at.append((t0 - start, res.later[-1]))
                 if r.status_code != 200 or r.json()["content"][0]["text"] != f"s{conv.sid}-r{k}":
                     res.invalid += 1
 
-        t0 = time.perf_counter()
+        start = time.perf_counter()
         await asyncio.gather(*(session(c) for c in work))
-        res.wall = time.perf_counter() - t0
+        res.wall = time.perf_counter() - start
+    all_in = max(joined, default=0.0)
+    res.steady = [ms for at, ms in later_at if at >= all_in]
     return res
 
 
@@ -282,6 +294,19 @@ def layout(
             shutil.rmtree(logs, ignore_errors=True)
 
 
+def steady(r: Result, direct: Result) -> None:
+    """The later requests sent once every session had joined (its first request answered), beside
+    the direct run's: what the gateway adds when no session's first request is being served."""
+    if not r.steady or not direct.steady:
+        print(f"{'  once every session joined':30} no request was sent after the last session joined")
+        return
+    p50, p99 = (pct(r.steady, q) - pct(direct.steady, q) for q in (0.5, 0.99))
+    print(
+        f"{'  once every session joined':30} {len(r.steady):8} {pct(r.steady, 0.5):8.1f} "
+        f"{pct(r.steady, 0.99):8.1f} {p50:8.1f} {p99:8.1f}   (requests, p50, p99, added p50/p99)"
+    )
+
+
 def line(label: str, r: Result, n: int, direct: Result | None) -> None:
     added = ""
     if direct is not None:
@@ -368,6 +393,8 @@ def main() -> None:
                              args.think_ms, args.ramp_ms)  # fmt: skip
                 line(label, res, n, direct)
                 runs[LAYOUTS[label]] = res
+                if args.think_ms:
+                    steady(res, direct)
             if not args.think_ms and "1x1" in runs and "1x2" in runs:
                 print(ceiling(runs["1x1"], runs["1x2"], n))
     finally:
