@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import msgspec
 import pytest
 
 from conftest import CLAUDE_CODE
+from ctxengine.compaction.notes import NotesJob, NotesOutcome
 from ctxengine.formats import load
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.messages.model import Message
@@ -155,6 +157,19 @@ def test_a_job_process_killed_between_jobs_is_replaced(
     assert totals["jobs_failed"] == 0
 
 
+class _Counted:
+    """A notes runner passed through, waited for as the one it wraps; the outcomes it gave."""
+
+    waited = True
+
+    def __init__(self, real: ProcessNotes) -> None:
+        self.real, self.outcomes = real, list[Future[NotesOutcome]]()
+
+    def __call__(self, job: NotesJob, updater: object = None) -> Future[NotesOutcome]:
+        self.outcomes.append(self.real(job, updater))
+        return self.outcomes[-1]
+
+
 @pytest.fixture(scope="module")
 def sonnet() -> list[Message]:
     return load(SONNET)[0].messages
@@ -167,12 +182,12 @@ def test_notes_computed_in_the_job_process_match_in_line(sonnet: list[Message]) 
     try:
         inline = make_engine()
         background = notes_in(process, make_engine(background_notes=True), "claude-sonnet-4-5")
-        real = background.compactor.notes_process
+        real = background.compactor.notes_runner
         assert isinstance(real, ProcessNotes)
-        sent: list[int] = []
-        background.compactor.notes_process = lambda job: sent.append(job.end) or real(job)
+        counted = _Counted(real)
+        background.compactor.notes_runner = counted
         at_inline, at_background = updates_side_by_side(inline, background, sonnet[:300])
-        assert len(sent) == len(at_background)  # each update went to the process
+        assert len(counted.outcomes) == len(at_background)  # each update went to the process
         pid = process.start().result(timeout=60)
         assert pid != os.getpid() and _parent(pid) == os.getpid()
     finally:
@@ -195,7 +210,7 @@ def test_a_proxy_without_a_store_computes_its_notes_in_its_job_process(transcrip
             _drive(base, session.messages, range(len(session.calls)))
             (s,) = proxy.table.sessions.values()
             assert proxy.notes is not None and proxy.shared is None
-            assert isinstance(s.engine.compactor.notes_process, ProcessNotes)
+            assert isinstance(s.engine.compactor.notes_runner, ProcessNotes)
             pid = proxy.notes.start().result(timeout=60)
             assert pid != os.getpid() and _parent(pid) == os.getpid()
             # applied at the session's later calls (one may still wait for the next call)
@@ -210,7 +225,6 @@ def test_a_failed_update_and_a_dead_process_are_failed_updates_and_the_process_g
     """A snapshot the job process cannot read, then its process killed between two updates:
     each update that could not be made is an outcome without notes whose event says why; the
     process is replaced and the next update is made."""
-    from ctxengine.compaction.notes import NotesJob
     from ctxengine.proxy.jobs import decode_outcome, encode_input
     from ctxengine.summary.notes import NotesState
 

@@ -10,12 +10,12 @@ pre-compaction flushes). One update at a time: while one runs, a due cadence is 
 (``notes_from`` and the cadence advance only when an update is applied, so the next cadence
 catches up). The notes themselves (Claude Code's session memory) are ``ctxengine.summary.notes``.
 
-A ``notes_process`` (set by the proxy without a store: ``proxy.job_process``) computes the $0
-updates in another process instead of the worker thread, and is waited for as the thread is.
-A ``notes_runner`` (set by the proxy on a shared store: ``proxy.jobs``) replaces the worker thread:
-it gets the job and the updater, and returns the future of its outcome, which its owner resolves
-between two calls of the engine (from a queue's outcome recorded in the store). The engine never
-waits for such a future: where it would wait, it goes on with the notes as they are.
+A ``notes_runner`` replaces the worker thread: it gets the job and the updater, and returns the
+future of its outcome. The proxy on a shared store sets one (``proxy.jobs``) whose future its
+owner resolves between two calls of the engine (from a queue's outcome recorded in the store): the
+engine never waits for such a future; where it would wait, it goes on with the notes as they are.
+A runner whose ``waited`` attribute is true (``proxy.job_process.ProcessNotes``: the $0 update in
+another process) is waited for as the thread is.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class NotesOutcome:
     event: LayerEvent
 
 
+# a runner is waited for as the thread only when its ``waited`` attribute is true (module docstring)
 NotesRunner = Callable[["NotesJob", NotesUpdater], "Future[NotesOutcome]"]
 
 
@@ -113,7 +114,7 @@ def run_notes_update(updater: NotesUpdater, job: NotesJob, count_text: Callable[
     except NotesError as exc:
         return NotesOutcome(None, _notes_event(f"{job.why}: update rejected", {"error": str(exc)}, exc.cost))
     except Exception as exc:  # an LLM error: the notes stay as they were
-        return NotesOutcome(None, _notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
+        return NotesOutcome(None, notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
     details: dict[str, object] = {
         "messages": len(job.new),
         "notes_tokens": count_text(nxt.text),
@@ -137,7 +138,8 @@ def _notes_event(reason: str, details: dict[str, object], spent: NotesUpdate | N
     )
 
 
-def _notes_failed(why: str, error: str, reason: str = "update failed") -> LayerEvent:
+def notes_failed(why: str, error: str, reason: str = "update failed") -> LayerEvent:
+    """The event of an update of ``why`` that made no notes (``error`` in its details)."""
     return _notes_event(f"{why}: {reason}", {"error": error})
 
 
@@ -181,8 +183,6 @@ class SessionNotes:
         self.background_notes = False  # cadence updates on a worker thread (see the class doc)
         self.notes_job: NotesJob | None = None  # the background update running or not yet applied
         self.notes_runner: NotesRunner | None = None  # runs background updates instead of a thread
-        # computes the $0 background updates elsewhere (``proxy.job_process``), waited for as the thread
-        self.notes_process: Callable[[NotesJob], Future[NotesOutcome]] | None = None
         self._gave_up: NotesJob | None = None  # a running update already waited for in vain
         self.notes_events: list[LayerEvent] = []  # events of background updates applied, to report
         # a rehearsal of the next compaction runs (``compaction.rehearse``): no flush, no wait
@@ -284,8 +284,6 @@ class SessionNotes:
         updater, count = self._current_updater(), self.count_text
         if self.notes_runner is not None:
             job.future = self.notes_runner(job, updater)
-        elif self.notes_process is not None and self.llm is None and updater is self.updater:
-            job.future = self.notes_process(job)
         else:
             job.future = _in_thread(lambda: run_notes_update(updater, job, count), "ctxengine-notes")
         self.notes_job = job
@@ -303,8 +301,9 @@ class SessionNotes:
         if job is None or job.future is None:
             return True
         if not job.future.done():
-            if not wait or self.notes_runner is not None:  # a runner's outcome is never waited for
-                return False
+            runner = self.notes_runner
+            if not wait or (runner is not None and not getattr(runner, "waited", False)):
+                return False  # a queue's outcome is never waited for (module docstring)
             bound = self.notes_wait_s()
             done, _ = wait_for([job.future], timeout=bound)
             if not done:
@@ -314,7 +313,7 @@ class SessionNotes:
         try:
             outcome = job.future.result()
         except BaseException as exc:  # run_notes_update does not raise; kept as an event anyway
-            outcome = NotesOutcome(None, _notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
+            outcome = NotesOutcome(None, notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
         self.notes_events.append(self._apply_notes(job, outcome))
         return True
 
@@ -354,7 +353,7 @@ class SessionNotes:
         job.future.cancel()  # only if it has not started; a running call ends on its own
         self.notes_job = None
         self.notes_events.append(
-            _notes_failed(job.why, "the session ended while the update was running", "update abandoned")
+            notes_failed(job.why, "the session ended while the update was running", "update abandoned")
         )
 
     def notes_text(self) -> str:

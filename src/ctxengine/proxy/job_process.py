@@ -35,9 +35,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxengine.compaction.notes import NOTES_LAYER, NotesJob, NotesOutcome
+from ctxengine.compaction.notes import NotesJob, NotesOutcome, notes_failed
 from ctxengine.engine.core import ContextEngine
-from ctxengine.layers.base import LayerEvent
 from ctxengine.models.registry import Registry
 from ctxengine.proxy.job_index import JobIndex
 from ctxengine.proxy.jobs import (
@@ -212,16 +211,19 @@ class JobProcess:
 
 class ProcessNotes:
     """An engine's $0 session-notes updates computed in ``process`` (the compactor's
-    ``notes_process``) instead of on a thread of the proxy's: the engine waits for their outcome
-    where it would wait for the thread's, so that it makes the same notes at the same calls. The
+    ``notes_runner``, ``waited``: an engine without a model, whose updater is the $0 one the
+    process runs) instead of on a thread of the proxy's: the engine waits for their outcome where
+    it would wait for the thread's, so that it makes the same notes at the same calls. The
     snapshot and the outcome cross as the store's jobs store them (msgpack). ``model``: the
     session's, whose tokens the update counts. An update whose process died is an update that
     failed (its event says so): the notes stay as they were and the next cadence tries again."""
 
+    waited = True  # the compactor waits for its outcome as for its thread's
+
     def __init__(self, process: JobProcess, model: str) -> None:
         self.process, self.model = process, model
 
-    def __call__(self, job: NotesJob) -> Future[NotesOutcome]:
+    def __call__(self, job: NotesJob, updater: object = None) -> Future[NotesOutcome]:
         out: Future[NotesOutcome] = Future()
         out.set_running_or_notify_cancel()
 
@@ -229,11 +231,7 @@ class ProcessNotes:
             try:
                 outcome = decode_outcome(inner.result())
             except BaseException as exc:  # the process died: a failed update, said in its event
-                event = LayerEvent(
-                    layer=NOTES_LAYER, reason=f"{job.why}: update failed", tokens_before=0,
-                    tokens_after=0, details={"error": f"{type(exc).__name__}: {exc}"},
-                )  # fmt: skip
-                outcome = NotesOutcome(None, event)
+                outcome = NotesOutcome(None, notes_failed(job.why, f"{type(exc).__name__}: {exc}"))
             out.set_result(outcome)
 
         self.process.fold(encode_input(job, self.model)).add_done_callback(done)
@@ -252,6 +250,6 @@ def notes_in(process: JobProcess | None, engine: ContextEngine, model: str) -> C
     """``engine`` with its $0 background notes updates computed in ``process`` (``ProcessNotes``;
     None, or an engine with a model or without background notes: as it was)."""
     if process is not None and engine.llm is None and engine.compactor.background_notes:
-        engine.compactor.notes_process = ProcessNotes(process, model)
+        engine.compactor.notes_runner = ProcessNotes(process, model)
         process.start_soon()
     return engine
