@@ -107,6 +107,7 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
         workers = _workers(proc.pid)
         assert len(workers) == 2
         assert [len(_workers(w)) for w in workers] == [1, 1]  # each worker's job process
+        (orphan,) = _workers(workers[0])
         os.kill(workers[0], signal.SIGKILL)
         # kill() returns before the process is gone: a request relayed to it meanwhile would be
         # one "given to the worker when it died" (a 502, the next test's case), not this one's
@@ -122,6 +123,11 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
                 break
             time.sleep(0.1)
         report = _report(base)
+        for _ in range(100):  # the killed worker's job process exits by itself (parent_watch)
+            if _dead(orphan):
+                break
+            time.sleep(0.1)
+        assert _dead(orphan)
     assert report["totals"]["worker_restarts"] == 1, log.read_text()
     assert sorted(r["calls"] for r in report["sessions"]) == [7] * 8
     assert all(not s.problems for s in up.seen) and len(up.seen) == 56

@@ -29,7 +29,6 @@ import logging
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -49,6 +48,7 @@ from ctxengine.proxy.jobs import (
     encode_outcome,
     fold_input,
 )
+from ctxengine.proxy.parent_watch import exit_with_parent
 from ctxengine.store.base import StoreError
 from ctxengine.store.url import is_postgres_url
 
@@ -57,8 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ctxengine.proxy")
 T = TypeVar("T")
-
-PARENT_POLL_S = 1.0  # how often the process checks that its node lives
 
 _worker: JobWorker | None = None  # in the job process: its worker on its own store connection
 _counters: Counters | None = None  # in the job process: the token counters of its updates
@@ -69,12 +67,7 @@ def _open(url: str | None, registry: Registry | None, name: str, parent: int) ->
     connection of its own, writing the node's worker ``name`` in the jobs it runs (``ran_by``)."""
     global _worker, _counters
 
-    def orphaned() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
-        os._exit(0)
-
-    threading.Thread(target=orphaned, daemon=True, name="ctxengine-parent-watch").start()
+    exit_with_parent(parent, 0)
     _counters = Counters(registry)
     if url is None:
         return

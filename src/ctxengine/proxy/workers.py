@@ -28,7 +28,6 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import AsyncIterator
 from multiprocessing.process import BaseProcess
@@ -44,6 +43,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ctxengine.proxy.identity import SESSION_HEADER, digest, key_digest, message_bytes
+from ctxengine.proxy.parent_watch import exit_with_parent
 from ctxengine.proxy.upstream import HOP_BY_HOP, READ_TIMEOUT_S
 
 log = logging.getLogger("ctxengine.proxy")
@@ -104,13 +104,8 @@ def _worker_main(options: dict[str, Any], sock: str, parent: int, common: dict[s
 
     logging_setup()
 
-    def orphaned() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        shutil.rmtree(os.path.dirname(sock), ignore_errors=True)  # the router could not
-        os._exit(1)
-
-    threading.Thread(target=orphaned, daemon=True, name="ctxengine-parent-watch").start()
+    # the sockets' folder removed first: the router could not
+    exit_with_parent(parent, 1, lambda: shutil.rmtree(os.path.dirname(sock), ignore_errors=True))
     options = dict(options)
     if options.get("policy_file"):
         options["policy_file"] = Path(options["policy_file"])
