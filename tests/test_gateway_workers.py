@@ -59,9 +59,13 @@ def _workers(pid: int) -> list[int]:
 
 
 def _dead(pid: int) -> bool:
-    """``pid`` has exited (gone, or a zombie not yet reaped by the router)."""
+    """``pid`` has exited, every thread of it: gone, or a zombie not yet reaped whose threads
+    have all exited. (A killed process's first thread turns zombie while its other threads may
+    still be exiting, and they hold its sockets open: a connection the router reuses then is
+    reset under the request, the 502 of a request given to a dying worker.)"""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1
     except OSError:
         return True
 
@@ -173,6 +177,10 @@ def test_a_worker_killed_mid_request_fails_that_request_only(tmp_path: Path) -> 
         up.delay_s = 0.0
         assert len(failed) == 1 and isinstance(failed[0], anthropic.InternalServerError), failed
         assert "502" in str(failed[0])
+        for _ in range(600):  # its other connections closed too (see _dead)
+            if _dead(pid):
+                break
+            time.sleep(0.01)
         for t in (2, 3):  # the retry, then the next request
             assert _ask(base, key, t).startswith("ok")
         ((row),) = _report(base)["sessions"]
