@@ -70,6 +70,15 @@ def _dead(pid: int) -> bool:
         return True
 
 
+def _wait_dead(pid: int) -> None:
+    """Wait until ``pid`` is dead (``_dead``); fail the test after 30 s."""
+    for _ in range(3000):
+        if _dead(pid):
+            return
+        time.sleep(0.01)
+    pytest.fail(f"process {pid} still not dead 30 s after SIGKILL")
+
+
 def test_a_conversations_requests_keep_one_affinity_as_it_grows() -> None:
     """The first user message decides (its ``cache_control`` moved or not); the key matters."""
     h = {"x-api-key": "sk-a"}
@@ -115,10 +124,7 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
         os.kill(workers[0], signal.SIGKILL)
         # kill() returns before the process is gone: a request relayed to it meanwhile would be
         # one "given to the worker when it died" (a 502, the next test's case), not this one's
-        for _ in range(600):
-            if _dead(workers[0]):
-                break
-            time.sleep(0.01)
+        _wait_dead(workers[0])
         for t in range(5, 8):
             for k in keys:
                 assert _ask(base, k, t, log).startswith("ok"), log.read_text()
@@ -177,10 +183,7 @@ def test_a_worker_killed_mid_request_fails_that_request_only(tmp_path: Path) -> 
         up.delay_s = 0.0
         assert len(failed) == 1 and isinstance(failed[0], anthropic.InternalServerError), failed
         assert "502" in str(failed[0])
-        for _ in range(600):  # its other connections closed too (see _dead)
-            if _dead(pid):
-                break
-            time.sleep(0.01)
+        _wait_dead(pid)  # its other connections closed too (see _dead)
         for t in (2, 3):  # the retry, then the next request
             assert _ask(base, key, t).startswith("ok")
         ((row),) = _report(base)["sessions"]

@@ -8,6 +8,10 @@ in line, on the real 290-tool session."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import logging
+import multiprocessing
 import os
 import signal
 import sqlite3
@@ -30,6 +34,8 @@ from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from ctxengine.proxy.app import STORE_FILE
 from ctxengine.proxy.job_index import DONE
 from ctxengine.proxy.job_process import JobProcess, ProcessNotes, notes_in
+from ctxengine.proxy.jobs import JobKey
+from ctxengine.store.base import StoreError
 from proxy_servers import Upstream, serve
 from test_notes import SONNET, make_engine, updates_side_by_side
 
@@ -154,7 +160,56 @@ def test_a_job_process_killed_between_jobs_is_replaced(
     assert process.start().result(timeout=60) not in (pid, os.getpid())
     assert process.restarts == 1
     totals = httpx.get(base + "/ctxengine/sessions").json()["totals"]
-    assert totals["jobs_failed"] == 0
+    assert totals["jobs_failed"] == 0 and totals["job_process_restarts"] == 1
+
+
+def test_closing_cancels_the_queued_calls_quietly_and_starts_no_process_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``close`` with calls queued behind the one the process runs: they are cancelled, and the
+    watch on each call (``fold``'s) takes a cancelled call for what it is, logging no error.
+    After ``close`` no process is started: a call fails with ``StoreError``, a start too."""
+    process = JobProcess(None, None)
+    process.start().result(timeout=60)
+    before = set(multiprocessing.active_children())
+    calls = [process.fold(b"not a snapshot") for _ in range(200)]
+    process.close()
+    assert any(c.cancelled() for c in calls)  # queued behind the running one when it closed
+    assert all(c.done() for c in calls)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    late = process.fold(b"not a snapshot")
+    with pytest.raises(StoreError, match="closed"):
+        late.result(timeout=5)
+    with pytest.raises(StoreError, match="closed"):
+        process.start().result(timeout=5)
+    with pytest.raises(StoreError, match="closed"):
+        process.run(JobKey("s", 1))
+    assert not set(multiprocessing.active_children()) - before  # no process started after close
+    assert process.restarts == 0
+
+
+def test_a_job_process_that_cannot_start_fails_each_call_with_store_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The system refuses the process (``EAGAIN`` from its start): each call fails with a
+    ``StoreError`` saying why (a job's worker counts it and the job stays queued; a notes update
+    is a failed update), the refusal is logged, and nothing raises out of the call."""
+    spawn = multiprocessing.get_context("spawn")
+
+    def refused(self: object) -> None:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(spawn.Process, "start", refused)
+    process = JobProcess(None, None)
+    try:
+        with pytest.raises(StoreError, match="temporarily unavailable"):
+            process.fold(b"not a snapshot").result(timeout=5)
+        with pytest.raises(StoreError, match="temporarily unavailable"):
+            process.run(JobKey("s", 1))
+        assert process.restarts == 2  # each failed start put its pool aside
+        assert "as it started" in caplog.text
+    finally:
+        process.close()
 
 
 class _Counted:
@@ -267,6 +322,9 @@ def test_an_app_inside_another_program_keeps_its_notes_on_threads(tmp_path: Path
     ``ctxengine proxy`` and its workers turn it on."""
     for store in (None, tmp_path / "store"):
         proxy: Proxy = create_app(ProxyConfig(window=32_000, store=store)).state.proxy
-        assert proxy.notes is None
-        jobs = proxy.shared.jobs if proxy.shared is not None else None
-        assert jobs is None or jobs.worker.elsewhere is None  # type: ignore[attr-defined]
+        try:
+            assert proxy.notes is None
+            jobs = proxy.shared.jobs if proxy.shared is not None else None
+            assert jobs is None or jobs.worker.elsewhere is None  # type: ignore[attr-defined]
+        finally:
+            asyncio.run(proxy.close())

@@ -30,7 +30,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -104,19 +104,25 @@ class JobProcess:
     folds snapshots it is sent, ``fold``). ``registry``: the models whose tokens the jobs count
     (None: the built-in table); ``name``: the node's worker name, written in the jobs it runs
     (``ran_by``). ``ran``: jobs it ran (``run`` calls it answered); ``restarts``: processes that
-    died and were replaced. Raises ``ValueError`` for ``:memory:``."""
+    died and were replaced (also counted in ``stats.job_process_restarts``, the node's job figures,
+    when given). Once ``close``d it starts no process again: a later call fails. Raises
+    ``ValueError`` for ``:memory:``."""
 
-    def __init__(self, url: str | None, registry: Registry | None, name: str = "") -> None:
+    def __init__(
+        self, url: str | None, registry: Registry | None, name: str = "", stats: JobStats | None = None
+    ) -> None:
         if url == ":memory:":
             raise ValueError("an in-memory store cannot be opened by another process")
-        self.url, self.registry, self.name = url, registry, name
+        self.url, self.registry, self.name, self.stats = url, registry, name, stats
         self.ran = self.restarts = 0
-        self._starting = False
+        self._starting = self._closed = False
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise StoreError("the job process is closed (the proxy is stopping)")
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
                     max_workers=1,
@@ -138,17 +144,18 @@ class JobProcess:
 
     def start(self) -> Future[int]:
         """Start the process (its imports and store connection) without waiting for it; the
-        future gives its pid."""
-        return self._executor().submit(_ready)
+        future gives its pid (or raises, as ``fold``'s). Never raises."""
+        return self._submit(_ready)[1]
 
     def fold(self, data: bytes) -> Future[bytes]:
         """The outcome (``jobs.encode_outcome``) of the notes update whose snapshot is ``data``
         (``jobs.encode_input``), computed in the process. Never raises: the future raises
-        ``BrokenProcessPool`` when the process died with it (then replaced) or could not start."""
+        ``BrokenProcessPool`` when the process died with it (then replaced), ``StoreError`` when
+        no process could take it (``_submit``), ``CancelledError`` when ``close`` cancelled it."""
         pool, future = self._submit(_fold, data)
 
         def died(done: Future[bytes]) -> None:
-            if isinstance(done.exception(), BrokenProcessPool):
+            if not done.cancelled() and isinstance(done.exception(), BrokenProcessPool):
                 self._replace(pool, "with a notes update")
 
         future.add_done_callback(died)
@@ -157,47 +164,59 @@ class JobProcess:
     def run(self, key: JobKey, give_up_why: str | None = None) -> str:
         """``JobWorker.run`` of ``key`` in the process, waited for (the caller's thread blocks,
         holding no lock of the interpreter's). Raises ``StoreError`` when the store fails, or the
-        process died with the job (then replaced at the next call) or could not start."""
+        process died with the job (then replaced at the next call), could not take it
+        (``_submit``) or was closed before it ran."""
         pool, future = self._submit(_run, key, give_up_why)
         try:
             status = future.result()
         except BrokenProcessPool as exc:
             self._replace(pool, f"with the job of turn {key.turn} of session {key.session}")
             raise StoreError(f"the job process died ({exc})") from exc
+        except CancelledError as exc:
+            raise StoreError("the job process was closed before the job ran") from exc
         with self._lock:
             self.ran += 1
         return status
 
-    def _submit(self, fn: Callable[..., T], *args: Any) -> tuple[ProcessPoolExecutor, Future[T]]:
+    def _submit(self, fn: Callable[..., T], *args: Any) -> tuple[ProcessPoolExecutor | None, Future[T]]:
         """``fn(*args)`` submitted to the process (one found dead first is replaced: the call has
-        not started), with the pool it went to; a pool that cannot take it gives a future that
-        raises ``BrokenProcessPool``."""
-        pool = self._executor()
-        try:
-            return pool, pool.submit(fn, *args)
-        except BrokenProcessPool:  # it died between two calls
-            self._replace(pool, "between two jobs")
-        pool = self._executor()
-        try:
-            return pool, pool.submit(fn, *args)
-        except BrokenProcessPool as exc:  # it cannot start: said by the caller's failure
-            failed: Future[T] = Future()
-            failed.set_exception(exc)
-            return pool, failed
+        not started), with the pool it went to. Never raises: a call no process can take (the
+        process cannot start: ``OSError``, or dies again at once; the pool shut down by ``close``
+        meanwhile, or closed before) gives a future that raises ``StoreError`` saying why, and a
+        pool that failed to start its process is replaced."""
+        pool: ProcessPoolExecutor | None = None
+        for _ in range(2):  # a second try when the first found the process dead
+            try:
+                pool = self._executor()
+                return pool, pool.submit(fn, *args)
+            except BrokenProcessPool as exc:  # it died between two calls (attempt 1): replaced
+                self._replace(pool, "between two jobs")
+                why: BaseException = exc
+            except (OSError, RuntimeError, StoreError) as exc:  # cannot start a process; closed
+                if pool is not None and not isinstance(exc, StoreError):
+                    self._replace(pool, f"as it started ({type(exc).__name__}: {exc})")
+                why = exc
+                break
+        failed: Future[T] = Future()
+        failed.set_exception(StoreError(f"no job process can take the call ({type(why).__name__}: {why})"))
+        return pool, failed
 
-    def _replace(self, pool: ProcessPoolExecutor, when: str) -> None:
+    def _replace(self, pool: ProcessPoolExecutor | None, when: str) -> None:
         with self._lock:
-            if self._pool is not pool:
-                return  # replaced already
+            if pool is None or self._pool is not pool:
+                return  # replaced already (or closed)
             self._pool = None
             self.restarts += 1
+            if self.stats is not None:
+                self.stats.job_process_restarts += 1
         pool.shutdown(wait=False)
-        log.warning("proxy: the job process died %s: started again", when)
+        log.warning("proxy: the job process failed %s: started again at the next call", when)
 
     def close(self) -> None:
-        """Stop the process once the job it runs is finished."""
+        """Stop the process once the job it runs is finished (the calls queued behind it are
+        cancelled); no process is started after."""
         with self._lock:
-            pool, self._pool = self._pool, None
+            pool, self._pool, self._closed = self._pool, None, True
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 

@@ -23,7 +23,6 @@ were and its next cadence tries again); the proxy's worker does that work in a p
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
@@ -105,6 +104,7 @@ class JobStats:
     jobs_applied: int = 0  # outcomes applied at this node's requests
     jobs_run_locally: int = 0  # run on this node's thread because the Redis queue failed
     jobs_requeued: int = 0  # submitted again: still queued long after their turn
+    job_process_restarts: int = 0  # the node's job process failed and was replaced (``job_process``)
 
 
 class JobQueue(Protocol):
@@ -343,8 +343,13 @@ class LocalJobs:
             future.add_done_callback(self._running.discard)
 
     def _execute(self, key: JobKey) -> None:
-        with contextlib.suppress(StoreError):  # counted and logged by the worker; the job stays queued
+        try:
             self.worker.execute(key)
+        except StoreError:  # counted and logged by the worker; the job stays queued
+            pass
+        except Exception:  # a bug: counted, said each time with its traceback; the job stays queued
+            self.stats.jobs_failed += 1
+            log.exception("proxy: the %s job of session %s (turn %d) failed", key.kind, key.session, key.turn)
 
     @property
     def pending(self) -> int:

@@ -36,13 +36,13 @@ def job_queue(store: IndexStore, redis: str | None, options: JobOptions) -> JobQ
     """The queue of a node on ``store``: in the Redis at ``redis`` (shared by the store's nodes),
     else on a thread of the node; the jobs' work in the node's job process (``options.process``,
     a store another process can open: not ``:memory:``)."""
-    name = worker_name()
+    name, stats = worker_name(), JobStats()
     elsewhere = None
     if options.process and store.url != ":memory:":
         from ctxengine.proxy.job_process import JobProcess
 
-        elsewhere = JobProcess(store.url, options.registry, name)
-    worker = JobWorker(JobIndex(store), options.registry, name, JobStats(), elsewhere)
+        elsewhere = JobProcess(store.url, options.registry, name, stats)
+    worker = JobWorker(JobIndex(store), options.registry, name, stats, elsewhere)
     if redis is None:
         return LocalJobs(worker)
     from ctxengine.proxy.jobs_redis import RedisJobs, namespace
