@@ -212,6 +212,20 @@ def test_a_job_process_that_cannot_start_fails_each_call_with_store_error(
         process.close()
 
 
+def test_a_job_process_that_cannot_open_the_store_fails_each_job_saying_why(tmp_path: Path) -> None:
+    """The node's store cannot be opened from the job process: each job fails with a
+    ``StoreError`` giving the reason, in the one process (not a new process per job)."""
+    process = JobProcess(str(tmp_path / "no such folder" / "proxy.sqlite"), None)
+    try:
+        for _ in range(2):
+            with pytest.raises(StoreError, match="could not open the store"):
+                process.run(JobKey("s", 1))
+        pid = process.start().result(timeout=60)
+        assert process.start().result(timeout=60) == pid and process.restarts == 0
+    finally:
+        process.close()
+
+
 class _Counted:
     """A notes runner passed through, waited for as the one it wraps; the outcomes it gave."""
 

@@ -60,25 +60,32 @@ T = TypeVar("T")
 
 _worker: JobWorker | None = None  # in the job process: its worker on its own store connection
 _counters: Counters | None = None  # in the job process: the token counters of its updates
+_unopened: str = ""  # in the job process: why its store could not be opened (each job says it)
 
 
 def _open(url: str | None, registry: Registry | None, name: str, parent: int) -> None:
     """The job process's start: its token counters, and with a store (``url``) its worker on a
-    connection of its own, writing the node's worker ``name`` in the jobs it runs (``ran_by``)."""
-    global _worker, _counters
+    connection of its own, writing the node's worker ``name`` in the jobs it runs (``ran_by``).
+    A store it cannot open leaves it without a worker, the reason kept for each job's failure
+    (a failing initializer would break the pool: a new process, failing again, at every job)."""
+    global _worker, _counters, _unopened
 
     exit_with_parent(parent, 0)
     _counters = Counters(registry)
     if url is None:
         return
-    if is_postgres_url(url):
-        from ctxengine.store.postgres import PostgresStore
+    try:
+        if is_postgres_url(url):
+            from ctxengine.store.postgres import PostgresStore
 
-        store: object = PostgresStore(url, max_size=2, synchronous_commit=False)
-    else:
-        from ctxengine.proxy.local import LocalStore
+            store: object = PostgresStore(url, max_size=2, synchronous_commit=False)
+        else:
+            from ctxengine.proxy.local import LocalStore
 
-        store = LocalStore(url, checkpoint=False)
+            store = LocalStore(url, checkpoint=False)
+    except Exception as exc:  # said by each job it is given (``_run``), which stays queued
+        _unopened = f"{type(exc).__name__}: {exc}"
+        return
     _worker = JobWorker(JobIndex(store), registry, name, JobStats())  # type: ignore[arg-type]
 
 
@@ -88,7 +95,7 @@ def _ready() -> int:
 
 def _run(key: JobKey, give_up_why: str | None) -> str:
     if _worker is None:
-        raise StoreError("the job process has no store")
+        raise StoreError(f"the job process could not open the store ({_unopened or 'none given'})")
     return _worker.run(key, give_up_why)
 
 
