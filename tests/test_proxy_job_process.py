@@ -76,15 +76,19 @@ def _job_process(proxy: Proxy) -> JobProcess:
 
 
 def _kill(pid: int) -> None:
-    """SIGKILL to ``pid``, returning once it is dead (gone, or a zombie until its pool reaps it)."""
+    """SIGKILL to ``pid``, returning once it is dead: gone, or a zombie until its pool reaps it
+    whose threads have all exited (its first thread turns zombie before its other threads are
+    gone, and they hold its pipes open); fails the test after 30 s."""
     os.kill(pid, signal.SIGKILL)
-    for _ in range(600):
+    for _ in range(3000):
         try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1:
                 return
         except OSError:
             return
         time.sleep(0.01)
+    pytest.fail(f"process {pid} still not dead 30 s after SIGKILL")
 
 
 def _parent(pid: int) -> int:
