@@ -17,6 +17,7 @@ import pytest
 from ctxengine.proxy.identity import SESSION_HEADER
 from ctxengine.proxy.workers import affinity
 from gateway_servers import pg_schema_url
+from processes import dead, kill, stat, wait_dead
 from proxy_servers import Upstream, serve
 from test_gateway_cli import _node
 from test_proxy import _turns
@@ -49,34 +50,13 @@ def _workers(pid: int) -> list[int]:
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                stat = Path(f"/proc/{d}/stat").read_text()
+                fields = Path(f"/proc/{d}/stat").read_text()
                 cmd = Path(f"/proc/{d}/cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmd:
+            if int(fields.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmd:
                 out.append(int(d))
     return out
-
-
-def _dead(pid: int) -> bool:
-    """``pid`` has exited, every thread of it: gone, or a zombie not yet reaped whose threads
-    have all exited. (A killed process's first thread turns zombie while its other threads may
-    still be exiting, and they hold its sockets open: a connection the router reuses then is
-    reset under the request, the 502 of a request given to a dying worker.)"""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1
-    except OSError:
-        return True
-
-
-def _wait_dead(pid: int) -> None:
-    """Wait until ``pid`` is dead (``_dead``); fail the test after 30 s."""
-    for _ in range(3000):
-        if _dead(pid):
-            return
-        time.sleep(0.01)
-    pytest.fail(f"process {pid} still not dead 30 s after SIGKILL")
 
 
 def test_a_conversations_requests_keep_one_affinity_as_it_grows() -> None:
@@ -121,10 +101,9 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
         assert len(workers) == 2
         assert [len(_workers(w)) for w in workers] == [1, 1]  # each worker's job process
         (orphan,) = _workers(workers[0])
-        os.kill(workers[0], signal.SIGKILL)
-        # kill() returns before the process is gone: a request relayed to it meanwhile would be
-        # one "given to the worker when it died" (a 502, the next test's case), not this one's
-        _wait_dead(workers[0])
+        # returns once the process is gone: a request relayed to it before would be one
+        # "given to the worker when it died" (a 502, the next test's case), not this one's
+        kill(workers[0])
         for t in range(5, 8):
             for k in keys:
                 assert _ask(base, k, t, log).startswith("ok"), log.read_text()
@@ -134,10 +113,10 @@ def test_each_session_stays_on_one_worker_and_a_killed_worker_loses_nothing(tmp_
             time.sleep(0.1)
         report = _report(base)
         for _ in range(100):  # the killed worker's job process exits by itself (parent_watch)
-            if _dead(orphan):
+            if dead(orphan):
                 break
             time.sleep(0.1)
-        assert _dead(orphan)
+        assert dead(orphan)
     assert report["totals"]["worker_restarts"] == 1, log.read_text()
     assert sorted(r["calls"] for r in report["sessions"]) == [7] * 8
     assert all(not s.problems for s in up.seen) and len(up.seen) == 56
@@ -183,7 +162,7 @@ def test_a_worker_killed_mid_request_fails_that_request_only(tmp_path: Path) -> 
         up.delay_s = 0.0
         assert len(failed) == 1 and isinstance(failed[0], anthropic.InternalServerError), failed
         assert "502" in str(failed[0])
-        _wait_dead(pid)  # its other connections closed too (see _dead)
+        wait_dead(pid)  # its other connections closed too (see processes.dead)
         for t in (2, 3):  # the retry, then the next request
             assert _ask(base, key, t).startswith("ok")
         ((row),) = _report(base)["sessions"]
@@ -195,7 +174,7 @@ def test_a_worker_killed_mid_request_fails_that_request_only(tmp_path: Path) -> 
 
 def _alive(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return stat(pid)[0] != "Z"
     except OSError:
         return False
 

@@ -13,7 +13,6 @@ import errno
 import logging
 import multiprocessing
 import os
-import signal
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from ctxengine.proxy.job_index import DONE
 from ctxengine.proxy.job_process import JobProcess, ProcessNotes, notes_in
 from ctxengine.proxy.jobs import JobKey
 from ctxengine.store.base import StoreError
+from processes import kill, parent
 from proxy_servers import Upstream, serve
 from test_notes import SONNET, make_engine, updates_side_by_side
 
@@ -73,26 +73,6 @@ def _job_process(proxy: Proxy) -> JobProcess:
     elsewhere = shared.jobs.worker.elsewhere  # type: ignore[attr-defined]
     assert isinstance(elsewhere, JobProcess)
     return elsewhere
-
-
-def _kill(pid: int) -> None:
-    """SIGKILL to ``pid``, returning once it is dead: gone, or a zombie until its pool reaps it
-    whose threads have all exited (its first thread turns zombie before its other threads are
-    gone, and they hold its pipes open); fails the test after 30 s."""
-    os.kill(pid, signal.SIGKILL)
-    for _ in range(3000):
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1:
-                return
-        except OSError:
-            return
-        time.sleep(0.01)
-    pytest.fail(f"process {pid} still not dead 30 s after SIGKILL")
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _drive(base: str, messages: list[Message], calls: range, until: Any = None) -> int:
@@ -136,7 +116,7 @@ def test_notes_jobs_run_in_a_child_process_and_apply_at_a_later_request(
     process = _job_process(proxy)
     assert process.ran >= len(done)  # each job went to the process, which wrote its outcome
     pid = process.start().result(timeout=60)
-    assert pid != os.getpid() and _parent(pid) == os.getpid()  # a child of the node
+    assert pid != os.getpid() and parent(pid) == os.getpid()  # a child of the node
     assert {j[4] for j in done} == {proxy.shared.jobs.worker.name}  # type: ignore[union-attr]
     applied = [j for j in done if j[3] is not None]
     assert applied and all(j[3] > j[1] for j in applied)  # applied at a later request
@@ -156,7 +136,7 @@ def test_a_job_process_killed_between_jobs_is_replaced(
     first = _wait_done(store, 1)
     process = _job_process(proxy)
     pid = process.start().result(timeout=60)
-    _kill(pid)
+    kill(pid)
     ran = process.ran
     _drive(base, session.messages, range(stopped, n))
     _wait_done(store, len(first) + 1)
@@ -262,7 +242,7 @@ def test_notes_computed_in_the_job_process_match_in_line(sonnet: list[Message]) 
         at_inline, at_background = updates_side_by_side(inline, background, sonnet[:300])
         assert len(counted.outcomes) == len(at_background)  # each update went to the process
         pid = process.start().result(timeout=60)
-        assert pid != os.getpid() and _parent(pid) == os.getpid()
+        assert pid != os.getpid() and parent(pid) == os.getpid()
     finally:
         process.close()
     assert len(at_inline) >= 3 and at_background == at_inline
@@ -296,7 +276,7 @@ def test_a_proxy_without_a_store_computes_its_notes_in_its_job_process(
             assert proxy.notes is not None and proxy.shared is None
             assert isinstance(s.engine.compactor.notes_runner, ProcessNotes)
             pid = proxy.notes.start().result(timeout=60)
-            assert pid != os.getpid() and _parent(pid) == os.getpid()
+            assert pid != os.getpid() and parent(pid) == os.getpid()
             # applied at the session's later calls (one may still wait for the next call)
             assert s.engine.compactor.notes.updates >= 2
     assert len(outcomes) >= 2 and all(o.state is not None for o in outcomes), outcomes
@@ -319,7 +299,7 @@ def test_a_failed_update_and_a_dead_process_are_failed_updates_and_the_process_g
             bad.result(timeout=60)
         pid = process.start().result(timeout=60)
         assert process.restarts == 0  # a bad snapshot does not kill the process
-        _kill(pid)
+        kill(pid)
         time.sleep(0.2)  # the pool's thread sees its process gone
         job = NotesJob("cadence", sonnet[:40], NotesState(), 40, tokens=1_000)
         outcome = ProcessNotes(process, "claude-sonnet-4-5")(job).result(timeout=60)
