@@ -111,20 +111,25 @@ class JobProcess:
     folds snapshots it is sent, ``fold``). ``registry``: the models whose tokens the jobs count
     (None: the built-in table); ``name``: the node's worker name, written in the jobs it runs
     (``ran_by``). ``ran``: jobs it ran (``run`` calls it answered); ``restarts``: processes that
-    died and were replaced (also counted in ``stats.job_process_restarts``, the node's job figures,
-    when given). Once ``close``d it starts no process again: a later call fails. Raises
-    ``ValueError`` for ``:memory:``."""
+    failed and were replaced, counted in ``stats`` (the node's job figures, when given:
+    ``job_process_restarts``). Once ``close``d it starts no process again: a later call fails.
+    Raises ``ValueError`` for ``:memory:``."""
 
     def __init__(
         self, url: str | None, registry: Registry | None, name: str = "", stats: JobStats | None = None
     ) -> None:
         if url == ":memory:":
             raise ValueError("an in-memory store cannot be opened by another process")
-        self.url, self.registry, self.name, self.stats = url, registry, name, stats
-        self.ran = self.restarts = 0
+        self.url, self.registry, self.name = url, registry, name
+        self.stats = stats if stats is not None else JobStats()
+        self.ran = 0
         self._starting = self._closed = False
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+
+    @property
+    def restarts(self) -> int:
+        return self.stats.job_process_restarts
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -213,9 +218,7 @@ class JobProcess:
             if pool is None or self._pool is not pool:
                 return  # replaced already (or closed)
             self._pool = None
-            self.restarts += 1
-            if self.stats is not None:
-                self.stats.job_process_restarts += 1
+            self.stats.job_process_restarts += 1
         pool.shutdown(wait=False)
         log.warning("proxy: the job process failed %s: started again at the next call", when)
 
