@@ -11,6 +11,7 @@ transcript under ``default``, ``claude-code``, ``openclaw``, ``pi`` and ``letta`
 
 ``snapshot`` runs one ``ctxengine replay`` per policy and window (two at a time) over
 ``../shared/data/transcripts`` (or ``--transcripts DIR``) and writes ``POLICY-WINDOW.json``.
+``--policies A,B`` (both commands) takes other policies (the baselines, ``none``, the peers).
 ``compare`` prints ``identical`` or the differing paths per file; exits 0 when every file is
 identical, 1 otherwise; ``--new-field NAME`` (repeatable) leaves out a field the second snapshot
 added (e.g. ``shell_fallbacks``, added to the tool-limit report with bashlex).
@@ -22,6 +23,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -54,10 +56,10 @@ def _replay(transcripts: Path, out: Path, policy: str, window: int) -> tuple[str
     return target.name, done.returncode, done.stderr[-2000:]
 
 
-def snapshot(transcripts: Path, out: Path, jobs: int) -> int:
+def snapshot(transcripts: Path, out: Path, jobs: int, policies: Sequence[str] = POLICIES) -> int:
     """Write one replay report per policy and window into ``out``; 1 when any replay failed."""
     out.mkdir(parents=True, exist_ok=True)
-    runs = [(p, w) for p in POLICIES for w in WINDOWS]
+    runs = [(p, w) for p in policies for w in WINDOWS]
     failed = 0
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for name, rc, err in pool.map(lambda pw: _replay(transcripts, out, *pw), runs):
@@ -77,11 +79,13 @@ def _without(report: object, new: frozenset[str]) -> object:
     return report
 
 
-def compare(before: Path, after: Path, new: frozenset[str] = frozenset()) -> int:
+def compare(
+    before: Path, after: Path, new: frozenset[str] = frozenset(), policies: Sequence[str] = POLICIES
+) -> int:
     """Compare every ``POLICY-WINDOW.json`` of two snapshots; 1 when any differs or is missing.
     ``new``: fields added since ``before`` (left out of ``after``; every other figure must match)."""
     bad = 0
-    for policy in POLICIES:
+    for policy in policies:
         for window in WINDOWS:
             name = f"{policy}-{window}.json"
             a, b = before / name, after / name
@@ -105,14 +109,17 @@ def main() -> int:
     snap.add_argument("out", type=Path)
     snap.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
     snap.add_argument("--jobs", type=int, default=2)
-    cmp = sub.add_parser("compare")
+    for p in (snap, cmp := sub.add_parser("compare")):
+        p.add_argument(
+            "--policies", default=",".join(POLICIES), help="comma-separated policies (default: %(default)s)"
+        )
     cmp.add_argument("before", type=Path)
     cmp.add_argument("after", type=Path)
     cmp.add_argument("--new-field", action="append", default=[], help="a field added since BEFORE")
     args = parser.parse_args()
     if args.cmd == "snapshot":
-        return snapshot(args.transcripts, args.out, args.jobs)
-    return compare(args.before, args.after, frozenset(args.new_field))
+        return snapshot(args.transcripts, args.out, args.jobs, args.policies.split(","))
+    return compare(args.before, args.after, frozenset(args.new_field), args.policies.split(","))
 
 
 if __name__ == "__main__":
