@@ -16,7 +16,7 @@ from conftest import CLAUDE_CODE
 from ctxengine.formats.anthropic_memo import BlockMemo
 from ctxengine.formats.anthropic_writer import to_anthropic
 from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
-from ctxengine.messages.model import Message
+from ctxengine.messages.model import Block, Message, Text
 from ctxengine.messages.view_counts import ViewCounts
 from test_replay_stages import Setup, _setup, calls
 
@@ -61,8 +61,8 @@ def test_run_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setup)
     assert 0 < memo.regrouped < total / 2
 
 
-def _words(m: Message) -> set[str]:
-    return set(m.text().split())
+def _words(b: Block) -> set[str]:
+    return set(Message(role="user", blocks=[b], id="b").text().split())
 
 
 def test_view_counts_hold_the_keys_of_the_view(mimo: Setup) -> None:
@@ -71,7 +71,7 @@ def test_view_counts_hold_the_keys_of_the_view(mimo: Setup) -> None:
     left = 0
     for _, proj, _ in calls(mimo, "default"):
         counts.move_to(proj.messages)
-        held = set().union(*(_words(m) for m in proj.messages))
+        held = set().union(*(_words(b) for m in proj.messages for b in m.blocks))
         ever |= held
         assert {w for w in ever if counts.holds(w)} == held
         left += len(ever - held)
@@ -79,9 +79,9 @@ def test_view_counts_hold_the_keys_of_the_view(mimo: Setup) -> None:
 
 
 def test_view_counts_forget_what_left_the_view() -> None:
-    a, b, c = (Message(role="user", blocks=[], id=f"m{i}") for i in range(3))
-    keys = {id(a): ["x"], id(b): ["y"], id(c): ["z"]}
-    counts: ViewCounts[str] = ViewCounts(lambda m: keys[id(m)])
+    x, y, z = Text("x"), Text("y"), Text("z")
+    a, b, c = (Message(role="user", blocks=[t], id=f"m{i}") for i, t in enumerate((x, y, z)))
+    counts: ViewCounts[str] = ViewCounts(lambda blk: [blk.text] if isinstance(blk, Text) else [])
     counts.move_to([a, b])
     counts.move_to([a, b, c])  # extends the view
     assert counts.holds("x") and counts.holds("y") and counts.holds("z")
@@ -89,3 +89,21 @@ def test_view_counts_forget_what_left_the_view() -> None:
     assert not counts.holds("x") and not counts.holds("y") and counts.holds("z")
     counts.move_to([c, a])  # a comes back
     assert counts.holds("x") and counts.holds("z") and not counts.holds("y")
+
+
+def test_view_counts_follow_blocks_a_rebuilt_message_keeps_or_shares() -> None:
+    """A message rebuilt around blocks it already had (a baseline's growing message), and one
+    block in two messages of the view: a key is held while any block that holds it is in view."""
+    x, y, z = Text("x"), Text("y"), Text("z")
+    counts: ViewCounts[str] = ViewCounts(lambda blk: [blk.text] if isinstance(blk, Text) else [])
+    counts.move_to([Message(role="user", blocks=[x, y], id="one")])
+    counts.move_to([Message(role="user", blocks=[x, y, z], id="one")])  # rebuilt, one block more
+    assert counts.holds("x") and counts.holds("y") and counts.holds("z")
+    counts.move_to(
+        [Message(role="user", blocks=[y, z], id="one"), Message(role="user", blocks=[y], id="two")]
+    )
+    assert not counts.holds("x") and counts.holds("y") and counts.holds("z")
+    counts.move_to([Message(role="user", blocks=[y], id="two")])  # y still held by the other message
+    assert counts.holds("y") and not counts.holds("z")
+    counts.move_to([])
+    assert not counts.holds("y")

@@ -35,7 +35,7 @@ class ContentRecall:
         self._fixed = _sh(fixed_prefix)
         self._seen: set[int] = set()
         self._of = MessageShingles(_sh)
-        self._view: ViewCounts[int] = ViewCounts(self._of)
+        self._view: ViewCounts[int] = ViewCounts(self._of.block)
         self._system: tuple[str, frozenset[int]] = ("", frozenset())
 
     def observe(self, msg: Message) -> None:

@@ -92,30 +92,39 @@ def units(msg: Message, *, outputs_only: bool = False) -> Iterator[str]:
 
 
 class MessageShingles:
-    """The shingles (``sh`` of each of its ``units``) of a message, kept per message object: a
-    projection sends the same objects call after call. ``put`` keeps a set computed elsewhere;
-    ``forget`` drops an object (its id may be reused by a new message)."""
+    """The shingles (``sh`` of each of its units: ``_block_units``) of a block, kept per block
+    object (a projection sends the same objects call after call, and an engine that rebuilds a
+    message keeps the blocks it already had); a message's are its blocks' together. ``put``
+    keeps a block's set computed elsewhere; ``forget`` drops a message's blocks."""
 
     def __init__(self, sh: Callable[[str], frozenset[int]]) -> None:
         self._sh = sh
-        self._cache: dict[int, tuple[Message, frozenset[int]]] = {}
+        self._cache: dict[int, tuple[Block, frozenset[int]]] = {}
 
     def __call__(self, msg: Message) -> frozenset[int]:
-        hit = self._cache.get(id(msg))
-        if hit is not None and hit[0] is msg:
+        out: set[int] = set()
+        for b in msg.blocks:
+            out |= self.block(b)
+        return frozenset(out)
+
+    def block(self, b: Block) -> frozenset[int]:
+        """The shingles of ``b``'s units."""
+        hit = self._cache.get(id(b))
+        if hit is not None and hit[0] is b:
             return hit[1]
         out: set[int] = set()
-        for u in units(msg):
+        for u in _block_units(b):
             out |= self._sh(u)
         fs = frozenset(out)
-        self._cache[id(msg)] = (msg, fs)
+        self._cache[id(b)] = (b, fs)
         return fs
 
-    def put(self, msg: Message, shingled: frozenset[int]) -> None:
-        self._cache[id(msg)] = (msg, shingled)
+    def put(self, b: Block, shingled: frozenset[int]) -> None:
+        self._cache[id(b)] = (b, shingled)
 
     def forget(self, msg: Message) -> None:
-        self._cache.pop(id(msg), None)
+        for b in msg.blocks:
+            self._cache.pop(id(b), None)
 
 
 def normalized(text: str) -> str:
@@ -274,7 +283,7 @@ class FidelityTracker:
         self._sources: list[_Source] = []
         self._charged: set[int] = set()  # sources charged in this epoch
         self._of = MessageShingles(self._sh)
-        self._view: ViewCounts[int] = ViewCounts(self._of)
+        self._view: ViewCounts[int] = ViewCounts(self._of.block)
         self._changes: dict[str, str] = {}  # path -> new text of its last change
         self._open_file = ""
         self._error = ""  # the latest error's probe text
@@ -303,9 +312,9 @@ class FidelityTracker:
         every unit is a content-recall source; a user message's text and a tool result's text are
         read sources (kind ``user``, ``attachment`` or ``tool_result``); a tool call that writes a
         file updates that file's current text (kind ``file_state``)."""
-        every: set[int] = set()
         for b in msg.blocks:
             kind = _read_kind(msg, b)
+            every: set[int] = set()
             for u in _block_units(b):
                 sh = self._sh(u)
                 if not sh:
@@ -314,8 +323,8 @@ class FidelityTracker:
                 every |= sh
                 if kind:
                     self._last_read.update(keys)
-        self._seen |= every
-        self._of.put(msg, frozenset(every))  # the view counts it when it is sent
+            self._seen |= every
+            self._of.put(b, frozenset(every))  # the view counts it when it is sent
         for b in msg.blocks:
             if isinstance(b, ToolCall):
                 for v in input_strings(b.input):

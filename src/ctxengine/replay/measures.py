@@ -25,7 +25,7 @@ from ctxengine.formats.openai_writer import RunMemo, to_openai_chat
 from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.formats.validate_incremental import RequestChecker
 from ctxengine.messages import identifiers
-from ctxengine.messages.model import Message, Session, Text, Thinking, ToolCall, ToolResult
+from ctxengine.messages.model import Block, Message, Session, Text, Thinking, ToolCall, ToolResult
 from ctxengine.messages.view_counts import ViewCounts
 from ctxengine.models.registry import ModelInfo
 from ctxengine.replay.records import COMPACTION_LAYERS
@@ -35,44 +35,52 @@ if TYPE_CHECKING:
 
 
 class _Ids:
-    """Identifier sets per message, cached by object identity (messages outlive the replay)."""
+    """Identifier sets per block and per message, cached by object identity (messages and their
+    blocks outlive the replay)."""
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[Message, frozenset[str]]] = {}
+        self._seen: dict[int, tuple[Block, frozenset[str]]] = {}
         self._used: dict[int, tuple[Message, frozenset[str]]] = {}
 
+    def block(self, b: Block) -> frozenset[str]:
+        """The identifiers ``b`` shows (thinking included), cached per block object."""
+        hit = self._seen.get(id(b))
+        if hit is not None and hit[0] is b:
+            return hit[1]
+        ids = frozenset(identifiers.extract_all(_block_texts(b, include_thinking=True)))
+        self._seen[id(b)] = (b, ids)
+        return ids
+
     def of(self, msg: Message) -> frozenset[str]:
-        """The identifiers ``msg`` shows (thinking included), cached per message object."""
-        return _cached(self._seen, msg, include_thinking=True)
+        """The identifiers ``msg`` shows (thinking included): its blocks' together."""
+        out: set[str] = set()
+        for b in msg.blocks:
+            out |= self.block(b)
+        return frozenset(out)
 
     def used(self, msg: Message) -> frozenset[str]:
         """The identifiers ``msg`` uses (its output: thinking left out), cached per message."""
-        return _cached(self._used, msg, include_thinking=False)
+        hit = self._used.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        ids = frozenset(
+            identifiers.extract_all(t for b in msg.blocks for t in _block_texts(b, include_thinking=False))
+        )
+        self._used[id(msg)] = (msg, ids)
+        return ids
 
 
-def _cached(
-    cache: dict[int, tuple[Message, frozenset[str]]], msg: Message, *, include_thinking: bool
-) -> frozenset[str]:
-    hit = cache.get(id(msg))
-    if hit is not None and hit[0] is msg:
-        return hit[1]
-    ids = frozenset(identifiers.extract_all(_texts(msg, include_thinking=include_thinking)))
-    cache[id(msg)] = (msg, ids)
-    return ids
-
-
-def _texts(msg: Message, *, include_thinking: bool) -> Iterable[str]:
-    for b in msg.blocks:
-        if isinstance(b, Text):
-            yield b.text
-        elif isinstance(b, ToolCall):
-            yield b.input if isinstance(b.input, str) else msgspec.json.encode(b.input).decode()
-        elif isinstance(b, ToolResult):
-            for p in b.content:
-                if isinstance(p, Text):
-                    yield p.text
-        elif include_thinking and isinstance(b, Thinking):
-            yield b.thinking
+def _block_texts(b: Block, *, include_thinking: bool) -> Iterable[str]:
+    if isinstance(b, Text):
+        yield b.text
+    elif isinstance(b, ToolCall):
+        yield b.input if isinstance(b.input, str) else msgspec.json.encode(b.input).decode()
+    elif isinstance(b, ToolResult):
+        for p in b.content:
+            if isinstance(p, Text):
+                yield p.text
+    elif include_thinking and isinstance(b, Thinking):
+        yield b.thinking
 
 
 class Recall(NamedTuple):
@@ -90,7 +98,7 @@ class RecallTracker:
     def __init__(self) -> None:
         self.ids = _Ids()
         self.seen: set[str] = set()
-        self._view_ids: ViewCounts[str] = ViewCounts(self.ids.of)
+        self._view_ids: ViewCounts[str] = ViewCounts(self.ids.block)
 
     def observe(self, msg: Message) -> None:
         """``msg``'s identifiers are now known to the agent."""
