@@ -36,6 +36,7 @@ BASELINES: dict[str, str] = {
 }
 """Baseline engine ids (each runs under the policy of the same name) and what each sends."""
 
+
 def policy_for(name: str) -> Policy:
     """The policy record a baseline runs under (ours does nothing; the engine decides).
     Raises ``KeyError``."""
@@ -77,18 +78,29 @@ class IdentifiersOnlyEngine(HistoryEngine):
 OWN_WORDS_RESERVE = 8_000  # tokens left free of the window for the response and the estimate's error
 
 
+OWN_WORDS_HEADER = "Your own earlier messages and tool calls:"
+
+
 class OwnWordsOnlyEngine(HistoryEngine):
     """The ``own-words-only`` baseline (see the module docstring): one user message with the
-    latest user request and the agent's own earlier output (its text blocks, each tool call as
-    its name and every string of its input, verbatim), newest first within the window less the
-    fixed prefix and ``OWN_WORDS_RESERVE``, placed oldest first. Tokens."""
+    agent's own earlier output (its text blocks, each tool call as its name and every string of
+    its input, verbatim; a text block each), newest first within the window less the fixed prefix
+    and ``OWN_WORDS_RESERVE``, placed oldest first, under ``OWN_WORDS_HEADER``, then the latest
+    user request. Tokens.
+
+    Each piece of output is one ``Text`` block made once, at ingest, and sent as the same object
+    at every call (as the request's block while the request is the same): the message is rebuilt
+    at each call, its blocks are not, so what reads it block by block (the replay's measures, the
+    writers' memos) reads only the new ones."""
 
     engine_id = "own-words-only"
 
     def __init__(self, policy: Policy, **kwargs: Any) -> None:
         super().__init__(policy, **kwargs)
-        self._entries: list[tuple[str, int]] = []  # (text, tokens), oldest first
+        self._entries: list[tuple[Text, int]] = []  # (block, tokens), oldest first
         self._fixed = 0
+        self._header = Text(OWN_WORDS_HEADER)
+        self._request = Text("(no user request yet)")
 
     def bootstrap(self, *, fixed_prefix_tokens: int | None = None, **kwargs: Any) -> None:
         super().bootstrap(fixed_prefix_tokens=fixed_prefix_tokens, **kwargs)
@@ -107,21 +119,23 @@ class OwnWordsOnlyEngine(HistoryEngine):
                     text = "\n".join([f"[tool call {b.name}]", *input_strings(b.input)])
                 else:
                     continue
-                self._entries.append((text, self.counter.count_text(text)))
+                self._entries.append((Text(text), self.counter.count_text(text)))
         return []
 
     def assemble(self, budget: int | None = None, *, now: float | None = None) -> Projection:
         window = min(self.window, budget) if budget else self.window
         request = latest_user_request(self.history) or "(no user request yet)"
-        room = window - self._fixed - OWN_WORDS_RESERVE - self.counter.count_text(request)
-        kept: list[str] = []
-        for text, tokens in reversed(self._entries):
+        if request != self._request.text:
+            self._request = Text(request)
+        room = window - self._fixed - OWN_WORDS_RESERVE - self.counter.count_text(OWN_WORDS_HEADER)
+        room -= self.counter.count_text(request)
+        kept: list[Text] = []
+        for block, tokens in reversed(self._entries):
             if tokens > room:
                 break
             room -= tokens
-            kept.append(text)
-        own = "Your own earlier messages and tool calls:\n\n" + "\n\n".join(reversed(kept))
-        msg = Message(role="user", blocks=(Text(own), Text(request)), id="own-words-only")
+            kept.append(block)
+        msg = Message(role="user", blocks=(self._header, *reversed(kept), self._request), id="own-words-only")
         return self.projection([msg], self.counter.count_message(msg), window, [])
 
     def dispose(self) -> None:
