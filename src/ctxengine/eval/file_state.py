@@ -143,6 +143,8 @@ _VERBS = {  # what a line must say, beside the path, to tell the action
     "created": ("creat", "writ", "wrote", "add file", "new file"),
     "deleted": ("delet", "remov", "rm "),
 }
+# a line says one of an action's verbs when this finds one in it (the same test as asking each)
+_SAYS = {action: re.compile("|".join(map(re.escape, verbs))).search for action, verbs in _VERBS.items()}
 
 
 class FileTrail:
@@ -188,13 +190,12 @@ class FileTrail:
         for path, action in self.last.items():
             p = path.lower().replace("\\", "/")
             if "\x00" in p:
-                hits += any(p in ln and any(v in ln for v in _VERBS[action]) for ln in low)
+                says = _SAYS[action]
+                hits += any(p in ln and says(ln) is not None for ln in low)
                 continue
             said = stating.get(action)
             if said is None:
-                said = stating[action] = "\x00".join(
-                    ln for ln in low if any(v in ln for v in _VERBS[action])
-                )
+                said = stating[action] = "\x00".join(filter(_SAYS[action], low))
             hits += bool(said) and p in said  # (an empty path is in any line, not in none)
         return round(hits / len(self.last), 4)
 
