@@ -28,8 +28,9 @@ def mimo(transcripts: Path) -> Setup:
     return _setup(MIMO_SIDECHAIN, 64_000)
 
 
-def test_block_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setup) -> None:
-    memo = BlockMemo()
+@pytest.mark.parametrize("share", [False, True], ids=["new-messages", "shared-messages"])
+def test_block_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setup, share: bool) -> None:
+    memo = BlockMemo(share_messages=share)
     bodies = []
     for _, proj, _ in calls(mimo, "default"):
         with_memo = to_anthropic(proj.messages, system=proj.system, model="m", memo=memo)
@@ -41,7 +42,7 @@ def test_block_memo_encodes_every_projection_as_a_fresh_encoding_does(mimo: Setu
     total = sum(len(p.messages) for _, p, _ in calls(mimo, "default"))
     assert 0 < memo.regrouped < total / 2
     # the breakpoints were copied, not written into the shared blocks: the earlier bodies are intact
-    memo2 = BlockMemo()
+    memo2 = BlockMemo(share_messages=share)
     again = [
         json.dumps(to_anthropic(p.messages, system=p.system, model="m", memo=memo2))
         for _, p, _ in calls(mimo, "default")

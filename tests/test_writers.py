@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxengine.formats.anthropic_memo import BlockMemo
 from ctxengine.formats.anthropic_writer import (
     EMPTY_CONVERSATION,
     EMPTY_RESULT_TEXT,
@@ -347,6 +348,35 @@ def test_openai_leaves_out_unanswered_calls_of_aborted_turns() -> None:
     out = to_openai_chat(msgs, model="m")["messages"]
     assert out == [{"role": "user", "content": "go\n[Request interrupted by user]"}]  # nothing left of "a"
     assert validate_openai_chat({"messages": out}) == []
+
+
+def test_anthropic_memo_follows_aborted_turns_as_a_fresh_encoding_does() -> None:
+    """Projection after projection of one conversation, where an aborted turn arrives after the
+    first bodies, is answered later, and is cut away by a compaction: the memo's bodies (new or
+    shared message dicts) are the fresh encoding's, and an earlier body is never changed."""
+    go, fine = user("u", Text("go")), asst("a0", Text("ok"))
+    aborted = asst("a", ToolCall("c1", "Bash", {"command": "ls"}), meta={"stop_reason": "aborted"})
+    interrupted = user("i", Text("[Request interrupted by user]"))
+    again = asst("a2", ToolCall("c2", "Bash", {"command": "pwd"}))
+    answer = user("r", result("c2", Text("/tmp")))
+    answered_late = user("r1", result("c1", Text("late")))
+    summary = user("s", Text("summary"), meta={CACHE_ANCHOR: True})
+    views = [
+        [go, fine],
+        [go, fine, aborted, interrupted],
+        [go, fine, aborted, interrupted, again, answer],
+        [go, fine, aborted, answered_late, again, answer],
+        [summary, again, answer],
+        [summary, again, answer, aborted, interrupted],
+    ]
+    for share in (False, True):
+        memo = BlockMemo(share_messages=share)
+        bodies = []
+        for view in views:
+            body = to_anthropic(view, system="sys", model="m", memo=memo)
+            assert body == to_anthropic(view, system="sys", model="m")
+            bodies.append((body, json.dumps(body)))
+        assert all(json.dumps(b) == text for b, text in bodies)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ identity; messages are treated as immutable) and leaves out the same aborted too
 groups that the shared messages close and groups again from the last of them on. Each message's
 blocks are encoded once (an aborted message, whose encoding depends on the projection, every
 time). The body is ``to_anthropic``'s without a memo, in new message dicts and lists each call;
-only the block dicts are shared between bodies (breakpoints are set on copies).
+only the block dicts are shared between bodies (breakpoints are set on copies). With
+``share_messages`` (a caller that never changes a body: the replay's request check), an
+unchanged group's message dict is shared too (``anthropic_writer.finish``), so a body is made in
+time proportional to what changed, not to its length.
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ BLOCKS_MAX = 20_000  # messages whose blocks are remembered (the oldest forgotte
 class BlockMemo:
     """``_encode`` of projection after projection (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, share_messages: bool = False) -> None:
+        self.share_messages = share_messages
         self._blocks: dict[int, tuple[Message, list[dict[str, Any]]]] = {}
         self._groups: Groups | None = None
         self._messages: list[Message] = []
         self._skip: set[str] = set()
         self._mode: SystemMessages = "hoist"
+        self._aborted = False  # whether the previous projection held an aborted message
         self.regrouped = 0  # neutral messages grouped in all (the rest was kept from a previous body)
 
     def blocks(self, m: Message, skip: set[str]) -> list[dict[str, Any]]:
@@ -59,11 +64,15 @@ class BlockMemo:
     def encode(self, messages: Sequence[Message], system: str, system_messages: SystemMessages) -> Encoded:
         """``anthropic_writer._encode(messages, system, system_messages)``, from the groups of the
         previous projection that the shared messages close."""
-        skip = aborted_unanswered(messages)
         g = self._groups
+        shared = shared_prefix(self._messages, messages) if g is not None else 0
+        # no aborted message in the previous projection: only the messages after the shared
+        # ones can hold one (``aborted_unanswered`` is empty without one)
+        self._aborted = any(map(is_aborted, messages if self._aborted else messages[shared:]))
+        skip = aborted_unanswered(messages) if self._aborted else set()
         start = 0
         if g is not None and skip == self._skip and system_messages == self._mode:
-            k = bisect.bisect_left(g.first_src, shared_prefix(self._messages, messages)) - 1
+            k = bisect.bisect_left(g.first_src, shared) - 1
             start = g.cut(k) if k >= 0 else 0
             if k < 0:
                 g = Groups()
@@ -72,5 +81,4 @@ class BlockMemo:
         group(g, messages, start, skip, system_messages, lambda m: self.blocks(m, skip))
         self.regrouped += len(messages) - start
         self._groups, self._messages, self._skip, self._mode = g, list(messages), skip, system_messages
-        return finish(g, system)
-
+        return finish(g, system, share=self.share_messages)

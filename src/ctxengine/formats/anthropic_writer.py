@@ -128,16 +128,25 @@ def to_anthropic(
         if cache_breakpoints and not (anchor is not None and system_blocks):
             body["tools"][-1] = {**tools[-1], "cache_control": dict(CACHE_CONTROL)}
     if cache_breakpoints:
-        # a marked block is copied (blocks may be shared with a memo), the anchor's first
+        # a marked block is copied (blocks may be shared with a memo), the anchor's first, and so
+        # is the message holding it (a memo may share message dicts between bodies)
         if anchor is not None:
-            _mark(encoded[anchor[0]]["content"], anchor[1])
+            _mark(_own(encoded, anchor[0]), anchor[1])
         for k in _message_breakpoints(encoded):
-            content = encoded[k]["content"]
+            content = _own(encoded, k)
             for j in range(len(content) - 1, -1, -1):
                 if content[j]["type"] not in _NO_CACHE_TYPES:
                     content[j] = {**content[j], "cache_control": dict(CACHE_CONTROL)}
                     break
     return body
+
+
+def _own(encoded: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """The content list of ``encoded[k]``, after replacing that message by a copy with a copy of
+    its list (so that what is changed in it is this body's alone)."""
+    msg = encoded[k] = {**encoded[k], "content": list(encoded[k]["content"])}
+    content: list[dict[str, Any]] = msg["content"]
+    return content
 
 
 def _mark(content: list[dict[str, Any]], block: dict[str, Any]) -> None:
@@ -250,11 +259,12 @@ class EncodeMemo(Protocol):
 class Groups:
     """A projection's encoding before the final copy (``finish``): the provider messages as
     groups of merged neutral messages (role, blocks, first and last neutral message index), each
-    user group's blocks with the tool results first (computed once, ``ordered``), the hoisted
-    system texts and the ``CACHE_ANCHOR`` candidates, each with its neutral message index. A
-    group's lists are never changed once a later group exists (``BlockMemo`` keeps them)."""
+    user group's blocks with the tool results first (computed once, ``ordered``), each group's
+    message dict once ``finish`` made it (``encoded``: kept only with ``finish``'s ``share``), the
+    hoisted system texts and the ``CACHE_ANCHOR`` candidates, each with its neutral message index.
+    A group's lists are never changed once a later group exists (``BlockMemo`` keeps them)."""
 
-    __slots__ = ("anchors", "contents", "first_src", "last_src", "ordered", "roles", "system")
+    __slots__ = ("anchors", "contents", "encoded", "first_src", "last_src", "ordered", "roles", "system")
 
     def __init__(self) -> None:
         self.roles: list[str] = []
@@ -262,6 +272,7 @@ class Groups:
         self.first_src: list[int] = []
         self.last_src: list[int] = []
         self.ordered: list[list[dict[str, Any]] | None] = []
+        self.encoded: list[dict[str, Any] | None] = []
         self.system: list[tuple[int, str]] = []
         self.anchors: list[tuple[int, int, dict[str, Any]]] = []  # (message index, group, block)
 
@@ -269,7 +280,7 @@ class Groups:
         """Keep the groups before group ``k`` and what the messages before it gave; returns the
         neutral message index where group ``k`` started (where the encoding resumes)."""
         start = self.first_src[k]
-        for lst in (self.roles, self.contents, self.first_src, self.last_src, self.ordered):
+        for lst in (self.roles, self.contents, self.first_src, self.last_src, self.ordered, self.encoded):
             del lst[k:]
         self.system = [t for t in self.system if t[0] < start]
         self.anchors = [a for a in self.anchors if a[0] < start]
@@ -305,34 +316,42 @@ def group(
         if roles and roles[-1] == role:
             contents[-1].extend(content)
             g.last_src[-1] = i
-            g.ordered[-1] = None
+            g.ordered[-1] = g.encoded[-1] = None
         else:
             roles.append(role)
             contents.append(list(content))
             g.first_src.append(i)
             g.last_src.append(i)
             g.ordered.append(None)
+            g.encoded.append(None)
         if m.role == "user" and m.meta.get(CACHE_ANCHOR):
             last = next((b for b in reversed(content) if b["type"] not in _NO_CACHE_TYPES), None)
             if last is not None:
                 g.anchors.append((i, len(roles) - 1, last))
 
 
-def finish(g: Groups, system: str) -> Encoded:
-    """``_encode``'s result from ``g``: new message dicts and content lists (the caller marks
-    breakpoints in them), tool results first in user messages, the leading placeholder."""
+def finish(g: Groups, system: str, *, share: bool = False) -> Encoded:
+    """``_encode``'s result from ``g``: the message dicts and content lists (new ones, which the
+    caller may change; with ``share``, each group's own from the previous call when the group is
+    unchanged, for a caller that never changes a body: ``to_anthropic`` copies a message before
+    it marks a breakpoint in it), tool results first in user messages, the leading placeholder."""
     encoded: list[dict[str, Any]] = []
     for k, role in enumerate(g.roles):
-        content = g.contents[k]
-        if role == "user":
-            ordered = g.ordered[k]
-            if ordered is None:
-                ordered = [b for b in content if b["type"] == "tool_result"] + [
-                    b for b in content if b["type"] != "tool_result"
-                ]
-                g.ordered[k] = ordered
-            content = ordered
-        encoded.append({"role": role, "content": list(content)})
+        made = g.encoded[k] if share else None
+        if made is None:
+            content = g.contents[k]
+            if role == "user":
+                ordered = g.ordered[k]
+                if ordered is None:
+                    ordered = [b for b in content if b["type"] == "tool_result"] + [
+                        b for b in content if b["type"] != "tool_result"
+                    ]
+                    g.ordered[k] = ordered
+                content = ordered
+            made = {"role": role, "content": list(content)}
+            if share:
+                g.encoded[k] = made
+        encoded.append(made)
     last_src = list(g.last_src)
     anchor = (g.anchors[-1][1], g.anchors[-1][2]) if g.anchors else None
     if not encoded or encoded[0]["role"] != "user":

@@ -171,7 +171,8 @@ class RequestMeter:
         self.provider = provider
         self.model = model
         self.checker = RequestChecker("anthropic" if provider == "anthropic" else "openai")
-        self.memo = BlockMemo()  # the blocks of messages already encoded, reused as they are
+        # the blocks and messages already encoded, reused as they are (a body is only read here)
+        self.memo = BlockMemo(share_messages=True)
         self.runs = RunMemo()  # the same for OpenAI's runs of messages
 
     def violations(self, proj: Projection) -> int:
