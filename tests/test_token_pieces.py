@@ -144,15 +144,3 @@ def test_a_piecewise_counter_tokenizes_each_piece_once() -> None:
     assert seen[-1] == cut
 
 
-def test_an_encoder_built_in_the_background_is_the_one_counts_use() -> None:
-    """``encoders.build_in_background``: the waiter returns once the encoder is built (counts
-    then use that encoder), and raises what the build raised."""
-    from ctxengine.tokens import encoders
-
-    wait = encoders.build_in_background("cl100k_base")
-    wait()
-    assert "cl100k_base" in encoders._ENCODERS
-    assert encoders.count_tokens("hello world", "cl100k_base") == 2
-    bad = encoders.build_in_background("no_such_encoding")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="no_such_encoding"):
-        bad()

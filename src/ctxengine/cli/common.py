@@ -328,15 +328,14 @@ def check_model(model: str | None, registry: Registry) -> None:
 
 
 def load_for_replay(path: Path, model: str | None, *, settle: bool) -> list[Session]:
-    """``load_transcripts([path], model)`` while the tokenizer is built on a thread
-    (``tokens.encoders.build_in_background``: ready before any replay worker forks); with
-    ``settle`` (a process that replays and ends), the collector then tuned for the replay
+    """``load_transcripts([path], model)``, then the tokenizer built (``tokens.encoders.encoder``:
+    once here, before any replay worker forks, so that each inherits it); with ``settle`` (a
+    process that replays and ends), the collector then tuned for the replay
     (``replay.pool.settle_collector``). Errors as ``load_transcripts``."""
-    from ctxengine.tokens.encoders import build_in_background
+    from ctxengine.tokens.encoders import encoder
 
-    encoder_built = build_in_background()
     sessions = load_transcripts([path], model)
-    encoder_built()
+    encoder()
     if settle:
         from ctxengine.replay.pool import settle_collector
 

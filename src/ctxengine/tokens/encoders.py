@@ -14,7 +14,6 @@ import importlib.machinery
 import importlib.util
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,36 +69,6 @@ def encoder(name: Encoding = "o200k_base") -> Any:
                 enc = _load_bindings().tokenizer_for_encoding(name)
                 _ENCODERS[name] = enc
     return enc
-
-
-def build_in_background(name: Encoding = "o200k_base") -> Callable[[], None]:
-    """Start building the encoder ``name`` (``encoder``) on a thread and return the function that
-    waits for it, raising whatever the build raised.
-
-    The Rust build (0.07-0.15 s) runs without the GIL, so it overlaps with what the caller does
-    meanwhile (``ctxengine replay`` reads the transcripts); waiting before the replay forks its
-    worker processes lets each of them inherit the built encoder instead of building its own.
-    When the encoder is already built, nothing is started."""
-    if name in _ENCODERS:
-        return lambda: None
-    errors: list[BaseException] = []
-
-    def build() -> None:
-        try:
-            encoder(name)
-        except BaseException as exc:  # handed to the waiter, which raises it
-            errors.append(exc)
-
-    thread = threading.Thread(target=build, name=f"ctxengine-encoder-{name}", daemon=True)
-    thread.start()
-
-    def wait() -> None:
-        thread.join()
-        if errors:
-            raise errors[0]
-
-    return wait
-
 
 
 def count_tokens(text: str, encoding: Encoding = "o200k_base") -> int:
