@@ -570,3 +570,39 @@ def test_last_changes_and_latest_error_are_restored_by_content() -> None:
     shown = "\n".join(m.text() for m in engine.assemble().messages)
     assert new_text in shown  # the last change, not the first
     assert "pytest -x tests/test_p.py" in shown and "AssertionError: expected 3 fields" in shown
+
+
+def test_restore_folds_resumed_across_compactions_give_the_whole_historys_answer(transcripts: Path) -> None:
+    """``RestoreScans`` on the largest shared Claude Code session, cut at growing points as the
+    compactions of one session are (and once at a shorter one, as a rehearsal after a compaction
+    may be): every restore it gives equals the one folded over the whole history, and a resumed
+    fold reads only the messages after the previous cut."""
+    (s,) = load(CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl")
+    msgs = s.messages
+    scans = restore.RestoreScans()
+    count = len  # any pure count: the folds, not the fitting, are under test
+    cuts = [len(msgs) // 5, 2 * len(msgs) // 5, 3 * len(msgs) // 5, len(msgs) // 2, len(msgs) - 20]
+    restored_files = 0
+    for cut in cuts:
+        before, kept = msgs[:cut], msgs[cut:]
+        args: dict[str, Any] = {"max_files": 5, "change_tokens": 5_000, "total_tokens": 50_000}
+        whole = restore.recent_changes(before, kept, count, **args)
+        assert restore.recent_changes(before, kept, count, **args, scans=scans) == whole
+        for shell in (False, True):
+            whole_files = restore.recent_files(before, kept, count, from_transcript=True, shell_reads=shell)
+            resumed = restore.recent_files(
+                before, kept, count, from_transcript=True, shell_reads=shell, scans=scans
+            )
+            assert resumed == whole_files
+            restored_files += len(resumed)
+        error = restore.latest_error(before, kept, count, max_tokens=2_000)
+        assert restore.latest_error(before, kept, count, max_tokens=2_000, scans=scans) == error
+    assert any(
+        restore.recent_changes(
+            msgs[: cuts[-1]], msgs[cuts[-1] :], count, max_files=5, change_tokens=5_000, total_tokens=50_000
+        )
+    )
+    assert restored_files > 0
+    # each fold read the messages up to the last cut once, and again from the start after the
+    # shorter cut (len // 2 after 3 * len // 5): never the whole history at every cut
+    assert scans.changes.folded == 3 * len(msgs) // 5 + (len(msgs) - 20)

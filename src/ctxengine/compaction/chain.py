@@ -42,6 +42,7 @@ from ctxengine.policy.registry import Policy
 from ctxengine.summary import structured as summarize
 from ctxengine.summary.audit import user_request
 from ctxengine.summary.llm.summarizer import LLMSummarizer
+from ctxengine.summary.restore import RestoreScans
 from ctxengine.summary.skeleton import Segment
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class Compactor(SessionNotes):
         # the transcript skeleton's segments (``restore_skeleton_tokens``) and the history index
         # they cover up to; a compaction's new segments wait in ``_pending_skeleton`` for ``commit``
         self.pinned = PinnedFacts()  # the rules and the file ledger (``compaction.pinned``)
+        # the restore's folds over the history, resumed at each compaction (a cache: no state)
+        self.restore_scans = RestoreScans()
         self._skeleton: tuple[Segment, ...] = ()
         self._skeleton_upto = 0
         self._pending_skeleton: tuple[list[Segment], int] | None = None
@@ -423,6 +426,7 @@ class Compactor(SessionNotes):
             from_transcript=self.restore_from_transcript,
             notes_facts=self.notes.facts,
             state=state,
+            scans=self.restore_scans,
         )
         # restored again with the same content: the same message, which the prompt cache keeps serving
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
@@ -432,7 +436,7 @@ class Compactor(SessionNotes):
         limit = limit if force else min(limit, plan.threshold - Restore.of(p).room_tokens)
         room = limit - cut.event.tokens_after
         counted = self._counted(ctx)
-        pinned = pinned_messages(p, self.pinned, history, kept, self.count_text)
+        pinned = pinned_messages(p, self.pinned, history, kept, self.count_text, self.restore_scans)
         lead_tokens, restored, skipped = fit(lead, restored, room, counted, pinned)
         restored_tokens = place(cut, lead, restored, lead_tokens, skipped, counted)
         record_quality(cut, kept)

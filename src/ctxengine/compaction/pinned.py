@@ -87,13 +87,15 @@ def pinned_messages(
     history: Sequence[Message],
     kept: Sequence[Message],
     count: Callable[[str], int],
+    scans: restore.RestoreScans | None = None,
 ) -> list[Message]:
     """The pinned messages of a compaction, in order: the latest failure of the whole
-    ``history`` (unless ``kept`` shows it whole), the rules, the ledger."""
+    ``history`` (unless ``kept`` shows it whole; ``scans``: the session's folds, resumed), the
+    rules, the ledger."""
     r = Restore.of(p)
     out: list[Message] = []
     if r.error_tokens > 0:
-        out += restore.latest_error(history, kept, count, max_tokens=r.error_tokens)
+        out += restore.latest_error(history, kept, count, max_tokens=r.error_tokens, scans=scans)
     for mid, text in (
         ("pinned:rules", facts.rules_text(r.rules_tokens, count)),
         ("pinned:files", facts.ledger_text(r.ledger_tokens, count)),

@@ -61,6 +61,7 @@ def working_set(
     from_transcript: bool,
     notes_facts: summarize.SummaryState,
     state: summarize.SummaryState,
+    scans: restore.RestoreScans | None = None,
 ) -> list[Message]:
     """The restore messages of a compaction, in order (before fitting).
 
@@ -74,6 +75,7 @@ def working_set(
         from_transcript: restore files from the transcript's reads, not the disk.
         notes_facts: the session notes' facts (their todo list and plan come first).
         state: the structured-summary facts after this compaction.
+        scans: the session's folds over ``before_cut``, resumed from the last compaction's.
 
     Returns:
         The messages: recent changes, recent files, instruction files, todos (the latest error
@@ -90,6 +92,7 @@ def working_set(
             change_tokens=r.change_tokens,
             total_tokens=r.total_tokens,
             shown=shown,
+            scans=scans,
         )
     used = sum(count(m.text()) for m in restored)
     if r.files > 0:
@@ -103,6 +106,7 @@ def working_set(
             file_tokens=r.file_tokens,
             total_tokens=max(0, r.total_tokens - used),
             shell_reads=r.shell_reads,
+            scans=scans,
         )
     restored += restore.instruction_files(workspace, r.instruction_files)
     if r.todos:

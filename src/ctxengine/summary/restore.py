@@ -17,13 +17,16 @@ Pure apart from reading the files: it returns messages; the engine places them a
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from ctxengine.layers.base import result_text
 from ctxengine.messages.identifiers import normalize_path
 from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.prefix_scan import PrefixScan
 from ctxengine.messages.tool_failures import failed
 from ctxengine.summary.state import READ_TOOLS, _tool_paths
 
@@ -31,27 +34,112 @@ RESTORE_MAX_FILES = 5
 RESTORE_FILE_TOKENS = 5_000
 RESTORE_TOTAL_TOKENS = 50_000
 
+S = TypeVar("S")
 
-def _reads(messages: Sequence[Message], shell: bool = False) -> list[tuple[str, str]]:
-    """(normalised path, result text) of every read with a result, oldest first: read tool calls
-    and, with ``shell``, shell commands that print one file (``shell_read_paths``: ``cat f``,
-    ``sed -n '1,80p' f``; a command reading several files is left out, its output mixes them)."""
+
+class _Reads:
+    """The reads fold (``_read_step``): each read call's paths by call id, and the (normalised
+    path, result text) of every read with a result, oldest first."""
+
+    __slots__ = ("calls", "out", "shell")
+
+    def __init__(self, shell: bool) -> None:
+        self.shell = shell
+        self.calls: dict[str, list[str]] = {}
+        self.out: list[tuple[str, str]] = []
+
+
+def _read_step(state: _Reads, m: Message) -> None:
     from ctxengine.tools.shell.commands import shell_read_paths
 
-    calls: dict[str, list[str]] = {}
-    out: list[tuple[str, str]] = []
+    calls = state.calls
+    for b in m.blocks:
+        if isinstance(b, ToolCall):
+            if b.name.lower() in READ_TOOLS:
+                calls[b.id] = _tool_paths(b)
+            elif state.shell and len(paths := shell_read_paths(b)) == 1:
+                calls[b.id] = [normalize_path(paths[0])]
+        elif isinstance(b, ToolResult) and b.call_id in calls and not b.is_error:
+            text = "\n".join(p.text for p in b.content if isinstance(p, Text))
+            for path in calls[b.call_id]:
+                state.out.append((path, text))
+
+
+class _Changes:
+    """The changes fold (``_change_step``): each changed file's last change, (call id, tool, new
+    text), in the order of their last changes."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[str, str, str]] = {}
+
+
+def _change_step(state: _Changes, m: Message) -> None:
+    from ctxengine.messages.file_writes import file_changes
+
+    last = state.last
+    for b in m.blocks:
+        if isinstance(b, ToolCall):
+            for ch in file_changes(b):
+                last.pop(ch.path, None)
+                last[ch.path] = (b.id, b.name, ch.text)
+
+
+class _Errors:
+    """The failures fold (``_error_step``): the calls by id, and the latest failed tool result
+    with its call and text."""
+
+    __slots__ = ("calls", "found")
+
+    def __init__(self) -> None:
+        self.calls: dict[str, ToolCall] = {}
+        self.found: tuple[ToolCall | None, ToolResult, str] | None = None
+
+
+def _error_step(state: _Errors, m: Message) -> None:
+    for b in m.blocks:
+        if isinstance(b, ToolCall):
+            state.calls[b.id] = b
+        elif isinstance(b, ToolResult):
+            text = result_text(b)
+            if failed(b, text):
+                state.found = (state.calls.get(b.call_id), b, text)
+
+
+class RestoreScans:
+    """One session's restore folds over its history, each resumed where the previous
+    compaction's (or rehearsal's) left off (``messages.prefix_scan``): the reads (with and
+    without shell reads), the changes, the latest failure. The same results as folding the
+    whole history each time."""
+
+    def __init__(self) -> None:
+        self._reads = {
+            shell: PrefixScan(functools.partial(_Reads, shell), _read_step) for shell in (False, True)
+        }
+        self.changes: PrefixScan[_Changes] = PrefixScan(_Changes, _change_step)
+        self.errors: PrefixScan[_Errors] = PrefixScan(_Errors, _error_step)
+
+    def reads(self, shell: bool) -> PrefixScan[_Reads]:
+        """The reads fold, with or without the files printed by shell commands."""
+        return self._reads[shell]
+
+
+def _fold(state: S, step: Callable[[S, Message], None], messages: Sequence[Message]) -> S:
     for m in messages:
-        for b in m.blocks:
-            if isinstance(b, ToolCall):
-                if b.name.lower() in READ_TOOLS:
-                    calls[b.id] = _tool_paths(b)
-                elif shell and len(paths := shell_read_paths(b)) == 1:
-                    calls[b.id] = [normalize_path(paths[0])]
-            elif isinstance(b, ToolResult) and b.call_id in calls and not b.is_error:
-                text = "\n".join(p.text for p in b.content if isinstance(p, Text))
-                for path in calls[b.call_id]:
-                    out.append((path, text))
-    return out
+        step(state, m)
+    return state
+
+
+def _reads(
+    messages: Sequence[Message], shell: bool = False, scans: RestoreScans | None = None
+) -> list[tuple[str, str]]:
+    """(normalised path, result text) of every read with a result, oldest first: read tool calls
+    and, with ``shell``, shell commands that print one file (``shell_read_paths``: ``cat f``,
+    ``sed -n '1,80p' f``; a command reading several files is left out, its output mixes them).
+    With ``scans``, resumed from its previous fold (the list is the scan's: not to be changed)."""
+    state = scans.reads(shell)(messages) if scans is not None else _fold(_Reads(shell), _read_step, messages)
+    return state.out
 
 
 def _cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> tuple[str, bool]:
@@ -94,21 +182,19 @@ def recent_files(
     total_tokens: int = RESTORE_TOTAL_TOKENS,
     origin_note: str = "",
     shell_reads: bool = False,
+    scans: RestoreScans | None = None,
 ) -> list[Message]:
     """Messages re-attaching the files read before the cut (see the module docstring); with
     ``shell_reads`` (ours) files printed by a shell command count as read (Claude Code restores
-    only its Read tool's files)."""
+    only its Read tool's files). ``scans``: the session's folds, resumed (the same messages)."""
     in_tail = {p for p, _ in _reads(kept, shell_reads)}
-    latest: dict[str, str] = {}
-    order: list[str] = []
-    for path, text in _reads(summarized, shell_reads):
+    latest: dict[str, str] = {}  # path -> its latest read's text, in the order of latest reads
+    for path, text in _reads(summarized, shell_reads, scans):
+        latest.pop(path, None)
         latest[path] = text
-        if path in order:
-            order.remove(path)
-        order.append(path)
     out: list[Message] = []
     used = 0
-    for path in reversed(order):
+    for path in reversed(latest):
         if len(out) >= max_files or used >= total_tokens:
             break
         if path in in_tail:
@@ -206,22 +292,17 @@ def recent_changes(
     change_tokens: int,
     total_tokens: int,
     shown: str = "",
+    scans: RestoreScans | None = None,
 ) -> list[Message]:
     """Messages re-attaching the last change of up to ``max_files`` recently modified files,
     newest first (``file_writes.file_changes``: Edit / Write / MultiEdit / str_replace_editor /
     apply_patch / heredoc writes), each cut to ``change_tokens`` (head kept), ``total_tokens``
     in all; a file whose last change is in the ``kept`` messages is left out (it is there), and
-    so is one whose new text is already in ``shown`` (the transcript skeleton restored with it)."""
-    from ctxengine.messages.file_writes import file_changes
-
+    so is one whose new text is already in ``shown`` (the transcript skeleton restored with it).
+    ``scans``: the session's folds, resumed (the same messages)."""
     in_tail = _calls_in(kept)
-    last: dict[str, tuple[str, str, str]] = {}  # path -> (call id, tool, new text)
-    for m in history:
-        for b in m.blocks:
-            if isinstance(b, ToolCall):
-                for ch in file_changes(b):
-                    last.pop(ch.path, None)
-                    last[ch.path] = (b.id, b.name, ch.text)
+    changes = scans.changes(history) if scans is not None else _fold(_Changes(), _change_step, history)
+    last = changes.last  # path -> (call id, tool, new text)
     out: list[Message] = []
     used = 0
     for path, (call_id, tool, text) in reversed(list(last.items())):
@@ -240,22 +321,19 @@ def recent_changes(
 
 
 def latest_error(
-    history: Sequence[Message], kept: Sequence[Message], count: Callable[[str], int], *, max_tokens: int
+    history: Sequence[Message],
+    kept: Sequence[Message],
+    count: Callable[[str], int],
+    *,
+    max_tokens: int,
+    scans: RestoreScans | None = None,
 ) -> list[Message]:
     """The latest failed tool result of ``history`` (``failed``: flagged ``is_error``, a non-zero
     exit status, a Python traceback) with the call that produced it, within ``max_tokens`` (its
     head and its tail, where a traceback names the exception, when it is long), unless the ``kept``
-    messages show it whole (a kept result cut to a preview or cleared is restored all the same)."""
-    calls: dict[str, ToolCall] = {}
-    found: tuple[ToolCall | None, ToolResult, str] | None = None
-    for m in history:
-        for b in m.blocks:
-            if isinstance(b, ToolCall):
-                calls[b.id] = b
-            elif isinstance(b, ToolResult):
-                text = result_text(b)
-                if failed(b, text):
-                    found = (calls.get(b.call_id), b, text)
+    messages show it whole (a kept result cut to a preview or cleared is restored all the same).
+    ``scans``: the session's folds, resumed (the same messages)."""
+    found = (scans.errors(history) if scans is not None else _fold(_Errors(), _error_step, history)).found
     if found is None or _shown_whole(found[1].call_id, found[2], kept):
         return []
     call, result, text = found
@@ -275,6 +353,7 @@ def latest_error(
 
 
 __all__ = [
+    "RestoreScans",
     "instruction_files",
     "latest_error",
     "normalize_path",
