@@ -46,7 +46,7 @@ import msgspec
 from ctxengine.eval.file_state import FileStates, FileTrail
 from ctxengine.messages.file_writes import SWE_OPEN_RE, file_changes, input_strings
 from ctxengine.messages.model import Block, Message, Text, ToolCall, ToolResult
-from ctxengine.messages.view_counts import ViewCounts
+from ctxengine.messages.view_counts import BlockKeys, ViewCounts
 from ctxengine.summary.audit import user_request
 from ctxengine.summary.rules import RuleBook
 
@@ -91,40 +91,19 @@ def units(msg: Message, *, outputs_only: bool = False) -> Iterator[str]:
             yield from _block_units(b)
 
 
-class MessageShingles:
+class MessageShingles(BlockKeys[int]):
     """The shingles (``sh`` of each of its units: ``_block_units``) of a block, kept per block
     object (a projection sends the same objects call after call, and an engine that rebuilds a
-    message keeps the blocks it already had); a message's are its blocks' together. ``put``
-    keeps a block's set computed elsewhere; ``forget`` drops a message's blocks."""
+    message keeps the blocks it already had); a message's (``msg``) are its blocks' together."""
 
     def __init__(self, sh: Callable[[str], frozenset[int]]) -> None:
-        self._sh = sh
-        self._cache: dict[int, tuple[Block, frozenset[int]]] = {}
+        def keys(b: Block) -> frozenset[int]:
+            out: set[int] = set()
+            for u in _block_units(b):
+                out |= sh(u)
+            return frozenset(out)
 
-    def __call__(self, msg: Message) -> frozenset[int]:
-        out: set[int] = set()
-        for b in msg.blocks:
-            out |= self.block(b)
-        return frozenset(out)
-
-    def block(self, b: Block) -> frozenset[int]:
-        """The shingles of ``b``'s units."""
-        hit = self._cache.get(id(b))
-        if hit is not None and hit[0] is b:
-            return hit[1]
-        out: set[int] = set()
-        for u in _block_units(b):
-            out |= self._sh(u)
-        fs = frozenset(out)
-        self._cache[id(b)] = (b, fs)
-        return fs
-
-    def put(self, b: Block, shingled: frozenset[int]) -> None:
-        self._cache[id(b)] = (b, shingled)
-
-    def forget(self, msg: Message) -> None:
-        for b in msg.blocks:
-            self._cache.pop(id(b), None)
+        super().__init__(keys)
 
 
 def normalized(text: str) -> str:

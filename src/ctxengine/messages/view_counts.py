@@ -67,3 +67,37 @@ class ViewCounts(Generic[K]):
     def holds(self, key: K) -> bool:
         """Whether a block of the view holds ``key``."""
         return self._came[key] > self._went[key]
+
+
+class BlockKeys(Generic[K]):
+    """``keys(block)`` remembered per block object (blocks are treated as immutable; the block is
+    held, so its id is not reused while remembered): ``block(b)`` for one block, ``msg(m)`` for a
+    message (its blocks' together). ``put`` keeps a block's keys computed elsewhere; ``forget``
+    drops a message's blocks."""
+
+    def __init__(self, keys: Callable[[Block], frozenset[K]]) -> None:
+        self._keys = keys
+        self._cache: dict[int, tuple[Block, frozenset[K]]] = {}
+
+    def block(self, b: Block) -> frozenset[K]:
+        """The keys of ``b``."""
+        hit = self._cache.get(id(b))
+        if hit is not None and hit[0] is b:
+            return hit[1]
+        keys = self._keys(b)
+        self._cache[id(b)] = (b, keys)
+        return keys
+
+    def msg(self, m: Message) -> frozenset[K]:
+        """The keys of ``m``'s blocks together."""
+        out: set[K] = set()
+        for b in m.blocks:
+            out |= self.block(b)
+        return frozenset(out)
+
+    def put(self, b: Block, keys: frozenset[K]) -> None:
+        self._cache[id(b)] = (b, keys)
+
+    def forget(self, m: Message) -> None:
+        for b in m.blocks:
+            self._cache.pop(id(b), None)

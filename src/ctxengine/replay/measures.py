@@ -26,7 +26,7 @@ from ctxengine.formats.validate import validate_anthropic, validate_openai_chat
 from ctxengine.formats.validate_incremental import RequestChecker
 from ctxengine.messages import identifiers
 from ctxengine.messages.model import Block, Message, Session, Text, Thinking, ToolCall, ToolResult
-from ctxengine.messages.view_counts import ViewCounts
+from ctxengine.messages.view_counts import BlockKeys, ViewCounts
 from ctxengine.models.registry import ModelInfo
 from ctxengine.replay.records import COMPACTION_LAYERS
 
@@ -39,24 +39,11 @@ class _Ids:
     blocks outlive the replay)."""
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[Block, frozenset[str]]] = {}
+        # the identifiers a block shows (thinking included)
+        self.shown: BlockKeys[str] = BlockKeys(
+            lambda b: frozenset(identifiers.extract_all(_block_texts(b, include_thinking=True)))
+        )
         self._used: dict[int, tuple[Message, frozenset[str]]] = {}
-
-    def block(self, b: Block) -> frozenset[str]:
-        """The identifiers ``b`` shows (thinking included), cached per block object."""
-        hit = self._seen.get(id(b))
-        if hit is not None and hit[0] is b:
-            return hit[1]
-        ids = frozenset(identifiers.extract_all(_block_texts(b, include_thinking=True)))
-        self._seen[id(b)] = (b, ids)
-        return ids
-
-    def of(self, msg: Message) -> frozenset[str]:
-        """The identifiers ``msg`` shows (thinking included): its blocks' together."""
-        out: set[str] = set()
-        for b in msg.blocks:
-            out |= self.block(b)
-        return frozenset(out)
 
     def used(self, msg: Message) -> frozenset[str]:
         """The identifiers ``msg`` uses (its output: thinking left out), cached per message."""
@@ -98,11 +85,11 @@ class RecallTracker:
     def __init__(self) -> None:
         self.ids = _Ids()
         self.seen: set[str] = set()
-        self._view_ids: ViewCounts[str] = ViewCounts(self.ids.block)
+        self._view_ids: ViewCounts[str] = ViewCounts(self.ids.shown.block)
 
     def observe(self, msg: Message) -> None:
         """``msg``'s identifiers are now known to the agent."""
-        self.seen |= self.ids.of(msg)
+        self.seen |= self.ids.shown.msg(msg)
 
     def measure(self, call: Message, proj: Projection) -> Recall:
         """The recall of ``call`` (the recorded output) given what the policy sent (``proj``):
