@@ -42,7 +42,6 @@ from ctxengine.policy.registry import Policy
 from ctxengine.summary import structured as summarize
 from ctxengine.summary.audit import user_request
 from ctxengine.summary.llm.summarizer import LLMSummarizer
-from ctxengine.summary.restore import RestoreScans
 from ctxengine.summary.skeleton import Segment
 
 if TYPE_CHECKING:
@@ -90,9 +89,7 @@ class Compactor(SessionNotes):
         self._restored: dict[tuple[str, str], Message] = {}
         # the transcript skeleton's segments (``restore_skeleton_tokens``) and the history index
         # they cover up to; a compaction's new segments wait in ``_pending_skeleton`` for ``commit``
-        self.pinned = PinnedFacts()  # the rules and the file ledger (``compaction.pinned``)
-        # the restore's folds over the history, resumed at each compaction (a cache: no state)
-        self.restore_scans = RestoreScans()
+        self.pinned = PinnedFacts()  # the rules, the file ledger, the restore's folds (``compaction.pinned``)
         self._skeleton: tuple[Segment, ...] = ()
         self._skeleton_upto = 0
         self._pending_skeleton: tuple[list[Segment], int] | None = None
@@ -191,12 +188,10 @@ class Compactor(SessionNotes):
         if not force and not retry(self._skipped_at, ctx.predicted, ctx.window):
             return None  # skipped as growing the context a moment ago: wait for more to summarize
         events: list[LayerEvent] = []
-        try:
-            done = self._chain(
-                ctx, history, events, force=force, reason=reason, instructions=instructions, system=system
-            )
-        except CompactionFailed:
-            raise  # its event carries the events before it
+        # a CompactionFailed raised here carries the events before it
+        done = self._chain(
+            ctx, history, events, force=force, reason=reason, instructions=instructions, system=system
+        )
         if done is None:
             # a pre-compaction flush made an LLM call, then no compaction followed (the cut
             # freed too little): its event is reported all the same
@@ -426,7 +421,7 @@ class Compactor(SessionNotes):
             from_transcript=self.restore_from_transcript,
             notes_facts=self.notes.facts,
             state=state,
-            scans=self.restore_scans,
+            scans=self.pinned.scans,
         )
         # restored again with the same content: the same message, which the prompt cache keeps serving
         restored = [self._restored.setdefault((m.id, m.text()), m) for m in restored]
@@ -436,7 +431,7 @@ class Compactor(SessionNotes):
         limit = limit if force else min(limit, plan.threshold - Restore.of(p).room_tokens)
         room = limit - cut.event.tokens_after
         counted = self._counted(ctx)
-        pinned = pinned_messages(p, self.pinned, history, kept, self.count_text, self.restore_scans)
+        pinned = pinned_messages(p, self.pinned, history, kept, self.count_text)
         lead_tokens, restored, skipped = fit(lead, restored, room, counted, pinned)
         restored_tokens = place(cut, lead, restored, lead_tokens, skipped, counted)
         record_quality(cut, kept)

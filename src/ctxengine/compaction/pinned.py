@@ -22,11 +22,14 @@ from ctxengine.summary.rules import RuleBook
 
 
 class PinnedFacts:
-    """The rules and the file ledger of a session, folded message by message (``observe``)."""
+    """The rules and the file ledger of a session, folded message by message (``observe``), and
+    the restore's folds over its history (``scans``: the files read, the last changes, the latest
+    failure), each resumed where the previous compaction's left off."""
 
     def __init__(self) -> None:
         self.rules = RuleBook()
         self.ledger = FileLedger()
+        self.scans = restore.RestoreScans()
 
     def observe(self, msg: Message, typed: str) -> None:
         """Fold an ingested message (``typed``: its user-typed text, ``audit.user_request``): the
@@ -87,15 +90,14 @@ def pinned_messages(
     history: Sequence[Message],
     kept: Sequence[Message],
     count: Callable[[str], int],
-    scans: restore.RestoreScans | None = None,
 ) -> list[Message]:
     """The pinned messages of a compaction, in order: the latest failure of the whole
-    ``history`` (unless ``kept`` shows it whole; ``scans``: the session's folds, resumed), the
-    rules, the ledger."""
+    ``history`` (unless ``kept`` shows it whole; folded by ``facts.scans``), the rules, the
+    ledger."""
     r = Restore.of(p)
     out: list[Message] = []
     if r.error_tokens > 0:
-        out += restore.latest_error(history, kept, count, max_tokens=r.error_tokens, scans=scans)
+        out += restore.latest_error(history, kept, count, max_tokens=r.error_tokens, scans=facts.scans)
     for mid, text in (
         ("pinned:rules", facts.rules_text(r.rules_tokens, count)),
         ("pinned:files", facts.ledger_text(r.ledger_tokens, count)),
