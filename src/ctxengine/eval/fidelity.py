@@ -25,10 +25,10 @@ use was still in what the policy sent, not whether its names were.
   call), *rules* (the share of the user's standing rules and corrections so far, found by
   ``ctxengine.summary.rules``, present verbatim) and *files* (the share of touched files whose path and
   last action a line of the context states: ``fidelity_files.FileTrail``).
-- **Re-fetch cost.** Each grounded shingle missing at a call would have to be fetched again from
-  its most recent earlier source (a tool result, or any block that held it); a source is charged
-  its tokens once per compaction epoch (the calls between two compactions), at the model's
-  uncached input price.
+- **Re-fetch cost.** Each read-grounded shingle missing at a call would have to be fetched again
+  from its most recent earlier source (what the agent read that held it, or the current text of a
+  file it wrote; the agent's own words are not re-fetched); a source is charged its tokens once
+  per compaction epoch (the calls between two compactions), at the model's uncached input price.
 
 ``../shared/acceptance/anchor_content_recall.py`` computes the same content recall for the recorded
 compactions of a Claude Code file. Units: shares in [0, 1], tokens, USD.
@@ -251,7 +251,6 @@ class FidelityTracker:
         self._fixed = self._sh(fixed_prefix)
         self._count_text = count_text
         self._seen: set[int] = set()  # every source (content recall)
-        self._last_src: dict[int, int] = {}  # shingle -> index in _sources of its latest holder
         self._last_read: dict[int, int] = {}  # shingle -> index of its latest read source
         self._files = FileStates()
         self._trail = FileTrail()  # the files probe: each touched file's last action
@@ -276,20 +275,17 @@ class FidelityTracker:
 
     # ---- the session, in order
 
-    def _source(
-        self, text: str, sh: set[int] | frozenset[int], into: dict[int, int], kind: str = ""
-    ) -> dict[int, int]:
-        """``text`` recorded as the source of its shingles ``sh`` in ``into``: the mapping added."""
+    def _source(self, text: str, sh: set[int] | frozenset[int], into: dict[int, int], kind: str = "") -> None:
+        """``text`` recorded as the latest source of its shingles ``sh`` in ``into``."""
         k = len(self._sources)
         self._sources.append(_Source(text, kind=kind))
-        keys = dict.fromkeys(sh, k)
-        into.update(keys)
-        return keys
+        into.update(dict.fromkeys(sh, k))
 
     def observe(self, msg: Message) -> None:
         """Fold ``msg`` (a message of the session's own content) into what later calls can use:
-        every unit is a content-recall source; a user message's text and a tool result's text are
-        read sources (kind ``user``, ``attachment`` or ``tool_result``); a tool call that writes a
+        every unit's shingles are content-recall's (``_seen``); a user message's text and a tool
+        result's text are read sources (kind ``user``, ``attachment`` or ``tool_result``), the
+        latest of each of their shingles kept for the re-fetch charge; a tool call that writes a
         file updates that file's current text (kind ``file_state``)."""
         for b in msg.blocks:
             kind = _read_kind(msg, b)
@@ -298,10 +294,9 @@ class FidelityTracker:
                 sh = self._sh(u)
                 if not sh:
                     continue
-                keys = self._source(u, sh, self._last_src, kind)
-                every |= sh
                 if kind:
-                    self._last_read.update(keys)
+                    self._source(u, sh, self._last_read, kind)
+                every |= sh
             self._seen |= every
             self._of.put(b, frozenset(every))  # the view counts it when it is sent
         for b in msg.blocks:
