@@ -199,9 +199,18 @@ def _caption(reports: Sequence[SessionReport], shown: Sequence[str], left_out: S
     if left_out:
         names = ", ".join(COLUMNS[k].header.replace("\n", " ") for k in left_out)
         notes.append(f"left out at this width: {names} (--json has every figure)")
-    unpriced = sorted({r.session.model or "unknown" for r in reports if not r.summary.price_known})
-    if unpriced:
-        notes.append("no known price, fallback rates: " + ", ".join(unpriced))
+    unpriced = sorted(
+        {
+            r.session.model or "a model the transcript does not name"
+            for r in reports
+            if not r.summary.price_known
+        }
+    )
+    if unpriced:  # the rows' cost $ is then not comparable with a recorded bill
+        notes.append(
+            "cost $ at fallback rates (Sonnet-class list prices) for models with no known price: "
+            + ", ".join(unpriced)
+        )
     return "; ".join(notes) + "."
 
 
