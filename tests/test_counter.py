@@ -6,10 +6,14 @@ import base64
 import io
 import json
 import math
+import random
+from pathlib import Path
 
 import pypdf
 import pytest
 
+from conftest import CLAUDE_CODE
+from ctxengine.formats import load
 from ctxengine.messages.model import Document, Image, Message, Text, Thinking, ToolCall, ToolResult
 from ctxengine.models.registry import Registry
 from ctxengine.tokens import (
@@ -31,6 +35,7 @@ from ctxengine.tokens.counter import (
     anthropic_image_size,
     classify_text,
     count_cjk,
+    fits,
     pdf_pages,
     tool_input_text,
 )
@@ -223,3 +228,30 @@ def test_message_overhead() -> None:
     assert claude.count_message(msg) == CLAUDE_PROFILE.message_overhead + sum(
         claude.count_block(b) for b in msg.blocks
     )
+
+
+def test_fits_answers_as_counting_does_and_keeps_the_exact_count(transcripts: Path) -> None:
+    """``fits(counter.count_text, text, limit)`` (a counter that stops tokenizing at the limit:
+    ``within``) gives ``count_text(text) <= limit`` for the exact counters and both estimate
+    profiles, on texts of the largest shared Claude Code session and on CJK, emoji and JSON text,
+    at limits around each text's count and far from it; a text that fits keeps its exact count."""
+    (s,) = load(CLAUDE_CODE / "cc_mimo-v2.5-pro_vscode_2x-autocompact_4530697c.jsonl")
+    rng = random.Random(7)
+    texts = rng.sample([m.text() for m in s.messages if len(m.text()) > 200], 40)
+    texts += ["日本語のテキスト、" * 500, "emoji 🚀 " * 2000, '{"a": [1,2,3], "b": "x"}' * 300]
+    makers = [
+        OpenAICounter,
+        lambda: OpenAICounter("cl100k_base"),
+        lambda: EstimateCounter(CLAUDE_PROFILE),
+        lambda: EstimateCounter(GENERIC_PROFILE),
+    ]
+    stopped = 0
+    for make in makers:
+        for text in texts:
+            exact = make().count_text(text)
+            for limit in {0, 1, 50, exact // 2, exact - 3, exact - 1, exact, exact + 1, exact * 2}:
+                counter = make()
+                assert fits(counter.count_text, text, max(limit, 0)) == (exact <= max(limit, 0))
+                stopped += len(text) >= 4 * max(limit, 0) and exact > limit
+                assert counter.count_text(text) == exact
+    assert stopped > 100  # the early stop was exercised, not only the whole count

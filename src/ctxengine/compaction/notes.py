@@ -50,6 +50,7 @@ from ctxengine.summary.notes import (
     render_sections,
     sections_of,
 )
+from ctxengine.tokens.counter import fits
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient
@@ -371,7 +372,7 @@ class SessionNotes:
         """The notes cut to ``max_tokens`` (longest sections first, each keeping its valuable
         end, as the notes' own cap does); the notes themselves when they fit."""
         text = self.notes_text()
-        if not text or self.count_text(text) <= max_tokens:
+        if not text or fits(self.count_text, text, max_tokens):
             return text
         key = (self.notes.updates, max_tokens)
         if self._within[0] == key:
@@ -382,7 +383,7 @@ class SessionNotes:
         else:
             bodies = {name: bodies.get(name, "") for name in SECTIONS}
             out = _join(bodies)
-            while self.count_text(out) > max_tokens:
+            while not fits(self.count_text, out, max_tokens):
                 longest = max(bodies, key=lambda n: len(bodies[n]))
                 size = self.count_text(bodies[longest])
                 smaller = _cap(longest, bodies[longest], max(20, size * 3 // 4), self.count_text)

@@ -26,6 +26,7 @@ import msgspec
 from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
 from ctxengine.summary import structured as summarize
 from ctxengine.summary.state import _cut as cut_text
+from ctxengine.tokens.counter import fits
 
 if TYPE_CHECKING:
     from ctxengine.llm import LLMClient
@@ -238,14 +239,14 @@ def _join(bodies: dict[str, str]) -> str:
 
 
 def _cap(name: str, body: str, max_tokens: int, count: Callable[[str], int]) -> str:
-    if count(body) <= max_tokens:
+    if fits(count, body, max_tokens):
         return body
     keep_start = name in ("Task specification", "Session Title")
     chars = len(body)
     while chars > 0:
         chars = int(chars * 0.8)
         cut = body[:chars] + "\n[...]" if keep_start else "[...]\n" + body[-chars:]
-        if count(cut) <= max_tokens:
+        if fits(count, cut, max_tokens):
             return cut
     return ""
 

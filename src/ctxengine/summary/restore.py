@@ -29,6 +29,7 @@ from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
 from ctxengine.messages.prefix_scan import PrefixScan
 from ctxengine.messages.tool_failures import failed
 from ctxengine.summary.state import READ_TOOLS, _tool_paths
+from ctxengine.tokens.counter import fits
 
 RESTORE_MAX_FILES = 5
 RESTORE_FILE_TOKENS = 5_000
@@ -143,12 +144,12 @@ def _reads(
 
 
 def _cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> tuple[str, bool]:
-    if count(text) <= max_tokens:
+    if fits(count, text, max_tokens):
         return text, False
     chars = len(text)
     while chars > 200:
         chars = int(chars * 0.8)
-        if count(text[:chars]) <= max_tokens:
+        if fits(count, text[:chars], max_tokens):
             break
     return text[:chars], True
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ctxengine.messages.model import CACHE_ANCHOR, Message, Text, ToolCall
 from ctxengine.summary.audit import harness_text
+from ctxengine.tokens.counter import fits
 
 SEGMENT_HEADER = (
     "[Restored after compaction, part {part}] Your own messages and tool calls from before the "
@@ -65,21 +66,19 @@ def _entries(msg: Message) -> Iterator[str]:
             yield f"{label}\n{b.text}"
         elif isinstance(b, ToolCall):
             data = b.input if isinstance(b.input, dict) else {"input": b.input}
-            parts = [
-                f"{k}: {s}" for k, v in data.items() if k not in LEFT_OUT_KEYS for k, s in _values(k, v)
-            ]
+            parts = [f"{k}: {s}" for k, v in data.items() if k not in LEFT_OUT_KEYS for k, s in _values(k, v)]
             if parts:
                 yield f"[tool call {b.name}]\n" + "\n".join(parts)
 
 
 def _head(text: str, max_tokens: int, count: Callable[[str], int]) -> str | None:
     """``text`` within ``max_tokens`` (its head, marked as cut); None when not even a head fits."""
-    if count(text) <= max_tokens:
+    if fits(count, text, max_tokens):
         return text
     chars = min(len(text), max_tokens * 4)
     while chars > 80:
         head = text[:chars] + CUT_NOTE
-        if count(head) <= max_tokens:
+        if fits(count, head, max_tokens):
             return head
         chars = int(chars * 0.8)
     return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -32,7 +32,7 @@ from ctxengine.messages.model import (
     ToolCall,
     ToolResult,
 )
-from ctxengine.tokens.encoders import Encoding, count_tokens, encoder
+from ctxengine.tokens.encoders import Encoding, count_tokens, encoder, tokens_within
 from ctxengine.tokens.estimate import (
     CLAUDE_PROFILE,
     CODE_CHAR_DENSITY,
@@ -120,6 +120,9 @@ OPENAI_TOOL_RESULT_OVERHEAD = 6  # per tool result: its own "tool" message + cal
 
 
 _JSON_ENCODER = msgspec.json.Encoder()
+# ``within`` stops at the limit only for a text this many characters per token of it or longer
+# (a shorter one is counted whole, and the count kept: it will most likely fit and be counted)
+WITHIN_MIN_CHARS_PER_TOKEN = 4
 
 
 def tool_input_text(value: dict[str, Any] | str) -> str:
@@ -183,6 +186,11 @@ class _BlockCounter:
 
     def count_text(self, text: str) -> int:
         raise NotImplementedError
+
+    def within(self, text: str, max_tokens: int) -> bool:
+        """Whether ``count_text(text) <= max_tokens`` (the same answer; a counter that can stop
+        counting at the limit does: ``OpenAICounter``, ``EstimateCounter``)."""
+        return self.count_text(text) <= max_tokens
 
     def count_image(self, img: Image) -> int:
         raise NotImplementedError
@@ -292,6 +300,18 @@ class OpenAICounter(_BlockCounter):
     def _count_uncached(self, text: str) -> int:
         return count_tokens(text, self.encoding)
 
+    def within(self, text: str, max_tokens: int) -> bool:
+        """Whether ``count_text(text) <= max_tokens``; a long text not counted yet is tokenized
+        only as far as ``max_tokens`` (``tokens_within``), its count kept when it fits."""
+        known = self._memo.get(text)
+        if known is not None or len(text) < WITHIN_MIN_CHARS_PER_TOKEN * max_tokens:
+            return (known if known is not None else self.count_text(text)) <= max_tokens
+        n = tokens_within(text, max_tokens, self.encoding)
+        if n is None:
+            return False
+        self._memo.learn(text, n)
+        return True
+
     def learn(self, text: str, as_json: bool, tokens: int) -> None:
         self._memo.learn(text, tokens)  # JSON is counted as text here
 
@@ -333,11 +353,32 @@ class EstimateCounter(_BlockCounter):
         (self._json_memo if as_json else self._memo).learn(text, tokens)
 
     def _estimate(self, text: str, kind: ContentClass) -> int:
+        return self._from_o200k(count_tokens(text), text, kind)
+
+    def _from_o200k(self, o200k: int, text: str, kind: ContentClass) -> int:
         p = self.profile
-        tokens = self._factors[kind] * count_tokens(text)
+        tokens = self._factors[kind] * o200k
         if p.cjk_extra_per_char:
             tokens += p.cjk_extra_per_char * count_cjk(text)
         return math.ceil(tokens * (1.0 + p.margin))
+
+    def within(self, text: str, max_tokens: int) -> bool:
+        """Whether ``count_text(text) <= max_tokens``; a long text not counted yet is tokenized
+        only as far as the ``o200k_base`` count that could still fit (``tokens_within``; two
+        tokens of slack over the estimate's inverse, so rounding never decides), then estimated
+        exactly as ``count_text`` does (kept when it fits)."""
+        known = self._memo.get(text)
+        if known is not None or len(text) < WITHIN_MIN_CHARS_PER_TOKEN * max_tokens:
+            return (known if known is not None else self.count_text(text)) <= max_tokens
+        p, kind = self.profile, classify_text(text)
+        cjk = p.cjk_extra_per_char * count_cjk(text) if p.cjk_extra_per_char else 0.0
+        limit = max(0, math.floor((max_tokens / (1.0 + p.margin) - cjk) / self._factors[kind]) + 2)
+        o200k = tokens_within(text, limit)
+        if o200k is None:  # over the limit: over max_tokens (see above)
+            return False
+        n = self._from_o200k(o200k, text, kind)
+        self._memo.learn(text, n)
+        return n <= max_tokens
 
     def count_image(self, img: Image) -> int:
         return anthropic_image_tokens(img.width, img.height)
@@ -367,3 +408,14 @@ def counter_for(model: ModelInfo | None) -> TokenCounter:
         ``GENERIC_PROFILE`` for other tokenizers.
     """
     return _shared_counter(model.tokenizer if model is not None else "claude")
+
+
+def fits(count: Callable[[str], int], text: str, max_tokens: int) -> bool:
+    """Whether ``count(text) <= max_tokens``: the same answer as counting, but when ``count`` is a
+    counter's own ``count_text`` (``_BlockCounter``), through its ``within``, which tokenizes a
+    long text only as far as the limit. For the loops that cut a text until it fits (the
+    skeleton's heads, the notes' sections, the restored files)."""
+    owner = getattr(count, "__self__", None)
+    if isinstance(owner, _BlockCounter) and count == owner.count_text:
+        return owner.within(text, max_tokens)
+    return count(text) <= max_tokens

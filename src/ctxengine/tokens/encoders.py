@@ -88,6 +88,21 @@ def count_tokens(text: str, encoding: Encoding = "o200k_base") -> int:
     return counter.count(text)
 
 
+def tokens_within(text: str, limit: int, encoding: Encoding = "o200k_base") -> int | None:
+    """``count_tokens(text, encoding)`` when it is at most ``limit``, else None; a long text is
+    tokenized only as far as the limit (the Rust tokenizer's ``count_till_limit``), not whole."""
+    if not text:
+        return 0 if limit >= 0 else None
+    enc = encoder(encoding)
+    try:
+        n = enc.count_till_limit(text, max(limit, 0))
+    except UnicodeEncodeError:
+        n = enc.count_till_limit(
+            text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), max(limit, 0)
+        )
+    return None if n is None or n > limit else int(n)
+
+
 def _count_whole(text: str, encoding: Encoding) -> int:
     enc = encoder(encoding)
     try:

@@ -59,6 +59,10 @@ class TextMemo:
                     self._evict()
         return n
 
+    def get(self, text: str) -> int | None:
+        """The count held for ``text``, or None (nothing is counted)."""
+        return self._counts.get(text)
+
     def learn(self, text: str, n: int) -> None:
         """Remember ``n`` as the count of ``text``, counted elsewhere by the same pure ``fn`` (a
         worker process's copy of this memo's counter): the same as ``count(text)`` would keep.
