@@ -188,9 +188,26 @@ class _BlockCounter:
         raise NotImplementedError
 
     def within(self, text: str, max_tokens: int) -> bool:
-        """Whether ``count_text(text) <= max_tokens`` (the same answer; a counter that can stop
-        counting at the limit does: ``OpenAICounter``, ``EstimateCounter``)."""
-        return self.count_text(text) <= max_tokens
+        """Whether ``count_text(text) <= max_tokens``: the same answer, but a long text not
+        counted yet is tokenized only as far as the limit (``_count_upto``), its count kept
+        (``learn``) when it fits; a shorter one is counted whole (it will most likely fit)."""
+        known = self._held(text)
+        if known is not None or len(text) < WITHIN_MIN_CHARS_PER_TOKEN * max_tokens:
+            return (known if known is not None else self.count_text(text)) <= max_tokens
+        n = self._count_upto(text, max_tokens)
+        if n is None:
+            return False
+        self.learn(text, False, n)
+        return True
+
+    def _held(self, text: str) -> int | None:
+        """``count_text(text)`` when this counter holds it already, else None."""
+        return None
+
+    def _count_upto(self, text: str, max_tokens: int) -> int | None:
+        """``count_text(text)`` when it is at most ``max_tokens``, else None (here: counted whole)."""
+        n = self.count_text(text)
+        return n if n <= max_tokens else None
 
     def count_image(self, img: Image) -> int:
         raise NotImplementedError
@@ -300,17 +317,11 @@ class OpenAICounter(_BlockCounter):
     def _count_uncached(self, text: str) -> int:
         return count_tokens(text, self.encoding)
 
-    def within(self, text: str, max_tokens: int) -> bool:
-        """Whether ``count_text(text) <= max_tokens``; a long text not counted yet is tokenized
-        only as far as ``max_tokens`` (``tokens_within``), its count kept when it fits."""
-        known = self._memo.get(text)
-        if known is not None or len(text) < WITHIN_MIN_CHARS_PER_TOKEN * max_tokens:
-            return (known if known is not None else self.count_text(text)) <= max_tokens
-        n = tokens_within(text, max_tokens, self.encoding)
-        if n is None:
-            return False
-        self._memo.learn(text, n)
-        return True
+    def _held(self, text: str) -> int | None:
+        return self._memo.get(text)
+
+    def _count_upto(self, text: str, max_tokens: int) -> int | None:
+        return tokens_within(text, max_tokens, self.encoding)
 
     def learn(self, text: str, as_json: bool, tokens: int) -> None:
         self._memo.learn(text, tokens)  # JSON is counted as text here
@@ -362,23 +373,21 @@ class EstimateCounter(_BlockCounter):
             tokens += p.cjk_extra_per_char * count_cjk(text)
         return math.ceil(tokens * (1.0 + p.margin))
 
-    def within(self, text: str, max_tokens: int) -> bool:
-        """Whether ``count_text(text) <= max_tokens``; a long text not counted yet is tokenized
-        only as far as the ``o200k_base`` count that could still fit (``tokens_within``; two
-        tokens of slack over the estimate's inverse, so rounding never decides), then estimated
-        exactly as ``count_text`` does (kept when it fits)."""
-        known = self._memo.get(text)
-        if known is not None or len(text) < WITHIN_MIN_CHARS_PER_TOKEN * max_tokens:
-            return (known if known is not None else self.count_text(text)) <= max_tokens
+    def _held(self, text: str) -> int | None:
+        return self._memo.get(text)
+
+    def _count_upto(self, text: str, max_tokens: int) -> int | None:
+        """Tokenized only as far as the ``o200k_base`` count that could still fit
+        (``tokens_within``; two tokens of slack over the estimate's inverse, so rounding never
+        decides), then estimated exactly as ``count_text`` does."""
         p, kind = self.profile, classify_text(text)
         cjk = p.cjk_extra_per_char * count_cjk(text) if p.cjk_extra_per_char else 0.0
         limit = max(0, math.floor((max_tokens / (1.0 + p.margin) - cjk) / self._factors[kind]) + 2)
         o200k = tokens_within(text, limit)
         if o200k is None:  # over the limit: over max_tokens (see above)
-            return False
+            return None
         n = self._from_o200k(o200k, text, kind)
-        self._memo.learn(text, n)
-        return n <= max_tokens
+        return n if n <= max_tokens else None
 
     def count_image(self, img: Image) -> int:
         return anthropic_image_tokens(img.width, img.height)
