@@ -40,7 +40,6 @@ class ContentRecall:
 
     def observe(self, msg: Message) -> None:
         """Fold ``msg`` (a message of the session's own content) into the shingles seen."""
-        self._of.forget(msg)  # counted afresh: an id may be reused by a new message
         self._seen |= self._of.msg(msg)
 
     def measure(self, call: Message, messages: Sequence[Message], system: str) -> Recalled:

@@ -72,8 +72,7 @@ class ViewCounts(Generic[K]):
 class BlockKeys(Generic[K]):
     """``keys(block)`` remembered per block object (blocks are treated as immutable; the block is
     held, so its id is not reused while remembered): ``block(b)`` for one block, ``msg(m)`` for a
-    message (its blocks' together). ``put`` keeps a block's keys computed elsewhere; ``forget``
-    drops a message's blocks."""
+    message (its blocks' together). ``put`` keeps a block's keys computed elsewhere."""
 
     def __init__(self, keys: Callable[[Block], frozenset[K]]) -> None:
         self._keys = keys
@@ -97,7 +96,3 @@ class BlockKeys(Generic[K]):
 
     def put(self, b: Block, keys: frozenset[K]) -> None:
         self._cache[id(b)] = (b, keys)
-
-    def forget(self, m: Message) -> None:
-        for b in m.blocks:
-            self._cache.pop(id(b), None)
