@@ -13,7 +13,7 @@ from conftest import CLAUDE_CODE, SHARED
 from ctxengine.eval import fidelity
 from ctxengine.eval.fidelity import FidelityTracker, error_text, file_changes, shingles
 from ctxengine.formats import load as load_path
-from ctxengine.messages.model import Message, Text, ToolCall, ToolResult
+from ctxengine.messages.model import Block, Message, Text, ToolCall, ToolResult, Usage
 from ctxengine.policy.registry import get_policy
 from ctxengine.replay import replay_session
 
@@ -452,3 +452,42 @@ def test_the_files_probe_scores_as_a_search_line_by_line() -> None:
         n_lines = rng.randint(0, 5)
         lines = ["".join(rng.choice(words) for _ in range(rng.randint(0, 6))) for _ in range(n_lines)]
         assert trail.score(lines) == by_line(trail.last, lines), (trail.last, lines)
+
+
+def test_own_words_only_resends_its_blocks_and_the_view_reads_only_the_changed_ones(
+    transcripts: Path,
+) -> None:
+    """The baseline on a real Codex session at 64,000 tokens: each call's message is new, but every
+    block it shares with the previous call's is the same object, so the measures' view counts
+    (``ViewCounts``, per block) read only the blocks that came or went since the previous call;
+    what they hold is what the message's blocks hold."""
+    from ctxengine.engine.baselines import OwnWordsOnlyEngine, policy_for
+    from ctxengine.messages.view_counts import ViewCounts
+
+    read: list[int] = []
+
+    def keys(b: Block) -> frozenset[int]:
+        read.append(id(b))
+        return shingles(b.text) if isinstance(b, Text) else frozenset()
+
+    path = next(transcripts.glob("codex-rollout-jsonl/codex_gpt-5.2-codex_cli-0.98_*.jsonl"))
+    (session,) = load_path(path)
+    engine = OwnWordsOnlyEngine(policy_for("own-words-only"), model=session.model, window=64_000)
+    engine.bootstrap(system=session.system)
+    counts: ViewCounts[int] = ViewCounts(keys)
+    previous: set[int] = set()
+    calls = reused = 0
+    for msg in session.messages:
+        if msg.role == "assistant":
+            (sent,) = engine.assemble().messages
+            read.clear()
+            counts.move_to([sent])
+            blocks = {id(b) for b in sent.blocks}
+            assert set(read) <= blocks ^ previous  # only what came or went was read
+            held = frozenset().union(*(keys(b) for b in sent.blocks))
+            assert all(counts.holds(s) for s in held)
+            reused += len(blocks & previous)
+            previous, calls = blocks, calls + 1
+            engine.after_turn(Usage(input_tokens=0, output_tokens=0))
+        engine.ingest(msg)
+    assert calls > 10 and reused > calls  # blocks came back call after call, not rebuilt
