@@ -14,6 +14,7 @@ from typer.testing import CliRunner, Result
 
 from conftest import SWE_AGENT
 from ctxengine.cli.commands import app
+from ctxengine.models.registry import ModelWindowWarning
 
 SWE_0X = SWE_AGENT / "sweagent-0.x_gpt-4_pydicom__pydicom-1458.traj"
 MODEL = "claude-sonnet-4-5-20250929"
@@ -474,7 +475,8 @@ def test_a_model_window_under_the_minimum_says_what_to_do(transcripts: Path) -> 
     [line] = [x for x in res.stderr.splitlines() if x.startswith("error:")]  # after the --model note
     for words in ("gpt-4", "8,192", "16,000", "--window 16000", "overflow guard"):
         assert words in line, words
-    res = cli("replay", str(SWE_0X), "--model", "gpt-4", "--window", "16000")  # the advice works
+    with pytest.warns(ModelWindowWarning, match="8,192"):  # over the model's window: said, not refused
+        res = cli("replay", str(SWE_0X), "--model", "gpt-4", "--window", "16000")  # the advice works
     assert res.exit_code == 0, res.stderr
 
 

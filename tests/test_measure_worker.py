@@ -55,6 +55,8 @@ POLICIES = [("default", 64_000), ("claude-code", 200_000), ("pi", 64_000)]
 
 @pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:40])
 @pytest.mark.parametrize(("policy", "window"), POLICIES)
+# the deepseek-chat session (a 128,000-token model) at 200,000 tokens, on purpose
+@pytest.mark.filterwarnings("ignore::ctxengine.models.registry.ModelWindowWarning")
 def test_forked_measures_give_the_report_of_local_measures(
     path: Path, policy: str, window: int, forced_fork: list[ForkedMeasures]
 ) -> None:

@@ -21,7 +21,11 @@ from ctxengine.proxy.reminders import split_reminders
 from ctxengine.proxy.wire_anthropic import AnthropicWire
 from test_proxy import KEY, Rig, _rig, _turns, log_lines
 
-pytestmark = pytest.mark.usefixtures("clean_llm_env")
+pytestmark = [
+    pytest.mark.usefixtures("clean_llm_env"),
+    # windows under 32,000 tokens on purpose (compaction within a few requests)
+    pytest.mark.filterwarnings("ignore::ctxengine.models.registry.WindowWarning"),
+]
 
 BETA = "claude-code-20250219,context-management-2025-06-27,mid-conversation-system-2026-04-07"
 AGENTS = {"role": "system", "content": "Available agent types for the Agent tool: - claude: any task."}
@@ -165,9 +169,7 @@ def test_a_branch_and_a_shrunk_budget_are_said_once_per_session(
         lines = log_lines(caplog, "POST /v1/messages", 4)
     sessions = rig.sessions()["sessions"]
     assert len(sessions) == 2 and sessions[1]["branch_of"] == sessions[0]["id"]
-    said = [
-        ("branch of" in line, "of the 16,000-token window" in line) for line in lines
-    ]
+    said = [("branch of" in line, "of the 16,000-token window" in line) for line in lines]
     assert said == [(False, True), (False, False), (True, True), (False, False)]
     budget = int(re.search(r"leaves the prompt ([\d,]+) of", lines[0]).group(1).replace(",", ""))  # type: ignore[union-attr]
     assert 8_000 < budget < 16_000  # the room is what the model writes (8,192 at first), not the 64,000 asked

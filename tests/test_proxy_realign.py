@@ -23,7 +23,11 @@ from gateway_servers import pg_schema_url
 from proxy_servers import Upstream, serve
 from test_proxy import Rig, log_lines
 
-pytestmark = pytest.mark.usefixtures("clean_llm_env")
+pytestmark = [
+    pytest.mark.usefixtures("clean_llm_env"),
+    # windows under 32,000 tokens on purpose (compaction within a few requests)
+    pytest.mark.filterwarnings("ignore::ctxengine.models.registry.WindowWarning"),
+]
 
 KEY = "sk-aider-user"
 TURNS = 9

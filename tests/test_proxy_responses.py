@@ -19,7 +19,11 @@ from ctxengine.messages.model import Message, Text, Thinking, ToolCall, ToolResu
 from ctxengine.proxy.responses_items import read_item, write_items
 from test_proxy import KEY, Rig, _rig, log_lines
 
-pytestmark = pytest.mark.usefixtures("clean_llm_env")
+pytestmark = [
+    pytest.mark.usefixtures("clean_llm_env"),
+    # windows under 32,000 tokens on purpose (compaction within a few requests)
+    pytest.mark.filterwarnings("ignore::ctxengine.models.registry.WindowWarning"),
+]
 
 TOOLS = [
     {
