@@ -28,7 +28,11 @@ from agent_task import AgentTask, client, workspace
 from ctxengine.proxy import Proxy, ProxyConfig, create_app
 from proxy_servers import Upstream, serve
 
-pytestmark = pytest.mark.usefixtures("clean_llm_env")
+pytestmark = [
+    pytest.mark.usefixtures("clean_llm_env"),
+    # windows under 32,000 tokens on purpose (compaction within a few requests)
+    pytest.mark.filterwarnings("ignore::ctxengine.models.registry.WindowWarning"),
+]
 
 INSTALL = {
     "claude": "npm install -g @anthropic-ai/claude-code@2.1.197",
