@@ -281,7 +281,8 @@ def test_an_old_flat_key_in_a_policy_file_still_loads_and_says_where_it_moved(tm
     warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
     assert warning == [f"warning: {old}: compact_at_share is deprecated: use [compaction] at_share"]
     res = run(str(SIDECHAIN), "--policy-file", str(new), "--quiet", "--json", str(tmp_path / "new.json"))
-    assert res.exit_code == 0 and "warning:" not in res.stderr
+    # (not "warning:" alone: a ResourceWarning of another test's socket, collected meanwhile, is one)
+    assert res.exit_code == 0 and "deprecated" not in res.stderr, res.stderr
     # the same policy either way: the same report
     assert read_json(tmp_path / "old.json")["summary"] == read_json(tmp_path / "new.json")["summary"]
 
