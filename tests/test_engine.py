@@ -22,6 +22,7 @@ import ctxengine.engine.steps.clearing as clearing_module
 import ctxengine.engine.steps.overflow as overflow_module
 from conftest import CLAUDE_CODE
 from ctxengine.engine.core import CompactionError, ContextEngine, Projection
+from ctxengine.engine.usage_gap import UsageGapWarning
 from ctxengine.formats import load
 from ctxengine.layers.base import artifact_id, result_text
 from ctxengine.layers.pairing import MISSING_RESULT_TEXT, find_violations
@@ -175,7 +176,8 @@ def test_after_turn_anchors_the_next_prediction() -> None:
     first = engine.assemble()
     assert first.tokens == 3_000 + first.content_estimate  # unanchored: fixed + estimate
 
-    engine.after_turn(Usage(input_tokens=1_000, cache_read_tokens=20_000))  # the provider saw 21,000
+    with pytest.warns(UsageGapWarning, match="content the engine was not given"):  # 3x its prediction
+        engine.after_turn(Usage(input_tokens=1_000, cache_read_tokens=20_000))  # the provider saw 21,000
     reply = Message("assistant", (Text("The parser drops time zones; fixing."),), "a-reply")
     follow = Message("user", (Text(filler(2_000, 7)),), "u-follow")
     engine.ingest(reply)
@@ -200,7 +202,8 @@ def test_a_compaction_resets_the_anchor() -> None:
     for m in conversation(60):  # ~40,000 tokens of content, under the 120,000 threshold
         engine.ingest(m)
     assert engine.assemble().events == []
-    engine.after_turn(Usage(input_tokens=150_000))  # the provider says: far more than estimated
+    with pytest.warns(UsageGapWarning):  # the provider says: far more than estimated
+        engine.after_turn(Usage(input_tokens=150_000))
     proj = engine.assemble()
     (event,) = [e for e in proj.events if e.layer == "summary_compact"]
     assert event.tokens_before == 150_000

@@ -11,6 +11,10 @@ import pytest
 from ctxengine.integrations.bridge import EngineBridge, IntegrationWarning
 from ctxengine.messages.model import Message, Text, ToolCall, ToolResult, Usage
 
+# the turns' usage is made up (1,000 tokens a turn), not what was sent: the engine says so
+# (``UsageGapWarning``), which these tests are not about (tests/test_usage_gap.py is)
+pytestmark = pytest.mark.filterwarnings("ignore::ctxengine.engine.usage_gap.UsageGapWarning")
+
 
 class Identity:
     """Items are neutral messages already (ids replaced by the bridge's)."""

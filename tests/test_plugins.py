@@ -208,6 +208,9 @@ def test_a_raising_plugin_is_quarantined_and_core_takes_over_with_the_session(
     assert [p.calls for p in PluginEngine.instances] == calls_before
 
 
+# the made-up usage (5,000 against ~2,100 predicted) is a gap, said by each engine that takes it,
+# the take-over's included (tests/test_usage_gap.py); this test is about the prediction after it
+@pytest.mark.filterwarnings("ignore::ctxengine.engine.usage_gap.UsageGapWarning")
 def test_after_takeover_the_prediction_matches_the_core_engine() -> None:
     def drive(engine: Any) -> Projection:
         engine.bootstrap(system="sys", fixed_prefix_tokens=1_000)

@@ -947,6 +947,9 @@ def _read_round(t: int, chars: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("unseen_whole", [True, False])
+# the stub upstream reports the body's chars // 4, half of what the engine counts for these
+# line-numbered results: a usage gap the engine says (engine/usage_gap.py), not this test's subject
+@pytest.mark.filterwarnings("ignore::ctxengine.engine.usage_gap.UsageGapWarning")
 def test_the_newest_result_reaches_the_model_whole_before_it_is_offloaded(
     tmp_path: Path, unseen_whole: bool
 ) -> None:

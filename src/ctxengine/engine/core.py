@@ -34,6 +34,7 @@ from ctxengine.engine.resolve import resolve_model as resolve_model  # re-export
 from ctxengine.engine.state import take_notes_events
 from ctxengine.engine.steps.base import EngineParts
 from ctxengine.engine.subagents import SubagentSpawner
+from ctxengine.engine.usage_gap import UsageGapCheck
 from ctxengine.engine.view import EngineView
 from ctxengine.engine.view import Projection as Projection  # re-exported: ``engine.core.Projection``
 from ctxengine.layers.base import LayerEvent
@@ -91,8 +92,7 @@ class ContextEngine:
         counter: the token counter (default: the model's, ``counter_for``).
         session_id: the session's id in the store.
         llm: the LLM client of LLM summaries and notes updates (None: the $0 structured summary).
-        workspace: the agent's working directory, where the files restored after a compaction are
-            re-read.
+        workspace: the agent's working directory, where a compaction's restored files are re-read.
         restore_from_transcript: whether a restored file not on this machine (a replay) takes
             the latest content the session read of it.
         background_notes: whether session-notes updates run on a worker thread (above).
@@ -159,6 +159,7 @@ class ContextEngine:
         self.failures = 0  # layers that raised (the session unchanged each time)
         self.last_call: float | None = None
         self._last_estimate = 0
+        self.usage_gaps = UsageGapCheck()  # reported usage against the assembled request
         # the parts, one job each
         self.view = EngineView(self)
         self.commits = Commits(self, self.view)
@@ -247,10 +248,11 @@ class ContextEngine:
             self.last_call = now
         events, self.pending_events = self.pending_events, []
         self.events.extend(events)
+        tokens = self.usage_gaps.predicted = self.view.predict()
         return Projection(
             messages=self.view.projected(),
             system=self.system,
-            tokens=self.view.predict(),
+            tokens=tokens,
             content_estimate=self.view.total,
             window=window,
             events=events,
@@ -259,14 +261,15 @@ class ContextEngine:
     def after_turn(self, usage: Usage | None) -> None:
         """Record the provider's usage for the call just made, then run the background upkeep.
 
-        The usage anchors the ledger. The upkeep is the session notes when due, in line, or with
-        ``background_notes`` started on a worker thread (a finished earlier update is applied
-        first).
+        The usage anchors the ledger; one far from the assembled request warns once
+        (``UsageGapWarning``, ``engine.usage_gap``). The upkeep is the session notes when due, in
+        line, or with ``background_notes`` on a worker thread (a finished update applied first).
 
         Args:
             usage: the provider's usage of the call (None or zero input: nothing to anchor).
         """
         if usage is not None and usage.total_input > 0:
+            self.usage_gaps.check(usage.total_input)
             self.ledger.observe(usage.total_input, self._last_estimate)
         self._settle_notes()
         conversation = round(self.ingestor.history_tokens * self.ledger.scale)
