@@ -57,6 +57,15 @@ def test_replay_demo_needs_nothing_beside_the_package(
     assert sum(sum(r["summary"]["compactions"].values()) for r in reports) > 0  # 32,000 tokens: it compacts
 
 
+def test_replay_alone_with_no_session_here_says_what_to_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new machine has no ``~/.claude`` or ``~/.codex``: the error names where it looked and the
+    two commands that work (a path, the shipped demo)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    one_error_line(cli("replay"), "~/.claude/projects", "ctxengine replay PATH", "ctxengine replay --demo")
+
+
 def test_demo_and_a_path_together_are_refused(tmp_path: Path) -> None:
     one_error_line(cli("replay", str(cc_session(tmp_path / "s.jsonl", 2)), "--demo"), "--demo")
 

@@ -113,7 +113,11 @@ def run_replay(
     if path is None:
         path = newest_user_session()
         if path is None:
-            raise fail("no transcript given and no session found in " + " or ".join(USER_SESSION_DIRS))
+            raise fail(
+                "no transcript given and no session found in " + " or ".join(USER_SESSION_DIRS)
+                + ": give a transcript file or folder (ctxengine replay PATH), or try the shipped"
+                " sessions (ctxengine replay --demo)"
+            )  # fmt: skip
         say("replaying your newest session:", str(path))
     require_paths([path])
     check_not_an_input(json_out, "--json", [path])
