@@ -48,10 +48,15 @@ def test_replay_demo_needs_nothing_beside_the_package(
     assert res.exit_code == 0, res.stderr
     assert "cc_opus-4.5_thinking_redacted_43391f62.jsonl" in res.stdout
     assert "sweagent-0.x_gpt-4_pydicom" in res.stdout
-    # the SWE-agent 0.x run names no model: the caption says its cost is at fallback rates
+    # the SWE-agent 0.x run names no model: its cost is marked, and the caption says the mark
     caption = " ".join(res.stdout.split())
-    assert "cost $ at fallback rates (Sonnet-class list prices) for models with no known price" in caption
-    assert "a model the transcript does not name" in caption
+    assert (
+        "*: cost $ at fallback rates (Sonnet-class list prices), for a model the transcript does "
+        "not name (no known price)"
+    ) in caption
+    marked = [line for line in res.stdout.splitlines() if re.search(r"\d\.\d\d\*", line)]
+    assert [line.split()[0][:8] for line in marked] == ["sweagent", "all"]  # its row and the total
+    assert "–: nothing to count there" in caption  # the Claude Code row's read and content
     reports = json.loads(out.read_text())
     assert len(reports) == 2 and sum(r["session"]["calls"] for r in reports) == 50
     assert sum(sum(r["summary"]["compactions"].values()) for r in reports) > 0  # 32,000 tokens: it compacts

@@ -149,7 +149,8 @@ def summary_table(reports: Sequence[SessionReport], title: str, width: int = 200
     table = _build(title, layout, cells, total_cells, label_chars)
     keys = [k for slot in layout for k in slot]
     left_out = [k for k in COLUMNS if k not in keys and k not in ("fail", "sub")]
-    table.caption = _caption(reports, keys, left_out)
+    dashes = any(row[k] == "–" for _, row in (*cells, *total_cells) for k in keys)
+    table.caption = _caption(reports, keys, left_out, dashes)
     return table
 
 
@@ -194,8 +195,15 @@ def _build(
     return table
 
 
-def _caption(reports: Sequence[SessionReport], shown: Sequence[str], left_out: Sequence[str]) -> str:
+def _caption(
+    reports: Sequence[SessionReport], shown: Sequence[str], left_out: Sequence[str], dashes: bool
+) -> str:
     notes = [COLUMNS[k].explain for k in shown]
+    if dashes:
+        notes.append(
+            "–: nothing to count there (e.g. no later words drew on what was read; no recorded "
+            "usage or cost), or a per-session figure in a total row"
+        )
     if left_out:
         names = ", ".join(COLUMNS[k].header.replace("\n", " ") for k in left_out)
         notes.append(f"left out at this width: {names} (--json has every figure)")
@@ -206,10 +214,11 @@ def _caption(reports: Sequence[SessionReport], shown: Sequence[str], left_out: S
             if not r.summary.price_known
         }
     )
-    if unpriced:  # the rows' cost $ is then not comparable with a recorded bill
+    if unpriced:  # the rows' cost $ is then not comparable with a recorded bill (marked *)
         notes.append(
-            "cost $ at fallback rates (Sonnet-class list prices) for models with no known price: "
+            "*: cost $ at fallback rates (Sonnet-class list prices), for "
             + ", ".join(unpriced)
+            + " (no known price)"
         )
     return "; ".join(notes) + "."
 
@@ -241,7 +250,7 @@ def _cells(rs: Sequence[SessionReport]) -> dict[str, str]:
         "peak": f"{max(x.peak_sent_tokens for x in s):,}",
         "ovf": str(sum(x.overflows for x in s)),
         "compact": f"{sum(sum(x.compactions.values()) for x in s)} ({sum(x.compactions_free for x in s)})",
-        "cost": f"{sum(x.cost_usd for x in s):.2f}",
+        "cost": f"{sum(x.cost_usd for x in s):.2f}" + ("" if all(x.price_known for x in s) else "*"),
         "rec": f"{sum(x.recorded_cost_usd or 0.0 for x in with_rec):.2f}" if complete else "–",
         "read": _fmt_share(r_hits / r_grounded if r_grounded else None),
         "content": _fmt_share(c_hits / grounded if grounded else None),
