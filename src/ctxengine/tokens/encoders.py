@@ -97,9 +97,7 @@ def tokens_within(text: str, limit: int, encoding: Encoding = "o200k_base") -> i
     try:
         n = enc.count_till_limit(text, max(limit, 0))
     except UnicodeEncodeError:
-        n = enc.count_till_limit(
-            text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), max(limit, 0)
-        )
+        n = enc.count_till_limit(_scrubbed(text), max(limit, 0))
     return None if n is None or n > limit else int(n)
 
 
@@ -108,4 +106,9 @@ def _count_whole(text: str, encoding: Encoding) -> int:
     try:
         return int(enc.count(text))
     except UnicodeEncodeError:
-        return int(enc.count(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")))
+        return int(enc.count(_scrubbed(text)))
+
+
+def _scrubbed(text: str) -> str:
+    """``text`` with its lone surrogates replaced, as tiktoken does before encoding."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
