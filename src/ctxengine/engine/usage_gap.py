@@ -49,14 +49,12 @@ class UsageGapCheck:
             tokens), set by ``assemble``; None once a report was checked against it (a report
             with no projection assembled since is not checked).
         gaps: reports that differed by more than ``GAP_SHARE`` (and ``GAP_MIN_TOKENS``).
-        largest: the largest gap seen, reported minus predicted (tokens; 0: none).
         warn: whether the first gap is warned about (False: only counted; the replay's usage is
             simulated from the recorded run's, so a gap there is the recording's, not a caller's).
     """
 
     predicted: int | None = None
     gaps: int = 0
-    largest: int = 0
     warn: bool = True
 
     def check(self, reported: int) -> bool:
@@ -70,8 +68,6 @@ class UsageGapCheck:
         if abs(gap) < GAP_MIN_TOKENS or abs(gap) <= GAP_SHARE * max(reported, predicted):
             return False
         self.gaps += 1
-        if abs(gap) > abs(self.largest):
-            self.largest = gap
         if self.warn and self.gaps == 1:
             warnings.warn(UsageGapWarning(_message(reported, predicted)), stacklevel=3)
         return True
